@@ -1,0 +1,127 @@
+// Command worker runs eventq's background jobs on asynq: fulfilment and housekeeping.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/config"
+	"github.com/eventq/eventq/internal/infra"
+	"github.com/eventq/eventq/internal/tracking"
+	"github.com/eventq/eventq/jobs"
+)
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	cfg, err := config.Load(os.Environ())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m := NewMain(cfg, log)
+	if err := m.Open(); err != nil {
+		log.Error("worker: start failed", "err", err)
+		os.Exit(1)
+	}
+	log.Info("worker: running")
+	if err := m.Run(ctx); err != nil {
+		log.Error("worker: stopped with error", "err", err)
+		os.Exit(1)
+	}
+}
+
+// Main is the worker process: an asynq server and scheduler on the default Redis connection.
+type Main struct {
+	Config config.Config
+	Log    *slog.Logger
+	Clock  clock.Clock
+	Infra  *infra.Infra
+
+	server    *asynq.Server
+	scheduler *asynq.Scheduler
+	mux       *asynq.ServeMux
+}
+
+// NewMain returns a Main with the real clock; tests may replace fields before Open.
+func NewMain(cfg config.Config, log *slog.Logger) *Main {
+	return &Main{Config: cfg, Log: log, Clock: clock.Real{}}
+}
+
+// Open connects and prepares the server, scheduler and handlers.
+func (m *Main) Open() error {
+	in, err := infra.Open(m.Config)
+	if err != nil {
+		return err
+	}
+	m.Infra = in
+	rdb := in.Redis[config.DefaultConnection]
+	m.server = asynq.NewServerFromRedisClient(rdb, asynq.Config{
+		Concurrency:     10,
+		ShutdownTimeout: 10 * time.Second,
+		Logger:          asynqLogger{m.Log},
+		LogLevel:        asynq.WarnLevel,
+	})
+	m.scheduler = asynq.NewSchedulerFromRedisClient(rdb, &asynq.SchedulerOpts{Logger: asynqLogger{m.Log}, LogLevel: asynq.WarnLevel})
+	for _, p := range jobs.PeriodicTasks() {
+		if _, err := m.scheduler.Register(p.Spec, p.Task, p.Opts...); err != nil {
+			return fmt.Errorf("worker: schedule %s: %w", p.Task.Type(), err)
+		}
+	}
+	m.mux = asynq.NewServeMux()
+	jobs.Register(m.mux, &jobs.Handlers{
+		Ingest: tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log),
+		Log:    m.Log,
+	})
+	return nil
+}
+
+// Run processes tasks until ctx is done, then lets running tasks finish (up to 10 s).
+func (m *Main) Run(ctx context.Context) error {
+	if err := m.server.Start(m.mux); err != nil {
+		return fmt.Errorf("worker: start: %w", err)
+	}
+	if err := m.scheduler.Start(); err != nil {
+		m.server.Shutdown()
+		return fmt.Errorf("worker: scheduler: %w", err)
+	}
+	<-ctx.Done()
+	return m.Close()
+}
+
+// Close stops the scheduler and server and closes connections.
+func (m *Main) Close() error {
+	if m.scheduler != nil {
+		m.scheduler.Shutdown()
+		m.scheduler = nil
+	}
+	if m.server != nil {
+		m.server.Shutdown()
+		m.server = nil
+	}
+	var err error
+	if m.Infra != nil {
+		err = m.Infra.Close()
+		m.Infra = nil
+	}
+	return errors.Join(err)
+}
+
+// asynqLogger adapts slog to asynq's logger interface.
+type asynqLogger struct{ l *slog.Logger }
+
+func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...)) }
+func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...)) }
+func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...)) }
+func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...)) }
+func (a asynqLogger) Fatal(args ...any) { a.l.Error(fmt.Sprint(args...)); os.Exit(1) }

@@ -1,0 +1,141 @@
+package auth
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
+	"gorm.io/gorm"
+
+	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/models"
+)
+
+// CacheTTL bounds how long a token row is trusted without re-reading it: a revoked or expired
+// token stops working on every process within this time.
+const CacheTTL = 4 * time.Second
+
+// LastUsedInterval throttles last_used_at writes: at most one per token per interval and
+// process.
+const LastUsedInterval = time.Minute
+
+// ErrUnauthenticated is returned for a missing, unknown, wrong or expired token.
+var ErrUnauthenticated = &apperr.Error{Code: apperr.Unauthorized, Message: "Unauthenticated."}
+
+// ErrInvalidAbility is returned when a valid token lacks the ability a route needs.
+var ErrInvalidAbility = &apperr.Error{Code: apperr.Forbidden, Message: "Invalid ability provided."}
+
+// Principal is an authenticated token: who it belongs to and what it may do.
+type Principal struct {
+	TokenID   uint64
+	TenantID  uint64
+	Abilities []string
+}
+
+// Can reports whether the principal's token grants ability.
+func (p *Principal) Can(ability string) bool { return Can(p.Abilities, ability) }
+
+type cachedToken struct {
+	row   *models.PersonalAccessToken // nil: no such token
+	usedW atomic.Int64                // unix nanos of this process's last last_used_at write
+}
+
+// Authenticator checks bearer tokens against personal_access_tokens, with a short cache.
+// It is safe for concurrent use.
+type Authenticator struct {
+	db    *gorm.DB
+	clock clock.Clock
+	log   *slog.Logger
+	cache *expirable.LRU[string, *cachedToken]
+}
+
+// NewAuthenticator returns an Authenticator reading db.
+func NewAuthenticator(db *gorm.DB, clk clock.Clock, log *slog.Logger) *Authenticator {
+	return &Authenticator{db: db, clock: clk, log: log,
+		cache: expirable.NewLRU[string, *cachedToken](100_000, nil, CacheTTL)}
+}
+
+// Authenticate resolves "<id>|<secret>" to its principal. The secret is compared in constant
+// time; expired tokens and tokens that do not belong to a tenant are refused.
+func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Principal, error) {
+	id, secret := splitToken(token)
+	if secret == "" {
+		return nil, ErrUnauthenticated
+	}
+	hash := HashSecret(secret)
+	key := id
+	if key == "" {
+		key = "h:" + hash
+	}
+	entry, ok := a.cache.Get(key)
+	if !ok {
+		row, err := a.load(ctx, id, hash)
+		if err != nil {
+			return nil, err
+		}
+		entry = &cachedToken{row: row}
+		a.cache.Add(key, entry)
+	}
+	row := entry.row
+	if row == nil || subtle.ConstantTimeCompare([]byte(row.Token), []byte(hash)) != 1 {
+		return nil, ErrUnauthenticated
+	}
+	now := a.clock.Now()
+	if row.ExpiresAt != nil && !now.Before(*row.ExpiresAt) {
+		return nil, ErrUnauthenticated
+	}
+	if row.TokenableType != models.TenantMorphType {
+		return nil, ErrUnauthenticated
+	}
+	a.touch(entry, now)
+	return &Principal{TokenID: row.ID, TenantID: row.TokenableID, Abilities: decodeAbilities(row.Abilities)}, nil
+}
+
+func (a *Authenticator) load(ctx context.Context, id, hash string) (*models.PersonalAccessToken, error) {
+	var row models.PersonalAccessToken
+	q := a.db.WithContext(ctx)
+	if id != "" {
+		n, ok := models.ParseID(id)
+		if !ok {
+			return nil, nil
+		}
+		q = q.Where("id = ?", n)
+	} else {
+		q = q.Where("token = ?", hash)
+	}
+	err := q.Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("auth: load token: %w", err)
+	}
+	return &row, nil
+}
+
+// touch writes last_used_at at most once per LastUsedInterval, off the request path.
+func (a *Authenticator) touch(entry *cachedToken, now time.Time) {
+	row := entry.row
+	if row.LastUsedAt != nil && now.Sub(*row.LastUsedAt) < LastUsedInterval {
+		return
+	}
+	prev := entry.usedW.Load()
+	if now.UnixNano()-prev < int64(LastUsedInterval) || !entry.usedW.CompareAndSwap(prev, now.UnixNano()) {
+		return
+	}
+	go func(id uint64) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := a.db.WithContext(ctx).Model(&models.PersonalAccessToken{}).Where("id = ?", id).
+			UpdateColumn("last_used_at", now.UTC()).Error
+		if err != nil {
+			a.log.Warn("auth: last_used_at update failed", "token_id", id, "err", err)
+		}
+	}(row.ID)
+}

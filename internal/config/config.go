@@ -1,0 +1,199 @@
+// Package config loads eventq's configuration from the environment once, at start-up.
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultConnection is the name of the Redis connection configured by REDIS_URL.
+const DefaultConnection = "default"
+
+// Config is everything the three binaries read from the environment. The zero value is not
+// usable; Load fills every field with its documented default.
+type Config struct {
+	// HTTPAddr is the api listen address (HTTP_ADDR). Default 127.0.0.1:8080.
+	HTTPAddr string
+	// AppURL is the public base URL, without a trailing slash (APP_URL).
+	// Default http://127.0.0.1:8080.
+	AppURL string
+	// DatabaseURL is sqlite://PATH or postgres://… (DATABASE_URL). Default sqlite://var/eventq.db.
+	DatabaseURL string
+	// Redis holds the named Redis connections.
+	Redis RedisConfig
+	// QueueConnection names the Redis connection that holds the event queues
+	// (EVENTQUEUE_QUEUE_CONNECTION). Default "default".
+	QueueConnection string
+	// TrustedProxies are the addresses whose X-Forwarded-For is believed (TRUSTED_PROXIES,
+	// a comma list of IPs or CIDRs). Default none.
+	TrustedProxies []netip.Prefix
+	// WorkerMetricsAddr is where the worker serves its metrics (WORKER_METRICS_ADDR).
+	// Default empty: not served.
+	WorkerMetricsAddr string
+	// PSP is the payment provider's configuration.
+	PSP PSPConfig
+}
+
+// RedisConfig describes every named Redis connection.
+type RedisConfig struct {
+	// URLs maps a lower-case connection name to its redis:// URL: REDIS_URL is "default",
+	// REDIS_<NAME>_URL is "<name>". Default {"default": "redis://127.0.0.1:6379/0"}.
+	URLs map[string]string
+	// ClusterAddrs, when not empty, makes the default connection a Redis Cluster
+	// (REDIS_CLUSTER_ADDRS, a comma list of host:port).
+	ClusterAddrs []string
+}
+
+// PSPConfig is the payment provider's keys. PSP_* variables win over their STRIPE_* aliases.
+type PSPConfig struct {
+	// WebhookSecrets are the accepted signing secrets (PSP_WEBHOOK_SECRET, comma list).
+	WebhookSecrets []string
+	// SecretKey is the platform secret key (PSP_SECRET_KEY).
+	SecretKey string
+	// PublishableKey is the publishable key (PSP_PUBLISHABLE_KEY).
+	PublishableKey string
+	// ConnectClientID is the connect application's client id (PSP_CONNECT_CLIENT_ID).
+	ConnectClientID string
+	// APIBase overrides the provider's API base URL (PSP_API_BASE). Default empty: production.
+	APIBase string
+}
+
+// Load reads the configuration from environ (os.Environ's format) and validates it. Every
+// error names the variable at fault.
+func Load(environ []string) (Config, error) {
+	env := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	get := func(name, def string) string {
+		if v := strings.TrimSpace(env[name]); v != "" {
+			return v
+		}
+		return def
+	}
+	psp := func(name string) string { return get("PSP_"+name, get("STRIPE_"+name, "")) }
+
+	cfg := Config{
+		HTTPAddr:          get("HTTP_ADDR", "127.0.0.1:8080"),
+		AppURL:            strings.TrimRight(get("APP_URL", "http://127.0.0.1:8080"), "/"),
+		DatabaseURL:       get("DATABASE_URL", "sqlite://var/eventq.db"),
+		QueueConnection:   strings.ToLower(get("EVENTQUEUE_QUEUE_CONNECTION", DefaultConnection)),
+		WorkerMetricsAddr: get("WORKER_METRICS_ADDR", ""),
+		Redis: RedisConfig{
+			URLs:         map[string]string{DefaultConnection: get("REDIS_URL", "redis://127.0.0.1:6379/0")},
+			ClusterAddrs: splitList(get("REDIS_CLUSTER_ADDRS", "")),
+		},
+		PSP: PSPConfig{
+			WebhookSecrets:  splitList(psp("WEBHOOK_SECRET")),
+			SecretKey:       psp("SECRET_KEY"),
+			PublishableKey:  psp("PUBLISHABLE_KEY"),
+			ConnectClientID: psp("CONNECT_CLIENT_ID"),
+			APIBase:         strings.TrimRight(psp("API_BASE"), "/"),
+		},
+	}
+	for k, v := range env {
+		if name, ok := strings.CutPrefix(k, "REDIS_"); ok && strings.HasSuffix(name, "_URL") && name != "_URL" {
+			name = strings.ToLower(strings.TrimSuffix(name, "_URL"))
+			if name != "" && strings.TrimSpace(v) != "" {
+				cfg.Redis.URLs[name] = strings.TrimSpace(v)
+			}
+		}
+	}
+	for _, p := range splitList(get("TRUSTED_PROXIES", "")) {
+		prefix, err := parsePrefix(p)
+		if err != nil {
+			return Config{}, fmt.Errorf("config: TRUSTED_PROXIES: %q is not an IP address or CIDR", p)
+		}
+		cfg.TrustedProxies = append(cfg.TrustedProxies, prefix)
+	}
+	return cfg, cfg.Validate()
+}
+
+// Validate reports the first invalid setting, naming its environment variable.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		return fmt.Errorf("config: HTTP_ADDR: %q is not host:port", c.HTTPAddr)
+	}
+	if u, err := url.Parse(c.AppURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("config: APP_URL: %q is not an absolute http(s) URL", c.AppURL)
+	}
+	switch {
+	case strings.HasPrefix(c.DatabaseURL, "sqlite://"):
+		if strings.TrimPrefix(c.DatabaseURL, "sqlite://") == "" {
+			return fmt.Errorf("config: DATABASE_URL: sqlite:// needs a path")
+		}
+	case strings.HasPrefix(c.DatabaseURL, "postgres://"), strings.HasPrefix(c.DatabaseURL, "postgresql://"):
+		if _, err := url.Parse(c.DatabaseURL); err != nil {
+			return fmt.Errorf("config: DATABASE_URL: not a valid URL")
+		}
+	default:
+		return fmt.Errorf("config: DATABASE_URL: must start with sqlite:// or postgres://")
+	}
+	names := make([]string, 0, len(c.Redis.URLs))
+	for name := range c.Redis.URLs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if _, err := redis.ParseURL(c.Redis.URLs[name]); err != nil {
+			return fmt.Errorf("config: %s: %v", RedisVar(name), err)
+		}
+	}
+	for _, addr := range c.Redis.ClusterAddrs {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("config: REDIS_CLUSTER_ADDRS: %q is not host:port", addr)
+		}
+	}
+	if _, ok := c.Redis.URLs[c.QueueConnection]; !ok {
+		return fmt.Errorf("config: EVENTQUEUE_QUEUE_CONNECTION: no Redis connection named %q (set %s)",
+			c.QueueConnection, RedisVar(c.QueueConnection))
+	}
+	if c.PSP.APIBase != "" {
+		if u, err := url.Parse(c.PSP.APIBase); err != nil || u.Host == "" {
+			return fmt.Errorf("config: PSP_API_BASE: %q is not an absolute URL", c.PSP.APIBase)
+		}
+	}
+	if c.WorkerMetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.WorkerMetricsAddr); err != nil {
+			return fmt.Errorf("config: WORKER_METRICS_ADDR: %q is not host:port", c.WorkerMetricsAddr)
+		}
+	}
+	return nil
+}
+
+// RedisVar is the environment variable that configures the named Redis connection.
+func RedisVar(name string) string {
+	if name == DefaultConnection {
+		return "REDIS_URL"
+	}
+	return "REDIS_" + strings.ToUpper(name) + "_URL"
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		return netip.ParsePrefix(s)
+	}
+	addr, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(addr, addr.BitLen()), nil
+}

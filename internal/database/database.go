@@ -1,0 +1,65 @@
+// Package database opens eventq's database from DATABASE_URL and migrates it.
+package database
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Open connects to sqlite://PATH or postgres://… . For SQLite the parent directory is created,
+// WAL mode is on and writers wait for each other instead of failing with SQLITE_BUSY.
+func Open(databaseURL string) (*gorm.DB, error) {
+	cfg := &gorm.Config{
+		Logger:                 logger.Default.LogMode(logger.Silent),
+		NowFunc:                func() time.Time { return time.Now().UTC() },
+		SkipDefaultTransaction: true,
+		TranslateError:         true,
+	}
+	var (
+		db  *gorm.DB
+		err error
+	)
+	if path, ok := strings.CutPrefix(databaseURL, "sqlite://"); ok {
+		if dir := filepath.Dir(path); dir != "." {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, fmt.Errorf("database: create %s: %w", dir, err)
+			}
+		}
+		dsn := path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
+			"&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+		db, err = gorm.Open(sqlite.Open(dsn), cfg)
+	} else {
+		db, err = gorm.Open(postgres.Open(databaseURL), cfg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("database: open: %w", err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	sqlDB.SetMaxOpenConns(20)
+	sqlDB.SetMaxIdleConns(20)
+	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	return db, nil
+}
+
+// IsPostgres reports whether db talks to Postgres.
+func IsPostgres(db *gorm.DB) bool { return db.Dialector.Name() == "postgres" }
+
+// Close closes db's connection pool.
+func Close(db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}

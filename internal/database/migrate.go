@@ -1,0 +1,33 @@
+package database
+
+import (
+	"fmt"
+
+	"github.com/go-gormigrate/gormigrate/v2"
+	"gorm.io/gorm"
+
+	"github.com/eventq/eventq/models"
+)
+
+// migrations lists every schema change in order. Append; never edit a migration that shipped.
+func migrations() []*gormigrate.Migration {
+	return []*gormigrate.Migration{{
+		ID: "2026112101_initial",
+		Migrate: func(tx *gorm.DB) error {
+			return tx.AutoMigrate(
+				&models.Tenant{}, &models.PersonalAccessToken{}, &models.Feature{},
+				&models.AudienceMember{}, &models.Product{}, &models.TrackedEvent{},
+			)
+		},
+	}}
+}
+
+// Migrate brings the schema up to date. It is idempotent: migrations already applied are
+// skipped.
+func Migrate(db *gorm.DB) error {
+	m := gormigrate.New(db, gormigrate.DefaultOptions, migrations())
+	if err := m.Migrate(); err != nil {
+		return fmt.Errorf("database: migrate: %w", err)
+	}
+	return nil
+}

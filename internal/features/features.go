@@ -1,0 +1,92 @@
+// Package features stores per-tenant feature flags in Laravel Pennant's table and answers
+// "is it active?" from a short cache.
+package features
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/eventq/eventq/models"
+)
+
+// UseQueueEvents enables writing a tenant's events to its queue and reading them back.
+const UseQueueEvents = "UseQueueEvents"
+
+// Known lists the features that can be switched.
+var Known = []string{UseQueueEvents}
+
+// CacheTTL bounds how long a flag value is trusted: a change reaches every process within it.
+const CacheTTL = 4 * time.Second
+
+// ErrUnknownFeature is returned for a name not in Known.
+var ErrUnknownFeature = errors.New("unknown feature")
+
+// Scope is Pennant's serialized scope for a tenant.
+func Scope(tenantID uint64) string { return fmt.Sprintf("%s|%d", models.TenantMorphType, tenantID) }
+
+// Flags reads and writes flags. It is safe for concurrent use.
+type Flags struct {
+	db    *gorm.DB
+	cache *expirable.LRU[string, bool]
+}
+
+// New returns Flags on db.
+func New(db *gorm.DB) *Flags {
+	return &Flags{db: db, cache: expirable.NewLRU[string, bool](100_000, nil, CacheTTL)}
+}
+
+// Active reports whether feature is on for tenantID. Flags are opt-in: no row means off.
+func (f *Flags) Active(ctx context.Context, feature string, tenantID uint64) (bool, error) {
+	key := feature + "\x00" + Scope(tenantID)
+	if v, ok := f.cache.Get(key); ok {
+		return v, nil
+	}
+	var row models.Feature
+	err := f.db.WithContext(ctx).Where("name = ? AND scope = ?", feature, Scope(tenantID)).Take(&row).Error
+	active := false
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+	case err != nil:
+		return false, fmt.Errorf("features: %w", err)
+	default:
+		active = row.Value == "true"
+	}
+	f.cache.Add(key, active)
+	return active, nil
+}
+
+// Set stores feature's value for tenantID (an upsert on name+scope).
+func (f *Flags) Set(ctx context.Context, feature string, tenantID uint64, active bool) error {
+	if !isKnown(feature) {
+		return fmt.Errorf("%w: %q", ErrUnknownFeature, feature)
+	}
+	value := "false"
+	if active {
+		value = "true"
+	}
+	row := models.Feature{Name: feature, Scope: Scope(tenantID), Value: value}
+	err := f.db.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "name"}, {Name: "scope"}},
+		DoUpdates: clause.Assignments(map[string]any{"value": value, "updated_at": time.Now().UTC()}),
+	}).Create(&row).Error
+	if err != nil {
+		return fmt.Errorf("features: set: %w", err)
+	}
+	f.cache.Remove(feature + "\x00" + Scope(tenantID))
+	return nil
+}
+
+func isKnown(feature string) bool {
+	for _, k := range Known {
+		if k == feature {
+			return true
+		}
+	}
+	return false
+}

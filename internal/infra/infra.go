@@ -1,0 +1,47 @@
+// Package infra opens the connections every eventq process shares: the database, the named
+// Redis connections and the stores built directly on them.
+package infra
+
+import (
+	"errors"
+	"fmt"
+
+	"gorm.io/gorm"
+
+	"github.com/eventq/eventq/internal/config"
+	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/redisconn"
+)
+
+// Infra is a process's shared connections. Close releases them.
+type Infra struct {
+	DB    *gorm.DB
+	Redis redisconn.Set
+	Queue *eventqueue.Store
+	Flags *features.Flags
+}
+
+// Open connects to what cfg names. It does not migrate and does not wait for Redis.
+func Open(cfg config.Config) (*Infra, error) {
+	db, err := database.Open(cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	rdb, err := redisconn.Open(cfg.Redis)
+	if err != nil {
+		database.Close(db)
+		return nil, err
+	}
+	qc, ok := rdb[cfg.QueueConnection]
+	if !ok { // Validate guarantees it
+		return nil, fmt.Errorf("infra: no redis connection %q", cfg.QueueConnection)
+	}
+	return &Infra{DB: db, Redis: rdb, Queue: eventqueue.New(qc), Flags: features.New(db)}, nil
+}
+
+// Close closes every connection.
+func (in *Infra) Close() error {
+	return errors.Join(in.Redis.Close(), database.Close(in.DB))
+}

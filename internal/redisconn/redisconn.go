@@ -1,0 +1,64 @@
+// Package redisconn opens eventq's named Redis connections.
+package redisconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/eventq/eventq/internal/config"
+)
+
+// Set is the named connections of one process. Close closes all of them.
+type Set map[string]redis.UniversalClient
+
+// Open creates a client per configured connection. No connection is attempted; use Ping.
+// With ClusterAddrs set, the default connection is a Redis Cluster client.
+func Open(cfg config.RedisConfig) (Set, error) {
+	set := Set{}
+	for name, raw := range cfg.URLs {
+		opt, err := redis.ParseURL(raw)
+		if err != nil {
+			set.Close()
+			return nil, fmt.Errorf("redis: %s: %w", config.RedisVar(name), err)
+		}
+		if name == config.DefaultConnection && len(cfg.ClusterAddrs) > 0 {
+			set[name] = redis.NewClusterClient(&redis.ClusterOptions{
+				Addrs: cfg.ClusterAddrs, Username: opt.Username, Password: opt.Password,
+				TLSConfig: opt.TLSConfig, DialTimeout: 5 * time.Second,
+			})
+			continue
+		}
+		opt.DialTimeout = 5 * time.Second
+		set[name] = redis.NewClient(opt)
+	}
+	return set, nil
+}
+
+// Ping checks every connection, naming the first that fails.
+func (s Set) Ping(ctx context.Context) error {
+	names := make([]string, 0, len(s))
+	for name := range s {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := s[name].Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("redis %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Close closes every connection.
+func (s Set) Close() error {
+	var errs []error
+	for _, c := range s {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}

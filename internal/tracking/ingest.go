@@ -1,0 +1,135 @@
+package tracking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/golang-lru/v2/expirable"
+	"gorm.io/gorm"
+
+	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/models"
+)
+
+// ErrUnknownSiteKey is returned for a site key that names no tenant.
+var ErrUnknownSiteKey = &apperr.Error{Code: apperr.Unauthorized, Message: "Unauthenticated."}
+
+// siteKeyTTL bounds how long a site key lookup (hit or miss) is cached.
+const siteKeyTTL = 4 * time.Second
+
+// Client is what the server knows of the caller: its user agent and address.
+type Client struct {
+	UserAgent string
+	IPAddress string
+}
+
+// Ingestor stores tracked events and feeds tenant queues. It is safe for concurrent use.
+type Ingestor struct {
+	db       *gorm.DB
+	flags    *features.Flags
+	queue    *eventqueue.Store
+	clock    clock.Clock
+	log      *slog.Logger
+	siteKeys *expirable.LRU[string, uint64]
+}
+
+// NewIngestor wires an Ingestor.
+func NewIngestor(db *gorm.DB, flags *features.Flags, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger) *Ingestor {
+	return &Ingestor{db: db, flags: flags, queue: queue, clock: clk, log: log,
+		siteKeys: expirable.NewLRU[string, uint64](100_000, nil, siteKeyTTL)}
+}
+
+// TenantBySiteKey resolves a public site key to its tenant id (cached briefly).
+func (in *Ingestor) TenantBySiteKey(ctx context.Context, siteKey string) (uint64, error) {
+	if id, ok := in.siteKeys.Get(siteKey); ok {
+		if id == 0 {
+			return 0, ErrUnknownSiteKey
+		}
+		return id, nil
+	}
+	var t models.Tenant
+	err := in.db.WithContext(ctx).Select("id").Where("site_key = ?", siteKey).Take(&t).Error
+	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+		return 0, fmt.Errorf("tracking: site key: %w", err)
+	}
+	in.siteKeys.Add(siteKey, t.ID)
+	if t.ID == 0 {
+		return 0, ErrUnknownSiteKey
+	}
+	return t.ID, nil
+}
+
+// Ingest commits events to the database and, when the tenant's UseQueueEvents is active,
+// appends them to its queue in the given order. It returns the new ids once both are done.
+// If the append fails after the commit, the events stay marked pending and Requeue pushes
+// them later: no committed event is lost.
+func (in *Ingestor) Ingest(ctx context.Context, tenantID uint64, inputs []Input, client Client) ([]string, error) {
+	queued, err := in.flags.Active(ctx, features.UseQueueEvents, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	now := in.clock.Now().UTC()
+	rows := make([]models.TrackedEvent, len(inputs))
+	ids := make([]string, len(inputs))
+	for i, ev := range inputs {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("tracking: id: %w", err)
+		}
+		rows[i] = newRow(id.String(), tenantID, ev, client, now)
+		rows[i].QueuePending = queued
+		ids[i] = rows[i].ID
+	}
+	if err := in.db.WithContext(ctx).Create(&rows).Error; err != nil {
+		return nil, fmt.Errorf("tracking: store events: %w", err)
+	}
+	if !queued {
+		return ids, nil
+	}
+	payloads := make([][]byte, len(rows))
+	for i := range rows {
+		payloads[i] = rows[i].MarshalQueue()
+	}
+	if err := in.queue.Append(ctx, tenantID, payloads...); err != nil {
+		in.log.Warn("tracking: queue append failed; the worker will push the events", "tenant_id", tenantID, "events", len(rows), "err", err)
+		return ids, nil
+	}
+	if err := in.markQueued(context.WithoutCancel(ctx), ids); err != nil {
+		in.log.Warn("tracking: could not clear pending mark; events may be pushed twice", "tenant_id", tenantID, "err", err)
+	}
+	return ids, nil
+}
+
+func (in *Ingestor) markQueued(ctx context.Context, ids []string) error {
+	return in.db.WithContext(ctx).Model(&models.TrackedEvent{}).Where("id IN ?", ids).
+		UpdateColumn("queue_pending", false).Error
+}
+
+func newRow(id string, tenantID uint64, ev Input, client Client, now time.Time) models.TrackedEvent {
+	u, _ := url.Parse(ev.URL) // validated
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	row := models.TrackedEvent{
+		ID: id, TenantID: tenantID, Type: ev.Type, SessionID: ev.SessionID,
+		AudienceMemberID: ev.AudienceMemberID, URL: ev.URL, PageHostname: u.Hostname(),
+		PagePath: path, UserAgent: client.UserAgent, IPAddress: client.IPAddress,
+		EventSequence: ev.EventSequence, CreatedAt: now,
+	}
+	if ev.UserAgent != nil {
+		row.UserAgent = *ev.UserAgent
+	}
+	if ev.IPAddress != nil {
+		row.IPAddress = *ev.IPAddress
+	}
+	return row
+}

@@ -1,0 +1,177 @@
+// Package tracking validates and stores tracked events, and appends them to the tenant's
+// queue when UseQueueEvents is active.
+package tracking
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/validate"
+)
+
+// Limits of one ingestion request (CONTRACT.md).
+const (
+	MaxBodyBytes    = 64 << 10
+	MaxEvents       = 100
+	maxTypeLen      = 64
+	maxSessionLen   = 128
+	maxURLLen       = 2048
+	maxMemberIDLen  = 255
+	maxUserAgentLen = 1024
+)
+
+var typeRe = regexp.MustCompile(`^[a-z0-9_.:-]+$`)
+
+// Input is one validated event as a client sent it; the server fills in the rest.
+type Input struct {
+	Type             string
+	SessionID        string
+	URL              string
+	EventSequence    int64
+	AudienceMemberID *string
+	// UserAgent and IPAddress are only accepted from server-side (token) callers.
+	UserAgent *string
+	IPAddress *string
+}
+
+// ParsePublic validates the body of POST /api/track: {"site_key", "events": [...]}.
+// Errors are apperr.Invalid with Laravel's messages keyed by field path.
+func ParsePublic(body []byte) (siteKey string, events []Input, err error) {
+	in := decodeObject(body)
+	var errs apperr.FieldErrors
+	siteKey, _ = validate.RequiredString(&errs, "site_key", in["site_key"], 255)
+	events = parseEvents(&errs, in, false)
+	return siteKey, events, errs.Err()
+}
+
+// ParsePlatform validates the body of POST /api/platform/track: {"events": [...]}, where each
+// event may also carry user_agent and ip_address.
+func ParsePlatform(body []byte) ([]Input, error) {
+	in := decodeObject(body)
+	var errs apperr.FieldErrors
+	events := parseEvents(&errs, in, true)
+	return events, errs.Err()
+}
+
+// decodeObject reads a JSON object as Laravel's request would see it: strings trimmed, empty
+// strings null. Anything that is not a JSON object is an empty input.
+func decodeObject(body []byte) map[string]any {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return map[string]any{}
+	}
+	obj, ok := normalize(v).(map[string]any)
+	if !ok {
+		return map[string]any{}
+	}
+	return obj
+}
+
+func normalize(v any) any {
+	switch t := v.(type) {
+	case string:
+		if s := strings.TrimSpace(t); s != "" {
+			return s
+		}
+		return nil
+	case []any:
+		for i := range t {
+			t[i] = normalize(t[i])
+		}
+	case map[string]any:
+		for k := range t {
+			t[k] = normalize(t[k])
+		}
+	}
+	return v
+}
+
+type eventRule struct {
+	field string
+	check func(errs *apperr.FieldErrors, path string, v any, ev *Input)
+}
+
+func parseEvents(errs *apperr.FieldErrors, in map[string]any, platform bool) []Input {
+	raw, present := in["events"]
+	list, isList := raw.([]any)
+	switch {
+	case !present || raw == nil || (isList && len(list) == 0):
+		validate.Required(errs, "events")
+		return nil
+	case !isList:
+		validate.Add(errs, "events", "must be an array.")
+		return nil
+	case len(list) > MaxEvents:
+		validate.Add(errs, "events", fmt.Sprintf("must not have more than %d items.", MaxEvents))
+	}
+	rules := []eventRule{
+		{"type", func(errs *apperr.FieldErrors, p string, v any, ev *Input) {
+			if s, good := validate.RequiredString(errs, p, v, maxTypeLen); good {
+				if !typeRe.MatchString(s) {
+					validate.Add(errs, p, "format is invalid.")
+				}
+				ev.Type = s
+			}
+		}},
+		{"session_id", func(errs *apperr.FieldErrors, p string, v any, ev *Input) {
+			ev.SessionID, _ = validate.RequiredString(errs, p, v, maxSessionLen)
+		}},
+		{"url", func(errs *apperr.FieldErrors, p string, v any, ev *Input) {
+			if s, good := validate.RequiredString(errs, p, v, maxURLLen); good {
+				if !validURL(s) {
+					validate.Add(errs, p, "must be a valid URL.")
+				}
+				ev.URL = s
+			}
+		}},
+		{"event_sequence", func(errs *apperr.FieldErrors, p string, v any, ev *Input) {
+			if v == nil {
+				validate.Required(errs, p)
+				return
+			}
+			ev.EventSequence, _ = validate.Integer(errs, p, v, 0)
+		}},
+		{"audience_member_id", func(errs *apperr.FieldErrors, p string, v any, ev *Input) {
+			ev.AudienceMemberID = validate.NullableString(errs, p, v, maxMemberIDLen)
+		}},
+	}
+	if platform {
+		rules = append(rules,
+			eventRule{"user_agent", func(errs *apperr.FieldErrors, p string, v any, ev *Input) {
+				ev.UserAgent = validate.NullableString(errs, p, v, maxUserAgentLen)
+			}},
+			eventRule{"ip_address", func(errs *apperr.FieldErrors, p string, v any, ev *Input) {
+				if s := validate.NullableString(errs, p, v, 45); s != nil {
+					if _, err := netip.ParseAddr(*s); err != nil {
+						validate.Add(errs, p, "must be a valid IP address.")
+						return
+					}
+					ev.IPAddress = s
+				}
+			}})
+	}
+	events := make([]Input, len(list))
+	for _, rule := range rules { // Laravel expands each wildcard rule over all items in turn
+		for i, item := range list {
+			obj, _ := item.(map[string]any)
+			rule.check(errs, fmt.Sprintf("events.%d.%s", i, rule.field), obj[rule.field], &events[i])
+		}
+	}
+	return events
+}
+
+func validURL(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return false
+	}
+	return !strings.ContainsAny(s, " \t\r\n")
+}

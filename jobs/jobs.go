@@ -1,0 +1,39 @@
+// Package jobs owns eventq's background tasks: for each, its type name, payload, constructor
+// and handler live in one file so producer and consumer cannot drift apart.
+package jobs
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/eventq/eventq/internal/tracking"
+)
+
+// Handlers holds what the task handlers need.
+type Handlers struct {
+	Ingest *tracking.Ingestor
+	Log    *slog.Logger
+}
+
+// Register binds every task type to its handler on mux.
+func Register(mux *asynq.ServeMux, h *Handlers) {
+	mux.HandleFunc(TypeRequeueEvents, h.RequeueEvents)
+}
+
+// Periodic is a task the worker's scheduler enqueues on a cron spec.
+type Periodic struct {
+	Spec string
+	Task *asynq.Task
+	Opts []asynq.Option
+}
+
+// PeriodicTasks lists the scheduled tasks. Each is unique for its period, so several workers
+// scheduling the same task enqueue it once.
+func PeriodicTasks() []Periodic {
+	return []Periodic{{
+		Spec: "@every 10s", Task: NewRequeueEventsTask(),
+		Opts: []asynq.Option{asynq.Unique(9 * time.Second), asynq.MaxRetry(0)},
+	}}
+}

@@ -1,0 +1,77 @@
+// Package models holds eventq's GORM models and the domain rules on them.
+package models
+
+import (
+	"strconv"
+	"time"
+)
+
+// TenantMorphType is the tokenable_type and the Pennant scope prefix a Laravel app writes for
+// a tenant; kept so rows copied from the old service keep working.
+const TenantMorphType = `App\Models\Tenant`
+
+// Tenant is one creator site. SiteKey is public (embedded in pages); PSPAccountID is the
+// tenant's connected account at the payment provider, when it has one.
+type Tenant struct {
+	ID           uint64  `gorm:"primaryKey"`
+	Name         string  `gorm:"size:255;not null"`
+	SiteKey      string  `gorm:"size:64;not null;uniqueIndex"`
+	PSPAccountID *string `gorm:"column:psp_account_id;size:255;index"`
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// PersonalAccessToken is Laravel Sanctum's table, column for column. Token holds the hex
+// SHA-256 of the secret part of "<id>|<secret>".
+type PersonalAccessToken struct {
+	ID            uint64     `gorm:"primaryKey"`
+	TokenableType string     `gorm:"size:255;not null;index:personal_access_tokens_tokenable_type_tokenable_id_index,priority:1"`
+	TokenableID   uint64     `gorm:"not null;index:personal_access_tokens_tokenable_type_tokenable_id_index,priority:2"`
+	Name          string     `gorm:"size:255;not null"`
+	Token         string     `gorm:"size:64;not null;uniqueIndex:personal_access_tokens_token_unique"`
+	Abilities     *string    `gorm:"type:text"`
+	LastUsedAt    *time.Time `gorm:"column:last_used_at"`
+	ExpiresAt     *time.Time `gorm:"column:expires_at"`
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// Feature is Laravel Pennant's stored flag value: one row per feature name and scope.
+type Feature struct {
+	ID        uint64 `gorm:"primaryKey"`
+	Name      string `gorm:"size:255;not null;uniqueIndex:features_name_scope_unique,priority:1"`
+	Scope     string `gorm:"size:255;not null;uniqueIndex:features_name_scope_unique,priority:2"`
+	Value     string `gorm:"type:text;not null"`
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// AudienceMember is a person known to one tenant.
+type AudienceMember struct {
+	ID        uint64 `gorm:"primaryKey"`
+	TenantID  uint64 `gorm:"not null;uniqueIndex:audience_members_tenant_email_unique,priority:1"`
+	Email     string `gorm:"size:255;not null;uniqueIndex:audience_members_tenant_email_unique,priority:2"`
+	Name      string `gorm:"size:255;not null;default:''"`
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Product is something a tenant sells, priced in minor units of Currency.
+type Product struct {
+	ID        uint64 `gorm:"primaryKey"`
+	TenantID  uint64 `gorm:"not null;index"`
+	Name      string `gorm:"size:255;not null"`
+	Amount    int64  `gorm:"not null"`
+	Currency  string `gorm:"size:3;not null"`
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// FormatID renders a numeric primary key the way every JSON document shows ids: as a string.
+func FormatID(id uint64) string { return strconv.FormatUint(id, 10) }
+
+// ParseID parses an id given as a string; ok is false for anything but a positive integer.
+func ParseID(s string) (uint64, bool) {
+	id, err := strconv.ParseUint(s, 10, 64)
+	return id, err == nil && id > 0
+}

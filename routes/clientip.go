@@ -1,0 +1,39 @@
+package routes
+
+import (
+	"net/netip"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// clientIP is the caller's address. X-Forwarded-For is believed only when the connection
+// comes from a trusted proxy; then the right-most address that is not itself a trusted proxy
+// is the client, as Symfony's TrustProxies does.
+func clientIP(c *fiber.Ctx, trusted []netip.Prefix) string {
+	remote := c.Context().RemoteIP().String()
+	addr, err := netip.ParseAddr(remote)
+	if err != nil || !isTrusted(addr.Unmap(), trusted) {
+		return remote
+	}
+	hops := strings.Split(c.Get(fiber.HeaderXForwardedFor), ",")
+	for i := len(hops) - 1; i >= 0; i-- {
+		hop, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		if err != nil {
+			break
+		}
+		if !isTrusted(hop.Unmap(), trusted) {
+			return hop.Unmap().String()
+		}
+	}
+	return remote
+}
+
+func isTrusted(addr netip.Addr, trusted []netip.Prefix) bool {
+	for _, p := range trusted {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}

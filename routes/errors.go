@@ -1,0 +1,97 @@
+package routes
+
+import (
+	"errors"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/eventq/eventq/internal/apperr"
+)
+
+// statusOf is the one table from error code to HTTP status.
+var statusOf = map[apperr.Code]int{
+	apperr.Invalid:      fiber.StatusUnprocessableEntity,
+	apperr.Unauthorized: fiber.StatusUnauthorized,
+	apperr.Forbidden:    fiber.StatusForbidden,
+	apperr.NotFound:     fiber.StatusNotFound,
+	apperr.TooLarge:     fiber.StatusRequestEntityTooLarge,
+	apperr.BadGateway:   fiber.StatusBadGateway,
+	apperr.Unavailable:  fiber.StatusServiceUnavailable,
+	apperr.Internal:     fiber.StatusInternalServerError,
+}
+
+// messageOf is Laravel's body message for statuses raised by the framework itself.
+var messageOf = map[int]string{
+	fiber.StatusBadRequest:                  "Bad Request.",
+	fiber.StatusUnauthorized:                "Unauthenticated.",
+	fiber.StatusForbidden:                   "Forbidden.",
+	fiber.StatusNotFound:                    "Not Found.",
+	fiber.StatusMethodNotAllowed:            "Method Not Allowed.",
+	fiber.StatusRequestTimeout:              "Request Timeout.",
+	fiber.StatusRequestEntityTooLarge:       "Content Too Large.",
+	fiber.StatusTooManyRequests:             "Too Many Attempts.",
+	fiber.StatusRequestHeaderFieldsTooLarge: "Request Header Fields Too Large.",
+}
+
+// errorBody is Laravel's JSON error shape; Errors is present for validation failures only.
+type errorBody struct {
+	Message string           `json:"message"`
+	Errors  orderedFieldErrs `json:"errors,omitzero"`
+}
+
+// handleError renders every error as Laravel would. Internal errors are logged with detail;
+// the client sees only "Server Error.".
+func (s *Server) handleError(c *fiber.Ctx, err error) error {
+	var (
+		status int
+		body   errorBody
+		ae     *apperr.Error
+		fe     *fiber.Error
+	)
+	switch {
+	case errors.As(err, &ae):
+		status = statusOf[ae.Code]
+		body.Message = ae.Message
+		if ae.Fields != nil {
+			body.Errors = orderedFieldErrs{ae.Fields}
+		}
+		if ae.Code == apperr.Internal {
+			s.Log.Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
+			body.Message = "Server Error."
+		}
+	case errors.As(err, &fe) && fe.Code < 500:
+		status = fe.Code
+		body.Message = messageOf[fe.Code]
+		if body.Message == "" {
+			body.Message = "Bad Request."
+			status = fiber.StatusBadRequest
+		}
+	default:
+		status = fiber.StatusInternalServerError
+		s.Log.Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
+		body.Message = "Server Error."
+	}
+	if status >= 500 {
+		body = errorBody{Message: "Server Error."}
+	}
+	return c.Status(status).JSON(body)
+}
+
+// orderedFieldErrs marshals validation errors in the order they were found, as Laravel does.
+type orderedFieldErrs struct{ f *apperr.FieldErrors }
+
+func (o orderedFieldErrs) MarshalJSON() ([]byte, error) {
+	buf := []byte{'{'}
+	for i, k := range o.f.Keys() {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		key, _ := jsonMarshal(k)
+		msgs, _ := jsonMarshal(o.f.Messages(k))
+		buf = append(append(append(buf, key...), ':'), msgs...)
+	}
+	return append(buf, '}'), nil
+}
+
+// IsZero lets omitempty drop an absent errors object.
+func (o orderedFieldErrs) IsZero() bool { return o.f.Empty() }

@@ -1,0 +1,36 @@
+package routes
+
+import (
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/eventq/eventq/internal/auth"
+)
+
+const principalKey = "principal"
+
+// token authenticates a Sanctum bearer token and requires ability, as
+// "auth:sanctum" plus "ability:<ability>" would.
+func (s *Server) token(ability string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		header := c.Get(fiber.HeaderAuthorization)
+		scheme, token, ok := strings.Cut(header, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+			return auth.ErrUnauthenticated
+		}
+		p, err := s.Auth.Authenticate(c.UserContext(), strings.TrimSpace(token))
+		if err != nil {
+			return err
+		}
+		if !p.Can(ability) {
+			return auth.ErrInvalidAbility
+		}
+		c.Locals(principalKey, p)
+		return c.Next()
+	}
+}
+
+func principal(c *fiber.Ctx) *auth.Principal {
+	return c.Locals(principalKey).(*auth.Principal)
+}

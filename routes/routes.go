@@ -1,0 +1,62 @@
+// Package routes is eventq's HTTP surface: Fiber handlers as methods on Server, which holds
+// their dependencies. New registers every route.
+package routes
+
+import (
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/cors"
+	"gorm.io/gorm"
+
+	"github.com/eventq/eventq/internal/auth"
+	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/redisconn"
+	"github.com/eventq/eventq/internal/tracking"
+)
+
+// maxBodyBytes is the largest body any route accepts; routes with a smaller limit check
+// their own.
+const maxBodyBytes = 1 << 20
+
+// Server holds what the handlers need. Every field is required.
+type Server struct {
+	DB             *gorm.DB
+	Redis          redisconn.Set
+	Auth           *auth.Authenticator
+	Flags          *features.Flags
+	Queue          *eventqueue.Store
+	Ingest         *tracking.Ingestor
+	Log            *slog.Logger
+	TrustedProxies []netip.Prefix
+}
+
+// New returns the Fiber app with every route registered.
+func New(s *Server) *fiber.App {
+	app := fiber.New(fiber.Config{
+		AppName:               "eventq",
+		DisableStartupMessage: true,
+		BodyLimit:             maxBodyBytes,
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          30 * time.Second,
+		IdleTimeout:           2 * time.Minute,
+		ErrorHandler:          s.handleError,
+		JSONEncoder:           jsonMarshal,
+	})
+
+	app.Get("/healthz", s.healthz)
+	app.Get("/readyz", s.readyz)
+
+	public := cors.New(cors.Config{AllowOrigins: "*", AllowMethods: "POST,OPTIONS", MaxAge: 86400})
+	app.Options("/api/track", public)
+	app.Post("/api/track", public, s.trackPublic)
+
+	app.Get("/api/platform/events", s.token(auth.AbilityEventsRead), s.readEvents)
+	app.Delete("/api/platform/events", s.token(auth.AbilityEventsDelete), s.trimEvents)
+	app.Post("/api/platform/track", s.token(auth.AbilityEventsWrite), s.trackPlatform)
+	// No catch-all: Fiber's own 404 and 405 (with Allow) reach handleError.
+	return app
+}

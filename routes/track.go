@@ -1,0 +1,53 @@
+package routes
+
+import (
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/utils"
+
+	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/tracking"
+)
+
+var errTooLarge = &apperr.Error{Code: apperr.TooLarge, Message: "Content Too Large."}
+
+// trackPublic answers POST /api/track, the browser client's ingestion endpoint, authenticated
+// by the tenant's public site key.
+func (s *Server) trackPublic(c *fiber.Ctx) error {
+	if len(c.Body()) > tracking.MaxBodyBytes {
+		return errTooLarge
+	}
+	siteKey, events, err := tracking.ParsePublic(c.Body())
+	if err != nil {
+		return err
+	}
+	tenantID, err := s.Ingest.TenantBySiteKey(c.UserContext(), siteKey)
+	if err != nil {
+		return err
+	}
+	return s.ingest(c, tenantID, events)
+}
+
+// trackPlatform answers POST /api/platform/track for server-side callers with a token; their
+// events may carry user_agent and ip_address.
+func (s *Server) trackPlatform(c *fiber.Ctx) error {
+	if len(c.Body()) > tracking.MaxBodyBytes {
+		return errTooLarge
+	}
+	events, err := tracking.ParsePlatform(c.Body())
+	if err != nil {
+		return err
+	}
+	return s.ingest(c, principal(c).TenantID, events)
+}
+
+func (s *Server) ingest(c *fiber.Ctx, tenantID uint64, events []tracking.Input) error {
+	client := tracking.Client{
+		UserAgent: utils.CopyString(c.Get(fiber.HeaderUserAgent)),
+		IPAddress: clientIP(c, s.TrustedProxies),
+	}
+	ids, err := s.Ingest.Ingest(c.UserContext(), tenantID, events, client)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"data": fiber.Map{"ids": ids}})
+}
