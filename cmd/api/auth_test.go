@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eventq/eventq/internal/auth"
+	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/models"
+)
+
+func TestPlatformAuthentication(t *testing.T) {
+	e := startAPI(t)
+	tn := e.MustTenant(true)
+	e.MustTrack(tn, pageView("s", 1))
+	id, secret, _ := strings.Cut(tn.Token, "|")
+	unauth := `{"message":"Unauthenticated."}`
+
+	for _, tc := range []struct{ name, header string }{
+		{"no Authorization header", ""},
+		{"Basic scheme", "Basic " + tn.Token},
+		{"Bearer without token", "Bearer "},
+		{"wrong secret", "Bearer " + id + "|" + strings.Repeat("x", len(secret))},
+		{"unknown id", "Bearer 999999|" + secret},
+		{"non-numeric id", "Bearer abc|" + secret},
+		{"secret of another token", "Bearer " + id + "|" + secret[1:]},
+	} {
+		t.Run("401 for "+tc.name, func(t *testing.T) {
+			for _, method := range []string{"GET", "DELETE"} {
+				var res response
+				if tc.header == "" {
+					res = e.Do(method, "/api/platform/events?count=1", "", nil)
+				} else {
+					res = e.Do(method, "/api/platform/events?count=1", "", nil, "Authorization", tc.header)
+				}
+				assertBody(t, res, 401, unauth)
+			}
+			if n := e.QueueLen(tn); n != 1 {
+				t.Fatalf("queue length %d, want 1", n)
+			}
+		})
+	}
+
+	t.Run("lower-case bearer and a hash-only token work as in Sanctum", func(t *testing.T) {
+		if res := e.Do("GET", "/api/platform/events", "", nil, "Authorization", "bearer "+tn.Token); res.Status != 200 {
+			t.Fatalf("%d", res.Status)
+		}
+		if res := e.Do("GET", "/api/platform/events", secret, nil); res.Status != 200 {
+			t.Fatalf("%d", res.Status)
+		}
+	})
+
+	t.Run("401 for an expired token", func(t *testing.T) {
+		past := time.Now().Add(-time.Minute)
+		_, expired, err := auth.CreateToken(context.Background(), e.DB, tn.ID, "old", nil, &past)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertBody(t, e.Do("GET", "/api/platform/events", expired, nil), 401, unauth)
+	})
+
+	t.Run("403 when the token lacks the ability", func(t *testing.T) {
+		_, reader, _ := auth.CreateToken(context.Background(), e.DB, tn.ID, "r", []string{auth.AbilityEventsRead}, nil)
+		_, deleter, _ := auth.CreateToken(context.Background(), e.DB, tn.ID, "d", []string{auth.AbilityEventsDelete}, nil)
+		if res := e.Do("GET", "/api/platform/events", reader, nil); res.Status != 200 {
+			t.Fatalf("reader GET %d", res.Status)
+		}
+		assertBody(t, e.Do("DELETE", "/api/platform/events?count=1", reader, nil), 403, `{"message":"Invalid ability provided."}`)
+		assertBody(t, e.Do("GET", "/api/platform/events", deleter, nil), 403, `{"message":"Invalid ability provided."}`)
+		if n := e.QueueLen(tn); n != 1 {
+			t.Fatalf("queue length %d, want 1", n)
+		}
+	})
+
+	t.Run("last_used_at is recorded", func(t *testing.T) {
+		n, _ := models.ParseID(id)
+		testenv.Eventually(t, 5*time.Second, "last_used_at is set", func() bool {
+			var row models.PersonalAccessToken
+			return e.DB.Take(&row, n).Error == nil && row.LastUsedAt != nil
+		})
+	})
+}
+
+// A revoked token and a switched flag take effect within 5 seconds although both are cached.
+func TestRevocationAndFlagChangesApplyWithin5Seconds(t *testing.T) {
+	e := startAPI(t)
+	tn := e.MustTenant(true)
+	e.MustTrack(tn, pageView("s", 1))
+	id, _ := models.ParseID(strings.SplitN(tn.Token, "|", 2)[0])
+
+	t.Run("flag switched off", func(t *testing.T) {
+		if got := e.MustRead(tn); got.Data.Count != 1 {
+			t.Fatalf("count %d", got.Data.Count)
+		}
+		if err := features.New(e.DB).Set(context.Background(), features.UseQueueEvents, tn.ID, false); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		testenv.Eventually(t, 6*time.Second, "reads are empty", func() bool { return e.MustRead(tn).Data.Count == 0 })
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("flag change took %s", took)
+		}
+	})
+	t.Run("token revoked", func(t *testing.T) {
+		if err := auth.RevokeToken(context.Background(), e.DB, id); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		testenv.Eventually(t, 6*time.Second, "the token is refused", func() bool {
+			return e.Do("GET", "/api/platform/events", tn.Token, nil).Status == http.StatusUnauthorized
+		})
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("revocation took %s", took)
+		}
+	})
+}

@@ -1,0 +1,249 @@
+package config
+
+import (
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestLoadDefaults(t *testing.T) {
+	want := Config{
+		HTTPAddr:        "127.0.0.1:8080",
+		AppURL:          "http://127.0.0.1:8080",
+		DatabaseURL:     "sqlite://var/eventq.db",
+		QueueConnection: "default",
+		Redis: RedisConfig{
+			URLs: map[string]string{"default": "redis://127.0.0.1:6379/0"},
+		},
+	}
+	for name, environ := range map[string][]string{
+		"nil environment":             nil,
+		"empty environment":           {},
+		"blank values":                {"HTTP_ADDR=", "APP_URL=  ", "DATABASE_URL=", "REDIS_URL=", "EVENTQUEUE_QUEUE_CONNECTION=", "PSP_WEBHOOK_SECRET="},
+		"unrelated variables":         {"PATH=/usr/bin", "HOME=/root", "NOEQUALSSIGN"},
+		"redis variables not of _URL": {"REDIS_CLUSTER_ADDRS=", "REDIS__URL=redis://x:1/0", "REDIS_EMPTY_URL="},
+	} {
+		t.Run("uses documented defaults with "+name, func(t *testing.T) {
+			cfg, err := Load(environ)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if !reflect.DeepEqual(cfg, want) {
+				t.Errorf("Load(%q) =\n%#v\nwant\n%#v", environ, cfg, want)
+			}
+		})
+	}
+}
+
+func TestLoadValues(t *testing.T) {
+	cases := []struct {
+		name    string
+		environ []string
+		check   func(t *testing.T, cfg Config)
+	}{
+		{
+			name: "reads every plain variable",
+			environ: []string{
+				"HTTP_ADDR=:9090", "APP_URL=https://eventq.example/", "DATABASE_URL=postgres://u:p@db:5432/eventq?sslmode=disable",
+				"REDIS_URL=redis://cache:6380/2", "WORKER_METRICS_ADDR=0.0.0.0:9100",
+				"REDIS_CLUSTER_ADDRS= 10.0.0.1:7000 ,10.0.0.2:7001,",
+				"TRUSTED_PROXIES=10.0.0.0/8, 192.0.2.1 ,2001:db8::1",
+			},
+			check: func(t *testing.T, cfg Config) {
+				eq(t, "HTTPAddr", cfg.HTTPAddr, ":9090")
+				eq(t, "AppURL (trailing slash trimmed)", cfg.AppURL, "https://eventq.example")
+				eq(t, "DatabaseURL", cfg.DatabaseURL, "postgres://u:p@db:5432/eventq?sslmode=disable")
+				eq(t, "Redis.URLs", cfg.Redis.URLs, map[string]string{"default": "redis://cache:6380/2"})
+				eq(t, "Redis.ClusterAddrs", cfg.Redis.ClusterAddrs, []string{"10.0.0.1:7000", "10.0.0.2:7001"})
+				eq(t, "WorkerMetricsAddr", cfg.WorkerMetricsAddr, "0.0.0.0:9100")
+				eq(t, "TrustedProxies", cfg.TrustedProxies, []netip.Prefix{
+					netip.MustParsePrefix("10.0.0.0/8"),
+					netip.MustParsePrefix("192.0.2.1/32"),
+					netip.MustParsePrefix("2001:db8::1/128"),
+				})
+			},
+		},
+		{
+			name:    "accepts postgresql scheme",
+			environ: []string{"DATABASE_URL=postgresql://db/eventq"},
+			check: func(t *testing.T, cfg Config) {
+				eq(t, "DatabaseURL", cfg.DatabaseURL, "postgresql://db/eventq")
+			},
+		},
+		{
+			name:    "accepts absolute sqlite path",
+			environ: []string{"DATABASE_URL=sqlite:///var/lib/eventq/eventq.db"},
+			check: func(t *testing.T, cfg Config) {
+				eq(t, "DatabaseURL", cfg.DatabaseURL, "sqlite:///var/lib/eventq/eventq.db")
+			},
+		},
+		{
+			name:    "adds named connections from REDIS_NAME_URL",
+			environ: []string{"REDIS_EVENTS_URL=redis://events:6379/1", "REDIS_EVENT_QUEUE_URL=rediss://q:6379/0"},
+			check: func(t *testing.T, cfg Config) {
+				eq(t, "Redis.URLs", cfg.Redis.URLs, map[string]string{
+					"default":     "redis://127.0.0.1:6379/0",
+					"events":      "redis://events:6379/1",
+					"event_queue": "rediss://q:6379/0",
+				})
+				eq(t, "QueueConnection", cfg.QueueConnection, "default")
+			},
+		},
+		{
+			name:    "uses a named connection for the queues",
+			environ: []string{"REDIS_EVENTS_URL=redis://events:6379/1", "EVENTQUEUE_QUEUE_CONNECTION=events"},
+			check: func(t *testing.T, cfg Config) {
+				eq(t, "QueueConnection", cfg.QueueConnection, "events")
+				eq(t, "queue connection URL", cfg.Redis.URLs[cfg.QueueConnection], "redis://events:6379/1")
+			},
+		},
+		{
+			name:    "matches the queue connection name case-insensitively",
+			environ: []string{"REDIS_EVENTS_URL=redis://events:6379/1", "EVENTQUEUE_QUEUE_CONNECTION=Events"},
+			check: func(t *testing.T, cfg Config) {
+				eq(t, "QueueConnection", cfg.QueueConnection, "events")
+			},
+		},
+		{
+			name:    "splits a comma list of webhook secrets",
+			environ: []string{"PSP_WEBHOOK_SECRET= whsec_new , whsec_old,,"},
+			check: func(t *testing.T, cfg Config) {
+				eq(t, "WebhookSecrets", cfg.PSP.WebhookSecrets, []string{"whsec_new", "whsec_old"})
+			},
+		},
+		{
+			name:    "reads a single webhook secret",
+			environ: []string{"PSP_WEBHOOK_SECRET=whsec_only"},
+			check: func(t *testing.T, cfg Config) {
+				eq(t, "WebhookSecrets", cfg.PSP.WebhookSecrets, []string{"whsec_only"})
+			},
+		},
+		{
+			name: "reads PSP variables",
+			environ: []string{
+				"PSP_WEBHOOK_SECRET=whsec_p", "PSP_SECRET_KEY=sk_p", "PSP_PUBLISHABLE_KEY=pk_p",
+				"PSP_CONNECT_CLIENT_ID=ca_p", "PSP_API_BASE=http://127.0.0.1:12111/",
+			},
+			check: func(t *testing.T, cfg Config) {
+				eq(t, "PSP", cfg.PSP, PSPConfig{
+					WebhookSecrets: []string{"whsec_p"}, SecretKey: "sk_p", PublishableKey: "pk_p",
+					ConnectClientID: "ca_p", APIBase: "http://127.0.0.1:12111",
+				})
+			},
+		},
+		{
+			name: "falls back to STRIPE aliases when PSP variables are absent",
+			environ: []string{
+				"STRIPE_WEBHOOK_SECRET=whsec_s1,whsec_s2", "STRIPE_SECRET_KEY=sk_s",
+				"STRIPE_PUBLISHABLE_KEY=pk_s", "STRIPE_CONNECT_CLIENT_ID=ca_s", "PSP_SECRET_KEY=",
+			},
+			check: func(t *testing.T, cfg Config) {
+				eq(t, "PSP", cfg.PSP, PSPConfig{
+					WebhookSecrets: []string{"whsec_s1", "whsec_s2"}, SecretKey: "sk_s",
+					PublishableKey: "pk_s", ConnectClientID: "ca_s",
+				})
+			},
+		},
+		{
+			name: "prefers PSP variables over STRIPE aliases",
+			environ: []string{
+				"STRIPE_WEBHOOK_SECRET=whsec_s", "PSP_WEBHOOK_SECRET=whsec_p",
+				"STRIPE_SECRET_KEY=sk_s", "PSP_SECRET_KEY=sk_p",
+				"PSP_PUBLISHABLE_KEY=pk_p", "STRIPE_PUBLISHABLE_KEY=pk_s",
+				"PSP_CONNECT_CLIENT_ID=ca_p", "STRIPE_CONNECT_CLIENT_ID=ca_s",
+			},
+			check: func(t *testing.T, cfg Config) {
+				eq(t, "PSP", cfg.PSP, PSPConfig{
+					WebhookSecrets: []string{"whsec_p"}, SecretKey: "sk_p",
+					PublishableKey: "pk_p", ConnectClientID: "ca_p",
+				})
+			},
+		},
+		{
+			name:    "mixes PSP and STRIPE names per variable",
+			environ: []string{"PSP_SECRET_KEY=sk_p", "STRIPE_WEBHOOK_SECRET=whsec_s"},
+			check: func(t *testing.T, cfg Config) {
+				eq(t, "SecretKey", cfg.PSP.SecretKey, "sk_p")
+				eq(t, "WebhookSecrets", cfg.PSP.WebhookSecrets, []string{"whsec_s"})
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Load(tc.environ)
+			if err != nil {
+				t.Fatalf("Load(%q): %v", tc.environ, err)
+			}
+			tc.check(t, cfg)
+		})
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	cases := []struct {
+		name    string
+		environ []string
+		// wantVar must appear in the error message.
+		wantVar string
+	}{
+		{"rejects HTTP_ADDR without port", []string{"HTTP_ADDR=localhost"}, "HTTP_ADDR"},
+		{"rejects HTTP_ADDR with bare port", []string{"HTTP_ADDR=8080"}, "HTTP_ADDR"},
+		{"rejects APP_URL without scheme", []string{"APP_URL=eventq.example"}, "APP_URL"},
+		{"rejects APP_URL with other scheme", []string{"APP_URL=ftp://eventq.example"}, "APP_URL"},
+		{"rejects APP_URL without host", []string{"APP_URL=https://"}, "APP_URL"},
+		{"rejects APP_URL that does not parse", []string{"APP_URL=http://[::1"}, "APP_URL"},
+		{"rejects mysql DATABASE_URL", []string{"DATABASE_URL=mysql://u:p@db/eventq"}, "DATABASE_URL"},
+		{"rejects DATABASE_URL without scheme", []string{"DATABASE_URL=var/eventq.db"}, "DATABASE_URL"},
+		{"rejects sqlite DATABASE_URL without path", []string{"DATABASE_URL=sqlite://"}, "DATABASE_URL"},
+		{"rejects postgres DATABASE_URL that does not parse", []string{"DATABASE_URL=postgres://db:port/x"}, "DATABASE_URL"},
+		{"rejects http REDIS_URL", []string{"REDIS_URL=http://x"}, "REDIS_URL"},
+		{"rejects REDIS_URL that is not a URL", []string{"REDIS_URL=::garbage"}, "REDIS_URL"},
+		{"rejects invalid named redis URL", []string{"REDIS_EVENTS_URL=http://x"}, "REDIS_EVENTS_URL"},
+		{"rejects REDIS_CLUSTER_ADDRS entry without port", []string{"REDIS_CLUSTER_ADDRS=10.0.0.1:7000,10.0.0.2"}, "REDIS_CLUSTER_ADDRS"},
+		{"rejects unknown queue connection", []string{"EVENTQUEUE_QUEUE_CONNECTION=events"}, "EVENTQUEUE_QUEUE_CONNECTION"},
+		{"rejects queue connection whose URL is blank", []string{"REDIS_EVENTS_URL= ", "EVENTQUEUE_QUEUE_CONNECTION=events"}, "EVENTQUEUE_QUEUE_CONNECTION"},
+		{"rejects TRUSTED_PROXIES garbage", []string{"TRUSTED_PROXIES=10.0.0.1,not-an-ip"}, "TRUSTED_PROXIES"},
+		{"rejects TRUSTED_PROXIES bad CIDR", []string{"TRUSTED_PROXIES=10.0.0.0/33"}, "TRUSTED_PROXIES"},
+		{"rejects PSP_API_BASE without host", []string{"PSP_API_BASE=not a url"}, "PSP_API_BASE"},
+		{"rejects PSP_API_BASE that does not parse", []string{"PSP_API_BASE=http://[::1"}, "PSP_API_BASE"},
+		{"rejects WORKER_METRICS_ADDR without port", []string{"WORKER_METRICS_ADDR=localhost"}, "WORKER_METRICS_ADDR"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Load(tc.environ)
+			if err == nil {
+				t.Fatalf("Load(%q) = %+v, want an error naming %s", tc.environ, cfg, tc.wantVar)
+			}
+			if !strings.Contains(err.Error(), tc.wantVar) {
+				t.Errorf("Load(%q) error %q does not name %s", tc.environ, err, tc.wantVar)
+			}
+		})
+	}
+}
+
+func TestLoadUnknownQueueConnectionNamesTheMissingVariable(t *testing.T) {
+	_, err := Load([]string{"EVENTQUEUE_QUEUE_CONNECTION=events"})
+	if err == nil || !strings.Contains(err.Error(), "REDIS_EVENTS_URL") {
+		t.Errorf("error %v should tell the operator to set REDIS_EVENTS_URL", err)
+	}
+}
+
+func TestRedisVar(t *testing.T) {
+	for name, want := range map[string]string{
+		"default":     "REDIS_URL",
+		"events":      "REDIS_EVENTS_URL",
+		"event_queue": "REDIS_EVENT_QUEUE_URL",
+	} {
+		t.Run("names "+want, func(t *testing.T) {
+			eq(t, "RedisVar("+name+")", RedisVar(name), want)
+		})
+	}
+}
+
+func eq[T any](t *testing.T, what string, got, want T) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s = %#v, want %#v", what, got, want)
+	}
+}

@@ -1,0 +1,108 @@
+// Package testenv starts the real servers tests run against: redis-server and Postgres on free
+// loopback ports in temp dirs, and a fresh database per test (SQLite or Postgres, chosen by
+// EVENTQ_TEST_DB). Nothing here is faked.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis is a redis-server owned by one test. Stop and Start simulate an outage on the same
+// port; the server is killed when the test ends.
+type Redis struct {
+	t    testing.TB
+	Port int
+	dir  string
+	cmd  *exec.Cmd
+}
+
+// StartRedis starts a redis-server for t and waits until it answers PING.
+func StartRedis(t testing.TB) *Redis {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server not found: install the Debian package redis-server (make test does this)")
+	}
+	r := &Redis{t: t, Port: FreePort(t), dir: t.TempDir()}
+	r.Start()
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// URL is the redis:// URL of database 0.
+func (r *Redis) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", r.Port) }
+
+// Addr is host:port.
+func (r *Redis) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.Port)) }
+
+// Client returns a client closed at the end of the test.
+func (r *Redis) Client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	r.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Start (re)starts the server on its port and waits for PING.
+func (r *Redis) Start() {
+	r.t.Helper()
+	r.cmd = exec.Command("redis-server", "--port", strconv.Itoa(r.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", r.dir, "--loglevel", "warning")
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := r.cmd.Start(); err != nil {
+		r.t.Fatalf("start redis-server: %v", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1})
+	defer c.Close()
+	Eventually(r.t, 10*time.Second, "redis-server answers PING", func() bool {
+		return c.Ping(context.Background()).Err() == nil
+	})
+}
+
+// Stop shuts the server down (SIGTERM) and waits for it to exit; its data survives in the
+// append-only file for the next Start. Safe to call when stopped.
+func (r *Redis) Stop() {
+	if r.cmd == nil {
+		return
+	}
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	r.cmd.Wait()
+	r.cmd = nil
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// Tests stop Redis on purpose; go-redis's reconnect chatter would bury the test output.
+func init() { redis.SetLogger(quietLogger{}) }
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Eventually polls cond every 10 ms until it holds or timeout passes, then fails naming what.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting until %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
