@@ -59,6 +59,8 @@ func (c *cli) productCommand() *cobra.Command {
 			switch {
 			case strings.TrimSpace(name) == "":
 				return fmt.Errorf("--name is required")
+			case !cmd.Flags().Changed("amount"):
+				return fmt.Errorf("--amount is required")
 			case amount < 0:
 				return fmt.Errorf("--amount must be zero or more minor units, got %d", amount)
 			case !currencyRe.MatchString(currency):

@@ -43,7 +43,10 @@ func (c *cli) tokenCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return c.print(map[string]string{"id": models.FormatID(row.ID), "token": plain})
+			return c.print(struct {
+				ID    string `json:"id"`
+				Token string `json:"token"`
+			}{models.FormatID(row.ID), plain})
 		},
 	}
 	create.Flags().StringVar(&tenantID, "tenant", "", "tenant id (required)")

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/eventq/eventq/internal/cache"
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/apperr"
@@ -52,13 +52,13 @@ type Authenticator struct {
 	db    *gorm.DB
 	clock clock.Clock
 	log   *slog.Logger
-	cache *expirable.LRU[string, *cachedToken]
+	cache *cache.TTL[string, *cachedToken]
 }
 
 // NewAuthenticator returns an Authenticator reading db.
 func NewAuthenticator(db *gorm.DB, clk clock.Clock, log *slog.Logger) *Authenticator {
 	return &Authenticator{db: db, clock: clk, log: log,
-		cache: expirable.NewLRU[string, *cachedToken](100_000, nil, CacheTTL)}
+		cache: cache.New[string, *cachedToken](CacheTTL)}
 }
 
 // Authenticate resolves "<id>|<secret>" to its principal. The secret is compared in constant

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/eventq/eventq/internal/cache"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -33,12 +33,12 @@ func Scope(tenantID uint64) string { return fmt.Sprintf("%s|%d", models.TenantMo
 // Flags reads and writes flags. It is safe for concurrent use.
 type Flags struct {
 	db    *gorm.DB
-	cache *expirable.LRU[string, bool]
+	cache *cache.TTL[string, bool]
 }
 
 // New returns Flags on db.
 func New(db *gorm.DB) *Flags {
-	return &Flags{db: db, cache: expirable.NewLRU[string, bool](100_000, nil, CacheTTL)}
+	return &Flags{db: db, cache: cache.New[string, bool](CacheTTL)}
 }
 
 // Active reports whether feature is on for tenantID. Flags are opt-in: no row means off.

@@ -8,8 +8,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/eventq/eventq/internal/cache"
 	"github.com/google/uuid"
-	"github.com/hashicorp/golang-lru/v2/expirable"
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/apperr"
@@ -38,13 +38,13 @@ type Ingestor struct {
 	queue    *eventqueue.Store
 	clock    clock.Clock
 	log      *slog.Logger
-	siteKeys *expirable.LRU[string, uint64]
+	siteKeys *cache.TTL[string, uint64]
 }
 
 // NewIngestor wires an Ingestor.
 func NewIngestor(db *gorm.DB, flags *features.Flags, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger) *Ingestor {
 	return &Ingestor{db: db, flags: flags, queue: queue, clock: clk, log: log,
-		siteKeys: expirable.NewLRU[string, uint64](100_000, nil, siteKeyTTL)}
+		siteKeys: cache.New[string, uint64](siteKeyTTL)}
 }
 
 // TenantBySiteKey resolves a public site key to its tenant id (cached briefly).
