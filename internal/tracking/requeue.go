@@ -36,6 +36,7 @@ func (in *Ingestor) Requeue(ctx context.Context, minAge time.Duration) (int, err
 }
 
 func (in *Ingestor) requeueBatch(ctx context.Context, cutoff time.Time) (pushed int, more bool, err error) {
+	var pushErr error
 	err = in.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		q := tx.Where("queue_pending = ? AND created_at < ?", true, cutoff).
 			Order("created_at, id").Limit(requeueBatch)
@@ -47,35 +48,51 @@ func (in *Ingestor) requeueBatch(ctx context.Context, cutoff time.Time) (pushed 
 			return fmt.Errorf("tracking: requeue: load: %w", err)
 		}
 		more = len(rows) == requeueBatch
-		byTenant := map[uint64][][]byte{}
+		byTenant := map[uint64][]*models.TrackedEvent{}
 		var order []uint64
-		ids := make([]string, len(rows))
 		for i := range rows {
 			t := rows[i].TenantID
 			if _, seen := byTenant[t]; !seen {
 				order = append(order, t)
-				byTenant[t] = nil
 			}
-			byTenant[t] = append(byTenant[t], rows[i].MarshalQueue())
-			ids[i] = rows[i].ID
+			byTenant[t] = append(byTenant[t], &rows[i])
 		}
+		// Each tenant's events are pushed and unmarked together; a tenant whose push fails
+		// stays pending without undoing the others (which would push those twice).
+		var done []string
 		for _, t := range order {
 			active, err := in.flags.Active(ctx, features.UseQueueEvents, t)
 			if err != nil {
-				return err
-			}
-			if !active {
+				pushErr = err
 				continue
 			}
-			if err := in.queue.Append(ctx, t, byTenant[t]...); err != nil {
-				return err
+			if active {
+				payloads := make([][]byte, len(byTenant[t]))
+				for i, ev := range byTenant[t] {
+					payloads[i] = ev.MarshalQueue()
+				}
+				if err := in.queue.Append(ctx, t, payloads...); err != nil {
+					pushErr = err
+					continue
+				}
+				pushed += len(payloads)
 			}
-			pushed += len(byTenant[t])
+			for _, ev := range byTenant[t] {
+				done = append(done, ev.ID)
+			}
 		}
-		if len(ids) == 0 {
-			return nil
+		if len(done) > 0 {
+			if err := tx.Model(&models.TrackedEvent{}).Where("id IN ?", done).UpdateColumn("queue_pending", false).Error; err != nil {
+				return fmt.Errorf("tracking: requeue: unmark: %w", err)
+			}
 		}
-		return tx.Model(&models.TrackedEvent{}).Where("id IN ?", ids).UpdateColumn("queue_pending", false).Error
+		if pushErr != nil {
+			more = false
+		}
+		return nil
 	})
+	if err == nil {
+		err = pushErr
+	}
 	return pushed, more, err
 }
