@@ -7,19 +7,27 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/internal/fulfil"
 	"github.com/eventq/eventq/internal/tracking"
 )
 
 // Handlers holds what the task handlers need.
 type Handlers struct {
+	DB     *gorm.DB
 	Ingest *tracking.Ingestor
+	Fulfil *fulfil.Fulfiller
+	Tasks  *asynq.Client
 	Log    *slog.Logger
 }
 
 // Register binds every task type to its handler on mux.
 func Register(mux *asynq.ServeMux, h *Handlers) {
 	mux.HandleFunc(TypeRequeueEvents, h.RequeueEvents)
+	mux.HandleFunc(TypeCheckoutCompleted, h.FulfilCheckout)
+	mux.HandleFunc(TypeCheckoutAsyncPaymentSucceeded, h.FulfilCheckout)
+	mux.HandleFunc(TypeDrainInbox, h.DrainInbox)
 }
 
 // Periodic is a task the worker's scheduler enqueues on a cron spec.
@@ -32,8 +40,9 @@ type Periodic struct {
 // PeriodicTasks lists the scheduled tasks. Each is unique for its period, so several workers
 // scheduling the same task enqueue it once.
 func PeriodicTasks() []Periodic {
-	return []Periodic{{
-		Spec: "@every 10s", Task: NewRequeueEventsTask(),
-		Opts: []asynq.Option{asynq.Unique(9 * time.Second), asynq.MaxRetry(0)},
-	}}
+	once := []asynq.Option{asynq.Unique(9 * time.Second), asynq.MaxRetry(0)}
+	return []Periodic{
+		{Spec: "@every 10s", Task: NewRequeueEventsTask(), Opts: once},
+		{Spec: "@every 10s", Task: NewDrainInboxTask(), Opts: once},
+	}
 }

@@ -55,9 +55,8 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		if ae.Fields != nil {
 			body.Errors = orderedFieldErrs{ae.Fields}
 		}
-		if ae.Code == apperr.Internal {
+		if status >= 500 {
 			s.Log.Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
-			body.Message = "Server Error."
 		}
 	case errors.As(err, &fe) && fe.Code < 500:
 		status = fe.Code
@@ -71,7 +70,7 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		s.Log.Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
 		body.Message = "Server Error."
 	}
-	if status >= 500 {
+	if status >= 500 && status != fiber.StatusBadGateway { // 502 names the provider, nothing internal
 		body = errorBody{Message: "Server Error."}
 	}
 	return c.Status(status).JSON(body)

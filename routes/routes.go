@@ -9,11 +9,14 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/cors"
+	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/auth"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/fulfil"
+	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/redisconn"
 	"github.com/eventq/eventq/internal/tracking"
 )
@@ -32,6 +35,16 @@ type Server struct {
 	Ingest         *tracking.Ingestor
 	Log            *slog.Logger
 	TrustedProxies []netip.Prefix
+	// AppURL is the public base URL, without a trailing slash.
+	AppURL string
+	// Tasks enqueues background jobs (on the default Redis connection).
+	Tasks *asynq.Client
+	// Webhooks verifies provider signatures.
+	Webhooks *psp.Verifier
+	// PSP calls the provider's API.
+	PSP *psp.Client
+	// Fulfil is the shared fulfilment path.
+	Fulfil *fulfil.Fulfiller
 }
 
 // New returns the Fiber app with every route registered.
@@ -57,6 +70,11 @@ func New(s *Server) *fiber.App {
 	app.Get("/api/platform/events", s.token(auth.AbilityEventsRead), s.readEvents)
 	app.Delete("/api/platform/events", s.token(auth.AbilityEventsDelete), s.trimEvents)
 	app.Post("/api/platform/track", s.token(auth.AbilityEventsWrite), s.trackPlatform)
+	app.Post("/api/platform/checkout/sessions", s.token(auth.AbilityCheckoutWrite), s.createCheckout)
+
+	app.Post("/api/webhooks/psp", s.webhook)
+	app.Post("/api/webhooks/stripe", s.webhook)
+	app.Get("/checkout/return", s.checkoutReturn)
 	// No catch-all: Fiber's own 404 and 405 (with Allow) reach handleError.
 	return app
 }

@@ -13,11 +13,14 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/hibiken/asynq"
 
 	"github.com/eventq/eventq/internal/auth"
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
+	"github.com/eventq/eventq/internal/fulfil"
 	"github.com/eventq/eventq/internal/infra"
+	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/routes"
 )
@@ -50,8 +53,9 @@ type Main struct {
 	Clock  clock.Clock
 	Infra  *infra.Infra
 
-	app *fiber.App
-	ln  net.Listener
+	app   *fiber.App
+	ln    net.Listener
+	tasks *asynq.Client
 }
 
 // NewMain returns a Main with the real clock; tests may replace fields before Open.
@@ -66,11 +70,17 @@ func (m *Main) Open() error {
 		return err
 	}
 	m.Infra = in
+	m.tasks = asynq.NewClientFromRedisClient(in.Redis[config.DefaultConnection])
+	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log)
 	m.app = routes.New(&routes.Server{
-		DB: in.DB, Redis: in.Redis, Flags: in.Flags, Queue: in.Queue, Log: m.Log,
+		DB: in.DB, Redis: in.Redis, Flags: in.Flags, Queue: in.Queue, Log: m.Log, Ingest: ingest,
 		Auth:           auth.NewAuthenticator(in.DB, m.Clock, m.Log),
-		Ingest:         tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log),
 		TrustedProxies: m.Config.TrustedProxies,
+		AppURL:         m.Config.AppURL,
+		Tasks:          m.tasks,
+		Webhooks:       psp.NewVerifier(m.Config.PSP.WebhookSecrets, m.Clock),
+		PSP:            psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase),
+		Fulfil:         fulfil.New(in.DB, in.Flags, ingest, m.Config.AppURL, m.Log),
 	})
 	m.ln, err = net.Listen("tcp", m.Config.HTTPAddr)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
+	"github.com/eventq/eventq/internal/fulfil"
 	"github.com/eventq/eventq/internal/infra"
 	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/jobs"
@@ -50,6 +51,7 @@ type Main struct {
 
 	server    *asynq.Server
 	scheduler *asynq.Scheduler
+	tasks     *asynq.Client
 	mux       *asynq.ServeMux
 }
 
@@ -69,6 +71,7 @@ func (m *Main) Open() error {
 	m.server = asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:     10,
 		ShutdownTimeout: 10 * time.Second,
+		RetryDelayFunc:  jobs.RetryDelay,
 		Logger:          asynqLogger{m.Log},
 		LogLevel:        asynq.WarnLevel,
 	})
@@ -78,9 +81,14 @@ func (m *Main) Open() error {
 			return fmt.Errorf("worker: schedule %s: %w", p.Task.Type(), err)
 		}
 	}
+	m.tasks = asynq.NewClientFromRedisClient(rdb)
+	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log)
 	m.mux = asynq.NewServeMux()
 	jobs.Register(m.mux, &jobs.Handlers{
-		Ingest: tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log),
+		DB:     in.DB,
+		Ingest: ingest,
+		Fulfil: fulfil.New(in.DB, in.Flags, ingest, m.Config.AppURL, m.Log),
+		Tasks:  m.tasks,
 		Log:    m.Log,
 	})
 	return nil

@@ -19,6 +19,11 @@ func migrations() []*gormigrate.Migration {
 				&models.AudienceMember{}, &models.Product{}, &models.TrackedEvent{},
 			)
 		},
+	}, {
+		ID: "2026112102_payments",
+		Migrate: func(tx *gorm.DB) error {
+			return tx.AutoMigrate(&models.Purchase{}, &models.Entitlement{}, &models.WebhookInbox{})
+		},
 	}}
 }
 

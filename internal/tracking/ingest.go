@@ -94,18 +94,27 @@ func (in *Ingestor) Ingest(ctx context.Context, tenantID uint64, inputs []Input,
 	if !queued {
 		return ids, nil
 	}
+	in.PushPending(ctx, tenantID, rows)
+	return ids, nil
+}
+
+// PushPending appends committed rows marked QueuePending to the tenant's queue, in order, and
+// clears their mark. If the append fails the rows stay marked and Requeue pushes them later;
+// the failure is logged, not returned, because the events are safe in the database.
+func (in *Ingestor) PushPending(ctx context.Context, tenantID uint64, rows []models.TrackedEvent) {
 	payloads := make([][]byte, len(rows))
+	ids := make([]string, len(rows))
 	for i := range rows {
 		payloads[i] = rows[i].MarshalQueue()
+		ids[i] = rows[i].ID
 	}
 	if err := in.queue.Append(ctx, tenantID, payloads...); err != nil {
 		in.log.Warn("tracking: queue append failed; the worker will push the events", "tenant_id", tenantID, "events", len(rows), "err", err)
-		return ids, nil
+		return
 	}
 	if err := in.markQueued(context.WithoutCancel(ctx), ids); err != nil {
 		in.log.Warn("tracking: could not clear pending mark; events may be pushed twice", "tenant_id", tenantID, "err", err)
 	}
-	return ids, nil
 }
 
 func (in *Ingestor) markQueued(ctx context.Context, ids []string) error {

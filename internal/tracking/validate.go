@@ -3,8 +3,6 @@
 package tracking
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -43,7 +41,7 @@ type Input struct {
 // ParsePublic validates the body of POST /api/track: {"site_key", "events": [...]}.
 // Errors are apperr.Invalid with Laravel's messages keyed by field path.
 func ParsePublic(body []byte) (siteKey string, events []Input, err error) {
-	in := decodeObject(body)
+	in := validate.DecodeObject(body)
 	var errs apperr.FieldErrors
 	siteKey, _ = validate.RequiredString(&errs, "site_key", in["site_key"], 255)
 	events = parseEvents(&errs, in, false)
@@ -53,45 +51,10 @@ func ParsePublic(body []byte) (siteKey string, events []Input, err error) {
 // ParsePlatform validates the body of POST /api/platform/track: {"events": [...]}, where each
 // event may also carry user_agent and ip_address.
 func ParsePlatform(body []byte) ([]Input, error) {
-	in := decodeObject(body)
+	in := validate.DecodeObject(body)
 	var errs apperr.FieldErrors
 	events := parseEvents(&errs, in, true)
 	return events, errs.Err()
-}
-
-// decodeObject reads a JSON object as Laravel's request would see it: strings trimmed, empty
-// strings null. Anything that is not a JSON object is an empty input.
-func decodeObject(body []byte) map[string]any {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil || dec.More() {
-		return map[string]any{}
-	}
-	obj, ok := normalize(v).(map[string]any)
-	if !ok {
-		return map[string]any{}
-	}
-	return obj
-}
-
-func normalize(v any) any {
-	switch t := v.(type) {
-	case string:
-		if s := strings.TrimSpace(t); s != "" {
-			return s
-		}
-		return nil
-	case []any:
-		for i := range t {
-			t[i] = normalize(t[i])
-		}
-	case map[string]any:
-		for k := range t {
-			t[k] = normalize(t[k])
-		}
-	}
-	return v
 }
 
 type eventRule struct {

@@ -3,6 +3,7 @@
 package validate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -91,4 +92,39 @@ func EmptyToNil(s string) any {
 		return nil
 	}
 	return s
+}
+
+// DecodeObject reads a JSON object as Laravel's request would see it: strings trimmed, empty
+// strings null. Anything that is not a JSON object is an empty input.
+func DecodeObject(body []byte) map[string]any {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return map[string]any{}
+	}
+	obj, ok := normalize(v).(map[string]any)
+	if !ok {
+		return map[string]any{}
+	}
+	return obj
+}
+
+func normalize(v any) any {
+	switch t := v.(type) {
+	case string:
+		if s := strings.TrimSpace(t); s != "" {
+			return s
+		}
+		return nil
+	case []any:
+		for i := range t {
+			t[i] = normalize(t[i])
+		}
+	case map[string]any:
+		for k := range t {
+			t[k] = normalize(t[k])
+		}
+	}
+	return v
 }

@@ -1,0 +1,211 @@
+// Package fulfil is the one fulfilment path for a paid checkout, shared by the webhook worker
+// and the return page: purchase record, entitlement and a purchase_completed event, exactly
+// once per checkout session however often and however concurrently it runs.
+package fulfil
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/tracking"
+	"github.com/eventq/eventq/models"
+)
+
+// Statuses a fulfilment reports.
+const (
+	StatusFulfilled        = "fulfilled"         // this call created the purchase
+	StatusAlreadyFulfilled = "already_fulfilled" // an earlier or concurrent call did
+	StatusPending          = "pending"           // not paid yet (delayed payment methods)
+)
+
+// EventPurchaseCompleted is the tracked event recorded with every purchase.
+const EventPurchaseCompleted = "purchase_completed"
+
+// ErrRejected marks a session that can never be fulfilled (unknown tenant, member or product,
+// missing metadata, or a connected account that is not the tenant's). Retrying is pointless.
+var ErrRejected = errors.New("fulfil: rejected")
+
+// Session is what fulfilment needs of a provider Checkout Session.
+type Session struct {
+	ID            string
+	Account       string // the connected account the session lives on; "" for the platform
+	PaymentStatus string // "paid", "unpaid" or "no_payment_required"
+	PaymentIntent string
+	AmountTotal   int64
+	Currency      string
+	Metadata      map[string]string
+}
+
+// Result is the outcome of Fulfil.
+type Result struct {
+	Status     string
+	PurchaseID uint64 // 0 while pending
+}
+
+// Fulfiller runs fulfilments. It is safe for concurrent use, across processes too: the unique
+// checkout session id on purchases decides which call creates the purchase.
+type Fulfiller struct {
+	db     *gorm.DB
+	flags  *features.Flags
+	ingest *tracking.Ingestor
+	appURL string
+	log    *slog.Logger
+}
+
+// New returns a Fulfiller. appURL is the public base URL, used for the event's url.
+func New(db *gorm.DB, flags *features.Flags, ingest *tracking.Ingestor, appURL string, log *slog.Logger) *Fulfiller {
+	return &Fulfiller{db: db, flags: flags, ingest: ingest, appURL: appURL, log: log}
+}
+
+// Fulfil fulfils s if it is paid. Purchase, entitlement and event are written in one
+// transaction, so a crash leaves either all or nothing and a retry completes it; a session
+// already fulfilled reports StatusAlreadyFulfilled and changes nothing. The event is appended
+// to the tenant's queue after the commit when UseQueueEvents is active (a failed append is
+// retried by the worker's requeue job). Errors wrapping ErrRejected are permanent.
+func (f *Fulfiller) Fulfil(ctx context.Context, s Session) (Result, error) {
+	tenant, member, product, err := f.resolve(ctx, s)
+	if err != nil {
+		return Result{}, err
+	}
+	if s.PaymentStatus != "paid" && s.PaymentStatus != "no_payment_required" {
+		var p models.Purchase
+		if err := f.db.WithContext(ctx).Where("psp_checkout_session_id = ?", s.ID).Take(&p).Error; err == nil {
+			return Result{Status: StatusAlreadyFulfilled, PurchaseID: p.ID}, nil
+		}
+		return Result{Status: StatusPending}, nil
+	}
+	queued, err := f.flags.Active(ctx, features.UseQueueEvents, tenant.ID)
+	if err != nil {
+		return Result{}, err
+	}
+
+	var (
+		res   Result
+		event models.TrackedEvent
+	)
+	err = f.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		p := models.Purchase{
+			TenantID: tenant.ID, AudienceMemberID: member.ID, ProductID: product.ID,
+			PSPCheckoutSessionID: s.ID, PSPPaymentIntentID: s.PaymentIntent,
+			AmountTotal: s.AmountTotal, Currency: s.Currency,
+		}
+		ins := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "psp_checkout_session_id"}}, DoNothing: true}).Create(&p)
+		if ins.Error != nil {
+			return fmt.Errorf("fulfil: purchase: %w", ins.Error)
+		}
+		if ins.RowsAffected == 0 { // another fulfilment committed it first, with all its parts
+			if err := tx.Where("psp_checkout_session_id = ?", s.ID).Take(&p).Error; err != nil {
+				return fmt.Errorf("fulfil: load purchase: %w", err)
+			}
+			res = Result{Status: StatusAlreadyFulfilled, PurchaseID: p.ID}
+			return nil
+		}
+		res = Result{Status: StatusFulfilled, PurchaseID: p.ID}
+		ent := models.Entitlement{TenantID: tenant.ID, AudienceMemberID: member.ID, ProductID: product.ID, PurchaseID: p.ID}
+		if err := tx.Create(&ent).Error; err != nil {
+			return fmt.Errorf("fulfil: entitlement: %w", err)
+		}
+		event = f.purchaseEvent(tenant, member, &p, s)
+		event.QueuePending = queued
+		if err := tx.Create(&event).Error; err != nil {
+			return fmt.Errorf("fulfil: event: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	if res.Status == StatusFulfilled && queued {
+		f.ingest.PushPending(ctx, tenant.ID, []models.TrackedEvent{event})
+	}
+	return res, nil
+}
+
+func (f *Fulfiller) resolve(ctx context.Context, s Session) (*models.Tenant, *models.AudienceMember, *models.Product, error) {
+	ids := make(map[string]uint64, 3)
+	for _, key := range []string{"tenant_id", "audience_member_id", "product_id"} {
+		id, ok := models.ParseID(s.Metadata[key])
+		if !ok {
+			return nil, nil, nil, fmt.Errorf("%w: session %s: metadata %s missing or invalid", ErrRejected, s.ID, key)
+		}
+		ids[key] = id
+	}
+	db := f.db.WithContext(ctx)
+	var (
+		t models.Tenant
+		m models.AudienceMember
+		p models.Product
+	)
+	if err := take(db, &t, "id = ?", ids["tenant_id"]); err != nil {
+		return nil, nil, nil, err
+	}
+	if account := deref(t.PSPAccountID); account != s.Account {
+		return nil, nil, nil, fmt.Errorf("%w: session %s on account %q, tenant %d has %q", ErrRejected, s.ID, s.Account, t.ID, account)
+	}
+	if err := take(db, &m, "id = ? AND tenant_id = ?", ids["audience_member_id"], t.ID); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := take(db, &p, "id = ? AND tenant_id = ?", ids["product_id"], t.ID); err != nil {
+		return nil, nil, nil, err
+	}
+	return &t, &m, &p, nil
+}
+
+func take(db *gorm.DB, dst any, query string, args ...any) error {
+	err := db.Where(query, args...).Take(dst).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return fmt.Errorf("%w: %T not found (%v)", ErrRejected, dst, args)
+	}
+	if err != nil {
+		return fmt.Errorf("fulfil: %w", err)
+	}
+	return nil
+}
+
+// purchaseEvent builds the purchase_completed event. Its id is derived from the purchase, so
+// it is the same whoever builds it, and it sorts by the purchase's time.
+func (f *Fulfiller) purchaseEvent(t *models.Tenant, m *models.AudienceMember, p *models.Purchase, s Session) models.TrackedEvent {
+	now := time.Now().UTC()
+	if !p.CreatedAt.IsZero() {
+		now = p.CreatedAt.UTC()
+	}
+	page := fmt.Sprintf("%s/checkout/return?tenant=%d&session_id=%s", f.appURL, t.ID, url.QueryEscape(s.ID))
+	u, _ := url.Parse(page)
+	member := models.FormatID(m.ID)
+	return models.TrackedEvent{
+		ID: eventID(now, p.ID), TenantID: t.ID, Type: EventPurchaseCompleted, SessionID: s.ID,
+		AudienceMemberID: &member, URL: page, PageHostname: u.Hostname(), PagePath: u.EscapedPath(),
+		UserAgent: "eventq", IPAddress: "", EventSequence: 0, CreatedAt: now,
+	}
+}
+
+// eventID is a version-7 UUID whose time is at and whose other bits come from the purchase id.
+func eventID(at time.Time, purchaseID uint64) string {
+	var u uuid.UUID
+	sum := sha256.Sum256([]byte(fmt.Sprintf("purchase_completed:%d", purchaseID)))
+	copy(u[:], sum[:])
+	ms := uint64(at.UnixMilli())
+	for i := 0; i < 6; i++ {
+		u[i] = byte(ms >> (40 - 8*i))
+	}
+	u[6] = u[6]&0x0f | 0x70 // version 7
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	return u.String()
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

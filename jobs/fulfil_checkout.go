@@ -1,0 +1,98 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/stripe/stripe-go/v76"
+
+	"github.com/eventq/eventq/internal/fulfil"
+	"github.com/eventq/eventq/internal/psp"
+)
+
+// Task types, one per provider event type that fulfils a checkout.
+const (
+	TypeCheckoutCompleted             = "psp:" + psp.EventCheckoutCompleted
+	TypeCheckoutAsyncPaymentSucceeded = "psp:" + psp.EventAsyncPaymentSucceeded
+)
+
+// taskRetention keeps a finished task's id (the provider's event id) reserved for longer than
+// the provider keeps redelivering it, so a late duplicate is recognised and dropped.
+const taskRetention = 25 * time.Hour
+
+// maxRetry is how often a failing fulfilment is retried, with RetryDelay between attempts.
+const maxRetry = 20
+
+// CheckoutTaskType maps a provider event type to its task type; ok is false for types eventq
+// does not handle.
+func CheckoutTaskType(eventType string) (string, bool) {
+	switch eventType {
+	case psp.EventCheckoutCompleted:
+		return TypeCheckoutCompleted, true
+	case psp.EventAsyncPaymentSucceeded:
+		return TypeCheckoutAsyncPaymentSucceeded, true
+	}
+	return "", false
+}
+
+// NewCheckoutTask returns the fulfilment task for a verified provider event; payload is the
+// event's JSON as received. The task id is the event id: enqueueing a duplicate fails with
+// asynq.ErrTaskIDConflict, which means "already queued".
+func NewCheckoutTask(eventID, eventType string, payload []byte) (*asynq.Task, error) {
+	typ, ok := CheckoutTaskType(eventType)
+	if !ok {
+		return nil, fmt.Errorf("jobs: event type %q is not fulfilled", eventType)
+	}
+	if eventID == "" {
+		return nil, errors.New("jobs: event without id")
+	}
+	return asynq.NewTask(typ, payload, asynq.TaskID(eventID), asynq.MaxRetry(maxRetry),
+		asynq.Retention(taskRetention), asynq.Timeout(2*time.Minute)), nil
+}
+
+// FulfilCheckout handles both checkout task types: it fulfils the event's session through the
+// shared fulfilment path. Sessions that can never be fulfilled are logged and not retried.
+func (h *Handlers) FulfilCheckout(ctx context.Context, t *asynq.Task) error {
+	var ev stripe.Event
+	if err := json.Unmarshal(t.Payload(), &ev); err != nil || ev.Data == nil {
+		return fmt.Errorf("fulfil checkout: payload is not an event: %w", asynq.SkipRetry)
+	}
+	var cs stripe.CheckoutSession
+	if err := json.Unmarshal(ev.Data.Raw, &cs); err != nil || cs.ID == "" {
+		return fmt.Errorf("fulfil checkout: event %s carries no checkout session: %w", ev.ID, asynq.SkipRetry)
+	}
+	res, err := h.Fulfil.Fulfil(ctx, SessionOf(&cs, ev.Account))
+	if errors.Is(err, fulfil.ErrRejected) {
+		h.Log.Warn("checkout not fulfilled", "event_id", ev.ID, "session_id", cs.ID, "reason", err.Error())
+		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
+	}
+	if err != nil {
+		return fmt.Errorf("fulfil checkout %s: %w", cs.ID, err)
+	}
+	h.Log.Info("checkout processed", "event_id", ev.ID, "session_id", cs.ID, "status", res.Status, "purchase_id", res.PurchaseID)
+	return nil
+}
+
+// SessionOf converts a provider session on account to what fulfilment needs.
+func SessionOf(cs *stripe.CheckoutSession, account string) fulfil.Session {
+	s := fulfil.Session{
+		ID: cs.ID, Account: account, PaymentStatus: string(cs.PaymentStatus),
+		AmountTotal: cs.AmountTotal, Currency: string(cs.Currency), Metadata: cs.Metadata,
+	}
+	if cs.PaymentIntent != nil {
+		s.PaymentIntent = cs.PaymentIntent.ID
+	}
+	return s
+}
+
+// RetryDelay is the back-off between attempts of a failed task: 1 s, 2 s, 4 s … capped at
+// 5 minutes, plus up to 20% random jitter so retries of many tasks spread out.
+func RetryDelay(n int, _ error, _ *asynq.Task) time.Duration {
+	d := min(time.Second<<min(n, 9), 5*time.Minute)
+	return d + rand.N(d/5+1)
+}
