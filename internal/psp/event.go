@@ -1,0 +1,58 @@
+package psp
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
+
+// APIVersion is the API version written into events built here; real endpoints may send
+// others, which verification ignores.
+const APIVersion = "2023-10-16"
+
+// NewID returns a provider-style id such as "evt_1a2b…".
+func NewID(prefix string) string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return prefix + "_" + hex.EncodeToString(b)
+}
+
+// CheckoutSession is the subset of a Checkout Session object that eventq reads and writes in
+// events it builds (CLI `webhook send`, tests, the fake provider).
+type CheckoutSession struct {
+	ID            string            `json:"id"`
+	Object        string            `json:"object"`
+	AmountTotal   int64             `json:"amount_total"`
+	Currency      string            `json:"currency"`
+	CustomerEmail string            `json:"customer_email,omitempty"`
+	Livemode      bool              `json:"livemode"`
+	Metadata      map[string]string `json:"metadata"`
+	Mode          string            `json:"mode"`
+	PaymentIntent *string           `json:"payment_intent"`
+	PaymentStatus string            `json:"payment_status"`
+	Status        string            `json:"status"`
+	SuccessURL    string            `json:"success_url"`
+	CancelURL     string            `json:"cancel_url"`
+	URL           *string           `json:"url"`
+	Created       int64             `json:"created"`
+}
+
+// NewEvent builds a realistic event of eventType about session, as delivered for a connected
+// account (account "" is the platform). It returns the event id and the JSON payload.
+func NewEvent(eventType, account string, session CheckoutSession, at time.Time) (string, []byte) {
+	if session.Object == "" {
+		session.Object = "checkout.session"
+	}
+	id := NewID("evt")
+	ev := map[string]any{
+		"id": id, "object": "event", "api_version": APIVersion, "created": at.Unix(),
+		"data": map[string]any{"object": session}, "livemode": false, "pending_webhooks": 1,
+		"request": map[string]any{"id": nil, "idempotency_key": nil}, "type": eventType,
+	}
+	if account != "" {
+		ev["account"] = account
+	}
+	b, _ := json.Marshal(ev)
+	return id, b
+}
