@@ -1,0 +1,247 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"gorm.io/gorm"
+
+	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/psp"
+	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/models"
+)
+
+const webhookSecret = "whsec_e2e_secret"
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "eventq-e2e-bin-")
+	if err != nil {
+		panic(err)
+	}
+	build := exec.Command("go", "build", "-o", dir+"/", "../../cmd/api", "../../cmd/worker")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: build failed:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	defer os.RemoveAll(dir)
+	testenv.Main(m)
+}
+
+// stack is one api and one worker process sharing a Redis, a database and a fake provider.
+type stack struct {
+	t      *testing.T
+	Redis  *testenv.Redis
+	DB     *gorm.DB
+	PSP    *testenv.FakePSP
+	API    *proc
+	Worker *proc
+	Base   string
+	Queue  *eventqueue.Store
+	Tasks  *asynq.Inspector
+}
+
+func startStack(t *testing.T) *stack {
+	t.Helper()
+	r := testenv.StartRedis(t)
+	db, dbURL := testenv.DB(t)
+	fake := testenv.StartFakePSP(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	env := append(os.Environ(),
+		"HTTP_ADDR="+addr, "APP_URL=http://"+addr, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL(),
+		"PSP_WEBHOOK_SECRET=whsec_old_rotated,"+webhookSecret, "PSP_SECRET_KEY=sk_test_e2e", "PSP_API_BASE="+fake.URL)
+	s := &stack{t: t, Redis: r, DB: db, PSP: fake, Base: "http://" + addr,
+		Queue: eventqueue.New(r.Client()), Tasks: asynq.NewInspectorFromRedisClient(r.Client())}
+	s.API = newProc(t, "api", env)
+	s.Worker = newProc(t, "worker", env)
+	s.API.Start()
+	testenv.Eventually(t, 20*time.Second, "the api answers /healthz", func() bool {
+		res, err := http.Get(s.Base + "/healthz")
+		if err == nil {
+			res.Body.Close()
+		}
+		return err == nil && res.StatusCode == 200
+	})
+	s.Worker.Start()
+	return s
+}
+
+// proc is a binary run as a child process; its output goes to a log shown when the test fails.
+type proc struct {
+	t    *testing.T
+	name string
+	env  []string
+	cmd  *exec.Cmd
+	log  *syncBuffer
+}
+
+func newProc(t *testing.T, name string, env []string) *proc {
+	p := &proc{t: t, name: name, env: env, log: &syncBuffer{}}
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("--- %s log ---\n%s", name, p.log.String())
+		}
+	})
+	return p
+}
+
+// Start runs the process.
+func (p *proc) Start() {
+	p.t.Helper()
+	p.cmd = exec.Command(filepath.Join(binDir, p.name))
+	p.cmd.Env = p.env
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatalf("start %s: %v", p.name, err)
+	}
+}
+
+// Stop sends SIGTERM and waits for a clean exit.
+func (p *proc) Stop() {
+	if p.cmd == nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.cmd.Wait()
+	p.cmd = nil
+}
+
+// Kill sends SIGKILL: no shutdown code runs.
+func (p *proc) Kill() {
+	if p.cmd == nil {
+		return
+	}
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	p.cmd = nil
+}
+
+// syncBuffer is a log buffer written by the child's output copier and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// shop is a tenant with a connected account, a member and a product.
+type shop struct {
+	Tenant  models.Tenant
+	Member  models.AudienceMember
+	Product models.Product
+}
+
+var serial atomic.Int64
+
+func (s *stack) MustShop(account string, flag bool) shop {
+	s.t.Helper()
+	n := serial.Add(1)
+	sh := shop{Tenant: models.Tenant{Name: "Shop", SiteKey: fmt.Sprintf("site_e2e_%d", n)}}
+	if account != "" {
+		sh.Tenant.PSPAccountID = &account
+	}
+	must(s.t, s.DB.Create(&sh.Tenant).Error)
+	sh.Member = models.AudienceMember{TenantID: sh.Tenant.ID, Email: fmt.Sprintf("m%d@example.com", n)}
+	must(s.t, s.DB.Create(&sh.Member).Error)
+	sh.Product = models.Product{TenantID: sh.Tenant.ID, Name: "Course", Amount: 1999, Currency: "usd"}
+	must(s.t, s.DB.Create(&sh.Product).Error)
+	if flag {
+		must(s.t, features.New(s.DB).Set(context.Background(), features.UseQueueEvents, sh.Tenant.ID, true))
+	}
+	return sh
+}
+
+// PaidSession returns a paid session of sh, stored at the fake provider on account.
+func (s *stack) PaidSession(sh shop, account string) psp.CheckoutSession {
+	cs := s.PSP.AddSession(account, psp.CheckoutSession{
+		AmountTotal: sh.Product.Amount, Currency: sh.Product.Currency, Mode: "payment",
+		PaymentStatus: "unpaid", Status: "open",
+		Metadata: map[string]string{
+			"tenant_id": models.FormatID(sh.Tenant.ID), "audience_member_id": models.FormatID(sh.Member.ID),
+			"product_id": models.FormatID(sh.Product.ID),
+		},
+	})
+	return s.PSP.Pay(cs.ID)
+}
+
+// Post sends payload to the webhook with header, returning status and how long it took.
+func (s *stack) Post(payload []byte, header string) (int, time.Duration) {
+	s.t.Helper()
+	req, _ := http.NewRequest("POST", s.Base+"/api/webhooks/psp", bytes.NewReader(payload))
+	req.Header.Set("Content-Type", "application/json")
+	if header != "" {
+		req.Header.Set("PSP-Signature", header)
+	}
+	start := time.Now()
+	res, err := http.DefaultClient.Do(req)
+	took := time.Since(start)
+	if err != nil {
+		s.t.Fatalf("POST webhook: %v", err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode, took
+}
+
+// MustDeliver signs and posts an event and requires 200.
+func (s *stack) MustDeliver(payload []byte) time.Duration {
+	s.t.Helper()
+	status, took := s.Post(payload, psp.Sign(payload, webhookSecret, time.Now()))
+	if status != 200 {
+		s.t.Fatalf("webhook answered %d", status)
+	}
+	return took
+}
+
+// Count counts rows of model matching the query.
+func (s *stack) Count(model any, query string, args ...any) int64 {
+	s.t.Helper()
+	var n int64
+	must(s.t, s.DB.Model(model).Where(query, args...).Count(&n).Error)
+	return n
+}
+
+// TaskState returns the asynq state of the task with id, or "none".
+func (s *stack) TaskState(id string) string {
+	info, err := s.Tasks.GetTaskInfo("default", id)
+	if err != nil {
+		return "none"
+	}
+	return info.State.String()
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
