@@ -1,5 +1,6 @@
-// Command eventq is the operator CLI: migrations, tenants, tokens, flags, members, products
-// and a look at stored events. Every command prints JSON on stdout and errors on stderr.
+// Command eventq is the operator CLI: migrations, tenants, tokens, flags, members, products,
+// a look at stored events, purchases and entitlements, and a signed test webhook. Every
+// command prints JSON on stdout and errors on stderr.
 package main
 
 import (
@@ -51,7 +52,7 @@ func (c *cli) rootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(c.migrateCommand(), c.tenantCommand(), c.tokenCommand(), c.featureCommand(),
-		c.memberCommand(), c.productCommand(), c.eventsCommand())
+		c.memberCommand(), c.productCommand(), c.eventsCommand(), c.purchasesCommand(), c.entitlementsCommand(), c.webhookCommand())
 	return root
 }
 

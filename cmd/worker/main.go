@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
@@ -75,7 +76,12 @@ func (m *Main) Open() error {
 		Logger:          asynqLogger{m.Log},
 		LogLevel:        asynq.WarnLevel,
 	})
-	m.scheduler = asynq.NewSchedulerFromRedisClient(rdb, &asynq.SchedulerOpts{Logger: asynqLogger{m.Log}, LogLevel: asynq.WarnLevel})
+	// The scheduler gets its own connection: asynq's scheduler closes its client on shutdown.
+	schedConn, err := schedulerConn(m.Config.Redis)
+	if err != nil {
+		return err
+	}
+	m.scheduler = asynq.NewScheduler(schedConn, &asynq.SchedulerOpts{Logger: asynqLogger{m.Log}, LogLevel: asynq.WarnLevel})
 	for _, p := range jobs.PeriodicTasks() {
 		if _, err := m.scheduler.Register(p.Spec, p.Task, p.Opts...); err != nil {
 			return fmt.Errorf("worker: schedule %s: %w", p.Task.Type(), err)
@@ -123,6 +129,18 @@ func (m *Main) Close() error {
 		m.Infra = nil
 	}
 	return errors.Join(err)
+}
+
+// schedulerConn is the default Redis connection as asynq connection options.
+func schedulerConn(cfg config.RedisConfig) (asynq.RedisConnOpt, error) {
+	opt, err := redis.ParseURL(cfg.URLs[config.DefaultConnection])
+	if err != nil {
+		return nil, fmt.Errorf("worker: REDIS_URL: %w", err)
+	}
+	if len(cfg.ClusterAddrs) > 0 {
+		return asynq.RedisClusterClientOpt{Addrs: cfg.ClusterAddrs, Username: opt.Username, Password: opt.Password, TLSConfig: opt.TLSConfig}, nil
+	}
+	return asynq.RedisClientOpt{Addr: opt.Addr, Username: opt.Username, Password: opt.Password, DB: opt.DB, TLSConfig: opt.TLSConfig}, nil
 }
 
 // asynqLogger adapts slog to asynq's logger interface.

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/eventq/eventq/models"
+)
+
+// purchaseJSON is one line of `purchases list`; the field order is the contract's key order.
+type purchaseJSON struct {
+	ID                   string `json:"id"`
+	AudienceMemberID     string `json:"audience_member_id"`
+	ProductID            string `json:"product_id"`
+	PSPCheckoutSessionID string `json:"psp_checkout_session_id"`
+	AmountTotal          int64  `json:"amount_total"`
+	Currency             string `json:"currency"`
+	CreatedAt            string `json:"created_at"`
+}
+
+// entitlementJSON is one line of `entitlements list`.
+type entitlementJSON struct {
+	ID               string `json:"id"`
+	AudienceMemberID string `json:"audience_member_id"`
+	ProductID        string `json:"product_id"`
+	PurchaseID       string `json:"purchase_id"`
+}
+
+func (c *cli) purchasesCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "purchases", Short: "Look at fulfilled purchases"}
+	var tenantID string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "Print a tenant's purchases, oldest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			db, tenant, err := c.tenant(cmd, tenantID)
+			if err != nil {
+				return err
+			}
+			var rows []models.Purchase
+			err = db.WithContext(cmd.Context()).Where("tenant_id = ?", tenant.ID).
+				Order("created_at, id").Find(&rows).Error
+			if err != nil {
+				return fmt.Errorf("list purchases: %w", err)
+			}
+			out := make([]purchaseJSON, len(rows))
+			for i, p := range rows {
+				out[i] = purchaseJSON{
+					ID:                   models.FormatID(p.ID),
+					AudienceMemberID:     models.FormatID(p.AudienceMemberID),
+					ProductID:            models.FormatID(p.ProductID),
+					PSPCheckoutSessionID: p.PSPCheckoutSessionID,
+					AmountTotal:          p.AmountTotal,
+					Currency:             p.Currency,
+					CreatedAt:            p.CreatedAt.UTC().Format(models.TimeFormat),
+				}
+			}
+			return c.print(out)
+		},
+	}
+	list.Flags().StringVar(&tenantID, "tenant", "", "tenant id (required)")
+	cmd.AddCommand(list)
+	return cmd
+}
+
+func (c *cli) entitlementsCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "entitlements", Short: "Look at granted entitlements"}
+	var tenantID, memberID string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "Print a tenant's entitlements, optionally of one member, ordered by id",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var member uint64
+			if cmd.Flags().Changed("member") {
+				var ok bool
+				if member, ok = models.ParseID(memberID); !ok {
+					return fmt.Errorf("--member must be an audience member id, got %q", memberID)
+				}
+			}
+			db, tenant, err := c.tenant(cmd, tenantID)
+			if err != nil {
+				return err
+			}
+			q := db.WithContext(cmd.Context()).Where("tenant_id = ?", tenant.ID)
+			if member != 0 {
+				q = q.Where("audience_member_id = ?", member)
+			}
+			var rows []models.Entitlement
+			if err := q.Order("id").Find(&rows).Error; err != nil {
+				return fmt.Errorf("list entitlements: %w", err)
+			}
+			out := make([]entitlementJSON, len(rows))
+			for i, e := range rows {
+				out[i] = entitlementJSON{
+					ID:               models.FormatID(e.ID),
+					AudienceMemberID: models.FormatID(e.AudienceMemberID),
+					ProductID:        models.FormatID(e.ProductID),
+					PurchaseID:       models.FormatID(e.PurchaseID),
+				}
+			}
+			return c.print(out)
+		},
+	}
+	list.Flags().StringVar(&tenantID, "tenant", "", "tenant id (required)")
+	list.Flags().StringVar(&memberID, "member", "", "only this audience member's entitlements")
+	cmd.AddCommand(list)
+	return cmd
+}

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stripe/stripe-go/v76"
+
+	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/psp"
+	"github.com/eventq/eventq/models"
+)
+
+var webhookSentKeys = []string{"event_id", "type", "checkout_session_id", "url", "status"}
+
+// received is one request seen by a webhookSink.
+type received struct {
+	Method, Path string
+	Header       http.Header
+	Body         []byte
+}
+
+// webhookSink is a webhook endpoint that records every request and answers status.
+type webhookSink struct {
+	*httptest.Server
+	status int
+
+	mu   sync.Mutex
+	reqs []received
+}
+
+func newWebhookSink(t *testing.T, status int) *webhookSink {
+	t.Helper()
+	s := &webhookSink{status: status}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.reqs = append(s.reqs, received{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(s.status)
+		io.WriteString(w, `{"message":"answered"}`)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// requests returns what the sink has received so far.
+func (s *webhookSink) requests() []received {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]received(nil), s.reqs...)
+}
+
+// mustOne returns the only request the sink received.
+func (s *webhookSink) mustOne(t *testing.T) received {
+	t.Helper()
+	reqs := s.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("endpoint received %d requests, want 1", len(reqs))
+	}
+	return reqs[0]
+}
+
+// shop is a tenant with a member and a product, created through the CLI.
+type shop struct{ tenant, member, product string }
+
+func (e *cliEnv) mustShop(account string) shop {
+	e.t.Helper()
+	args := []string{"tenant", "create", "--name", "Acme"}
+	if account != "" {
+		args = append(args, "--psp-account", account)
+	}
+	tenant := str(e.t, e.MustObject(tenantKeys, args...), "id")
+	return shop{tenant, e.mustMember(tenant, "ada@example.com"), e.mustProduct(tenant, 1999, "eur")}
+}
+
+func (s shop) args(extra ...string) []string {
+	return append([]string{"webhook", "send", "--tenant", s.tenant, "--member", s.member, "--product", s.product}, extra...)
+}
+
+// mustVerify checks the request the way the webhook endpoint does, with secret, and returns
+// the event and its checkout session.
+func mustVerify(t *testing.T, r received, secret string) (stripe.Event, psp.CheckoutSession) {
+	t.Helper()
+	ev, err := psp.NewVerifier([]string{secret}, clock.Real{}).Verify(r.Body, r.Header.Get("PSP-Signature"))
+	if err != nil {
+		t.Fatalf("verify with %s: %v (PSP-Signature %q)", secret, err, r.Header.Get("PSP-Signature"))
+	}
+	var session psp.CheckoutSession
+	if err := json.Unmarshal(ev.Data.Raw, &session); err != nil {
+		t.Fatalf("decode data.object %s: %v", ev.Data.Raw, err)
+	}
+	return ev, session
+}
+
+func TestWebhookSend(t *testing.T) {
+	t.Run("posts a signed, realistic checkout.session.completed for the connected account", func(t *testing.T) {
+		e := newCLI(t)
+		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test", "APP_URL=https://pay.example/")
+		sink := newWebhookSink(t, http.StatusOK)
+		s := e.mustShop("acct_1ABC")
+		url := sink.URL + "/api/webhooks/psp"
+
+		out := e.MustObject(webhookSentKeys, s.args("--url", url)...)
+		r := sink.mustOne(t)
+		if r.Method != http.MethodPost || r.Path != "/api/webhooks/psp" {
+			t.Errorf("request %s %s, want POST /api/webhooks/psp", r.Method, r.Path)
+		}
+		if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("Content-Type %q, want application/json", ct)
+		}
+		ev, session := mustVerify(t, r, "whsec_test")
+		if ev.Type != psp.EventCheckoutCompleted || ev.Account != "acct_1ABC" || ev.Livemode {
+			t.Errorf("event type %q, account %q, livemode %v; want %s, acct_1ABC, false", ev.Type, ev.Account, ev.Livemode, psp.EventCheckoutCompleted)
+		}
+		if !strings.HasPrefix(ev.ID, "evt_") {
+			t.Errorf("event id %q, want evt_…", ev.ID)
+		}
+		wantMeta := map[string]string{"tenant_id": s.tenant, "audience_member_id": s.member, "product_id": s.product}
+		for k, v := range wantMeta {
+			if session.Metadata[k] != v {
+				t.Errorf("metadata[%s] = %q, want %q", k, session.Metadata[k], v)
+			}
+		}
+		if len(session.Metadata) != len(wantMeta) {
+			t.Errorf("metadata %v, want exactly %v", session.Metadata, wantMeta)
+		}
+		wantURL := "https://pay.example/checkout/return?tenant=" + s.tenant + "&session_id={CHECKOUT_SESSION_ID}"
+		switch {
+		case !strings.HasPrefix(session.ID, "cs_test_"), session.Object != "checkout.session":
+			t.Errorf("session id %q object %q, want cs_test_… checkout.session", session.ID, session.Object)
+		case session.AmountTotal != 1999 || session.Currency != "eur":
+			t.Errorf("amount %d %s, want 1999 eur", session.AmountTotal, session.Currency)
+		case session.PaymentStatus != "paid" || session.Status != "complete" || session.Mode != "payment":
+			t.Errorf("payment_status %q status %q mode %q, want paid complete payment", session.PaymentStatus, session.Status, session.Mode)
+		case session.CustomerEmail != "ada@example.com":
+			t.Errorf("customer_email %q, want ada@example.com", session.CustomerEmail)
+		case session.PaymentIntent == nil || !strings.HasPrefix(*session.PaymentIntent, "pi_"):
+			t.Errorf("payment_intent %v, want pi_…", session.PaymentIntent)
+		case session.SuccessURL != wantURL:
+			t.Errorf("success_url %q, want %q", session.SuccessURL, wantURL)
+		}
+
+		want := map[string]any{"event_id": ev.ID, "type": psp.EventCheckoutCompleted,
+			"checkout_session_id": session.ID, "url": url, "status": float64(200)}
+		for k, v := range want {
+			if out[k] != v {
+				t.Errorf("printed %s = %#v, want %#v", k, out[k], v)
+			}
+		}
+		if n := e.count(&models.Purchase{}); n != 0 {
+			t.Errorf("%d purchases, want 0: the CLI only sends", n)
+		}
+	})
+
+	t.Run("posts to APP_URL/api/webhooks/psp by default", func(t *testing.T) {
+		e := newCLI(t)
+		sink := newWebhookSink(t, http.StatusOK)
+		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test", "APP_URL="+sink.URL)
+		s := e.mustShop("acct_1ABC")
+		out := e.MustObject(webhookSentKeys, s.args()...)
+		if r := sink.mustOne(t); r.Path != "/api/webhooks/psp" {
+			t.Errorf("posted to %s, want /api/webhooks/psp", r.Path)
+		}
+		if got := str(t, out, "url"); got != sink.URL+"/api/webhooks/psp" {
+			t.Errorf("printed url %q", got)
+		}
+	})
+
+	t.Run("honours --type", func(t *testing.T) {
+		e := newCLI(t)
+		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
+		sink := newWebhookSink(t, http.StatusOK)
+		s := e.mustShop("acct_1ABC")
+		for _, typ := range []string{psp.EventAsyncPaymentSucceeded, "checkout.session.expired"} {
+			out := e.MustObject(webhookSentKeys, s.args("--url", sink.URL, "--type", typ)...)
+			reqs := sink.requests()
+			ev, _ := mustVerify(t, reqs[len(reqs)-1], "whsec_test")
+			if ev.Type != stripe.EventType(typ) || str(t, out, "type") != typ || str(t, out, "event_id") != ev.ID {
+				t.Errorf("--type %s: event type %q, printed %v", typ, ev.Type, out)
+			}
+		}
+	})
+
+	t.Run("omits the account for a tenant without one", func(t *testing.T) {
+		e := newCLI(t)
+		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
+		sink := newWebhookSink(t, http.StatusOK)
+		s := e.mustShop("")
+		e.MustObject(webhookSentKeys, s.args("--url", sink.URL)...)
+		r := sink.mustOne(t)
+		ev, _ := mustVerify(t, r, "whsec_test")
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(r.Body, &raw); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := raw["account"]; ok || ev.Account != "" {
+			t.Errorf("event carries account %s, want none", raw["account"])
+		}
+	})
+
+	t.Run("signs with the first secret of a rotation list and accepts the STRIPE_ alias", func(t *testing.T) {
+		for _, env := range []string{"PSP_WEBHOOK_SECRET=whsec_new, whsec_old", "STRIPE_WEBHOOK_SECRET=whsec_new"} {
+			e := newCLI(t)
+			e.environ = append(e.environ, env)
+			sink := newWebhookSink(t, http.StatusOK)
+			s := e.mustShop("acct_1ABC")
+			e.MustObject(webhookSentKeys, s.args("--url", sink.URL)...)
+			r := sink.mustOne(t)
+			mustVerify(t, r, "whsec_new")
+			if _, err := psp.NewVerifier([]string{"whsec_old"}, clock.Real{}).Verify(r.Body, r.Header.Get("PSP-Signature")); err == nil {
+				t.Errorf("%s: the event also verifies with whsec_old", env)
+			}
+		}
+	})
+
+	t.Run("fails naming PSP_WEBHOOK_SECRET when none is configured", func(t *testing.T) {
+		e := newCLI(t)
+		sink := newWebhookSink(t, http.StatusOK)
+		s := e.mustShop("acct_1ABC")
+		if stderr := e.MustFail(s.args("--url", sink.URL)...); !strings.Contains(stderr, "PSP_WEBHOOK_SECRET") {
+			t.Errorf("stderr %q does not name PSP_WEBHOOK_SECRET", stderr)
+		}
+		if n := len(sink.requests()); n != 0 {
+			t.Errorf("endpoint received %d requests, want 0", n)
+		}
+	})
+
+	t.Run("fails when the endpoint does not answer 2xx", func(t *testing.T) {
+		for _, status := range []int{http.StatusInternalServerError, http.StatusBadRequest} {
+			e := newCLI(t)
+			e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
+			sink := newWebhookSink(t, status)
+			s := e.mustShop("acct_1ABC")
+			stderr := e.MustFail(s.args("--url", sink.URL)...)
+			if !strings.Contains(stderr, http.StatusText(status)) || !strings.Contains(stderr, "evt_") {
+				t.Errorf("status %d: stderr %q does not give the status and the event id", status, stderr)
+			}
+			sink.mustOne(t)
+		}
+	})
+
+	t.Run("fails when the endpoint is unreachable", func(t *testing.T) {
+		e := newCLI(t)
+		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
+		sink := newWebhookSink(t, http.StatusOK)
+		sink.Close()
+		s := e.mustShop("acct_1ABC")
+		if stderr := e.MustFail(s.args("--url", sink.URL)...); !strings.Contains(stderr, sink.URL) {
+			t.Errorf("stderr %q does not name the URL", stderr)
+		}
+	})
+
+	t.Run("fails for a member or product of another tenant", func(t *testing.T) {
+		e := newCLI(t)
+		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
+		sink := newWebhookSink(t, http.StatusOK)
+		a, b := e.mustShop("acct_A"), e.mustShop("acct_B")
+		for _, tc := range []struct {
+			name    string
+			s       shop
+			wantMsg string
+		}{
+			{"member", shop{a.tenant, b.member, a.product}, "member " + b.member + " not found at tenant " + a.tenant},
+			{"product", shop{a.tenant, a.member, b.product}, "product " + b.product + " not found at tenant " + a.tenant},
+		} {
+			if stderr := e.MustFail(tc.s.args("--url", sink.URL)...); !strings.Contains(stderr, tc.wantMsg) {
+				t.Errorf("foreign %s: stderr %q, want %q", tc.name, stderr, tc.wantMsg)
+			}
+		}
+		if n := len(sink.requests()); n != 0 {
+			t.Errorf("endpoint received %d requests, want 0", n)
+		}
+	})
+
+	t.Run("fails on bad or missing flags", func(t *testing.T) {
+		e := newCLI(t)
+		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
+		sink := newWebhookSink(t, http.StatusOK)
+		s := e.mustShop("acct_1ABC")
+		for _, tc := range []struct {
+			name    string
+			args    []string
+			wantMsg string
+		}{
+			{"unknown tenant", shop{"999999", s.member, s.product}.args("--url", sink.URL), "tenant 999999 not found"},
+			{"no tenant", []string{"webhook", "send", "--member", s.member, "--product", s.product, "--url", sink.URL}, "--tenant"},
+			{"no member", []string{"webhook", "send", "--tenant", s.tenant, "--product", s.product, "--url", sink.URL}, "--member"},
+			{"bad member", shop{s.tenant, "ada", s.product}.args("--url", sink.URL), "--member"},
+			{"no product", []string{"webhook", "send", "--tenant", s.tenant, "--member", s.member, "--url", sink.URL}, "--product"},
+			{"unknown product", shop{s.tenant, s.member, "999999"}.args("--url", sink.URL), "product 999999 not found"},
+			{"relative url", s.args("--url", "/api/webhooks/psp"), "--url"},
+			{"ftp url", s.args("--url", "ftp://example.com/x"), "--url"},
+			{"empty type", s.args("--url", sink.URL, "--type", ""), "--type"},
+		} {
+			if stderr := e.MustFail(tc.args...); !strings.Contains(stderr, tc.wantMsg) {
+				t.Errorf("%s: stderr %q does not mention %q", tc.name, stderr, tc.wantMsg)
+			}
+		}
+		if n := len(sink.requests()); n != 0 {
+			t.Errorf("endpoint received %d requests, want 0", n)
+		}
+	})
+}
