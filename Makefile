@@ -1,0 +1,31 @@
+# eventq developer entry points. The logic lives in scripts/; see README.md.
+
+GO    ?= go
+
+.DEFAULT_GOAL := help
+.PHONY: help run test build vet fmt bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
+
+run: ## build, then run redis-server, api and worker locally (Ctrl-C stops them)
+	@bash scripts/run.sh
+
+test: ## gofmt, go vet, and the whole suite on SQLite (-race) and Postgres
+	@bash scripts/test.sh
+
+build: ## build bin/api, bin/worker and bin/eventq
+	$(GO) build -o bin/ ./cmd/...
+
+vet: ## go vet ./...
+	$(GO) vet ./...
+
+fmt: ## rewrite the Go files with gofmt
+	gofmt -l -w .
+
+bench: ## run the Go benchmarks (they start their own redis-server)
+	@bash scripts/ensure-deps.sh go redis-server
+	$(GO) test -run '^$$' -bench . ./...
+
+clean: ## remove bin/ (the data in var/ stays)
+	rm -rf bin

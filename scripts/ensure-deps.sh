@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# ensure-deps.sh [--soft] COMMAND...
+#
+# Makes sure every named command is available. A missing one is installed from its Debian
+# package with apt-get when running as root (apt-get update runs only when the package lists
+# are missing or do not know the package). When not root, it stops and names the packages to
+# install. With --soft, a command that cannot be installed is only a warning.
+#
+# Commands and the Debian packages that provide them:
+#   redis-server, redis-cli   redis-server
+#   postgres, initdb          postgresql   (found in /usr/lib/postgresql/*/bin, off PATH)
+#   go                        not installed here: needs the Go toolchain named in go.mod
+#   anything else             the package of the same name (curl, jq, gcc, make, ...)
+set -euo pipefail
+
+soft=0
+if [[ ${1:-} == --soft ]]; then
+	soft=1
+	shift
+fi
+
+say() { printf 'ensure-deps: %s\n' "$*" >&2; }
+
+# have CMD: is CMD usable?
+have() {
+	case $1 in
+	postgres | initdb)
+		command -v "$1" >/dev/null 2>&1 || compgen -G "/usr/lib/postgresql/*/bin/$1" >/dev/null || return 1
+		# As root the tests run Postgres as the postgres user, which the package creates.
+		[[ $EUID -ne 0 ]] || getent passwd postgres >/dev/null
+		;;
+	*) command -v "$1" >/dev/null 2>&1 ;;
+	esac
+}
+
+# package_for CMD: the Debian package that provides CMD, or nothing.
+package_for() {
+	case $1 in
+	redis-server | redis-cli) echo redis-server ;;
+	postgres | initdb) echo postgresql ;;
+	go) ;;
+	*) echo "$1" ;;
+	esac
+}
+
+go_version() {
+	local dir
+	dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	sed -n 's/^go \([0-9.]*\).*/\1/p' "$dir/go.mod" 2>/dev/null | head -n1
+}
+
+# apt_install PKG...: install with apt-get, refreshing the package lists only when needed.
+apt_install() {
+	export DEBIAN_FRONTEND=noninteractive
+	local refresh=0 pkg
+	compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null || refresh=1
+	for pkg in "$@"; do
+		[[ $(apt-cache policy "$pkg" 2>/dev/null) == *"Candidate: "[!\(]* ]] || refresh=1
+	done
+	if ((refresh)); then
+		say "apt-get update"
+		apt-get update -qq </dev/null
+	fi
+	say "apt-get install -y $*"
+	if ! apt-get install -y -qq --no-install-recommends "$@" </dev/null; then
+		# Stale lists point at files the mirror no longer has: refresh once and retry.
+		((refresh)) && return 1
+		apt-get update -qq </dev/null
+		apt-get install -y -qq --no-install-recommends "$@" </dev/null
+	fi
+}
+
+missing=() packages=() no_package=()
+for cmd in "$@"; do
+	have "$cmd" && continue
+	missing+=("$cmd")
+	pkg=$(package_for "$cmd")
+	if [[ -z $pkg ]]; then
+		no_package+=("$cmd")
+	elif [[ " ${packages[*]} " != *" $pkg "* ]]; then
+		packages+=("$pkg")
+	fi
+done
+((${#missing[@]})) || exit 0
+
+fail() {
+	if ((soft)); then
+		say "warning: $*"
+		exit 0
+	fi
+	say "$*"
+	exit 1
+}
+
+for cmd in "${no_package[@]}"; do
+	if [[ $cmd == go ]]; then
+		fail "the Go toolchain is not on PATH: install Go $(go_version) or newer (https://go.dev/dl/) and retry"
+	fi
+done
+
+if ((${#packages[@]})); then
+	if [[ $EUID -ne 0 ]]; then
+		fail "missing ${missing[*]}: install the Debian package(s) ${packages[*]}, e.g. sudo apt-get install ${packages[*]}"
+	fi
+	if ! command -v apt-get >/dev/null 2>&1; then
+		fail "missing ${missing[*]} and apt-get is not available: install ${packages[*]} with your package manager"
+	fi
+	apt_install "${packages[@]}" || fail "apt-get install ${packages[*]} failed"
+fi
+
+for cmd in "${missing[@]}"; do
+	have "$cmd" || fail "$cmd is still missing after installing ${packages[*]}"
+done

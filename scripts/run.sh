@@ -1,0 +1,330 @@
+#!/usr/bin/env bash
+# run.sh — what `make run` does: start eventq locally with everything it needs.
+#
+#   1. makes sure curl and redis-server are installed (apt-get when root);
+#   2. builds bin/api, bin/worker and bin/eventq;
+#   3. starts a redis-server (data and AOF under ./var/redis) for REDIS_URL, and one for each
+#      further local REDIS_<NAME>_URL, unless something already answers on that port;
+#   4. runs `bin/eventq migrate` on DATABASE_URL (default: SQLite in ./var/eventq.db);
+#   5. starts bin/worker and bin/api, logging to ./var/log/, and waits for /healthz.
+#
+# Ctrl-C (INT), TERM or HUP stops everything this script started: api, worker, then Redis.
+# Configuration comes from the environment variables of README.md; none is needed.
+# shellcheck disable=SC2317 # on_exit and stop_all run from traps
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$(pwd -P)
+VAR=$ROOT/var
+LOGS=$VAR/log
+PIDS=$VAR/run
+
+say() { printf 'make run: %s\n' "$*"; }
+die() {
+	printf 'make run: %s\n' "$*" >&2
+	exit 1
+}
+
+# ---- processes -------------------------------------------------------------------------------
+
+started=() # "name:pid" of every process this run started, in start order
+
+# running PID: is PID alive and not a zombie?
+running() {
+	local stat
+	stat=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
+	[[ ${stat%% *} != Z ]]
+}
+
+# stop NAME PID: TERM, up to 15 s of grace, then KILL; reaps PID when it is our child.
+stop() {
+	local name=$1 pid=$2 i
+	if running "$pid"; then
+		say "stopping $name (pid $pid)"
+		kill -TERM "$pid" 2>/dev/null || true
+		for ((i = 0; i < 150; i++)); do
+			running "$pid" || break
+			sleep 0.1
+		done
+		if running "$pid"; then
+			say "$name did not stop within 15s: killing it"
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	fi
+	wait "$pid" 2>/dev/null || true
+	rm -f "$PIDS/$name.pid"
+}
+
+stop_all() {
+	local i entry
+	for ((i = ${#started[@]} - 1; i >= 0; i--)); do
+		entry=${started[i]}
+		stop "${entry%%:*}" "${entry#*:}"
+	done
+	started=()
+}
+
+# spawn NAME LOG CMD...: start CMD in its own session (so a Ctrl-C reaches only this script,
+# which then stops the children in order), output appended to LOG.
+spawn() {
+	local name=$1 log=$2 pid
+	shift 2
+	setsid "$@" >>"$log" 2>&1 </dev/null 9>&- &
+	pid=$!
+	started+=("$name:$pid")
+	echo "$pid" >"$PIDS/$name.pid"
+}
+
+# tail_log NAME LOG: show the end of a child's log after it failed.
+tail_log() {
+	printf 'make run: last lines of %s:\n' "${2#"$ROOT"/}" >&2
+	tail -n 20 "$2" | sed 's/^/    /' >&2
+}
+
+stopping=0
+on_exit() {
+	local rc=$?
+	# Ignore repeated signals (Ctrl-C pressed twice, make forwarding TERM to us while the
+	# terminal also sends it) so that cleanup finishes; each stop ends in KILL after 15 s.
+	trap '' INT TERM HUP
+	trap - EXIT
+	((${#started[@]})) && stop_all
+	if ((stopping)); then
+		say "stopped"
+		exit 0
+	fi
+	exit "$rc"
+}
+trap on_exit EXIT
+trap 'stopping=1; exit' INT TERM HUP
+
+# Leftovers of a run that was killed without cleaning up (kill -9, closed terminal): stop them,
+# but only if they are still this checkout's processes.
+stop_stale() {
+	local file name pid cmd
+	for file in "$PIDS"/api.pid "$PIDS"/worker.pid "$PIDS"/redis*.pid; do
+		[[ -e $file ]] || continue
+		name=$(basename "$file" .pid)
+		pid=$(cat "$file" 2>/dev/null || true)
+		rm -f "$file"
+		if ! [[ $pid =~ ^[0-9]+$ ]] || ! running "$pid"; then
+			continue
+		fi
+		case $name in
+		redis*) [[ $(readlink "/proc/$pid/cwd" 2>/dev/null) == "$VAR/$name" ]] || continue ;;
+		*)
+			cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
+			[[ $cmd == "$ROOT/bin/$name "* ]] || continue
+			;;
+		esac
+		say "found $name (pid $pid) left over from an earlier run"
+		stop "$name" "$pid"
+	done
+}
+
+# ---- configuration ---------------------------------------------------------------------------
+
+http_addr=${HTTP_ADDR:-127.0.0.1:8080}
+http_host=${http_addr%:*}
+http_port=${http_addr##*:}
+case $http_host in
+'' | 0.0.0.0) http_host=127.0.0.1 ;;
+'[::]' | '::') http_host='[::1]' ;;
+esac
+[[ $http_port =~ ^[1-9][0-9]*$ ]] || die "HTTP_ADDR=$http_addr: make run needs a fixed port, e.g. 127.0.0.1:8080"
+base_url="http://$http_host:$http_port"
+database_url=${DATABASE_URL:-sqlite://var/eventq.db}
+
+# redact URL: the URL without its password.
+redact() { sed -E 's#(://[^:/@]*:)[^@/]*@#\1***@#' <<<"$1"; }
+
+# ---- dependencies and build ------------------------------------------------------------------
+
+bash scripts/ensure-deps.sh go curl redis-server
+bash scripts/ensure-deps.sh --soft jq # used by the README quick start
+
+mkdir -p "$LOGS" "$PIDS"
+exec 9>"$PIDS/lock"
+flock -n 9 || die "another make run is already running in this checkout; stop it first (Ctrl-C in its terminal)"
+stop_stale
+
+say "building bin/api bin/worker bin/eventq"
+go build -o bin/ ./cmd/...
+
+# ---- Redis -----------------------------------------------------------------------------------
+
+redis_notes=()
+declare -A redis_ports=() # port -> variable that first named it
+
+# redis_ping PORT PASSWORD: what redis-cli PING prints ("PONG" when a Redis answers).
+redis_ping() {
+	if [[ -n $2 ]]; then
+		REDISCLI_AUTH=$2 redis-cli -h 127.0.0.1 -p "$1" ping 2>&1 || true
+	else
+		redis-cli -h 127.0.0.1 -p "$1" ping 2>&1 || true
+	fi
+}
+
+# start_redis NAME VAR URL: make sure a Redis answers for the connection NAME.
+start_redis() {
+	local name=$1 var=$2 url=$3 rest hostport host port password='' dir pidname log i pid answer
+	rest=${url#*://}
+	rest=${rest%%/*}
+	rest=${rest%%\?*}
+	hostport=${rest##*@}
+	if [[ $rest == *@* ]]; then
+		password=${rest%@*}
+		if [[ $password == *:* ]]; then
+			password=${password#*:}
+		else
+			password='' # redis://user@host: a user name without password
+		fi
+	fi
+	if [[ $hostport == \[* ]]; then
+		host=${hostport%%]*}
+		host=${host#[}
+		port=${hostport#*]}
+		port=${port#:}
+	elif [[ $hostport == *:* ]]; then
+		host=${hostport%:*}
+		port=${hostport##*:}
+	else
+		host=$hostport
+		port=''
+	fi
+	port=${port:-6379}
+	case $host in
+	'' | 127.0.0.1 | localhost | ::1) ;;
+	*)
+		say "$var points at $host: not starting a local Redis for it"
+		redis_notes+=("$(redact "$url") ($var, not managed by make run)")
+		return
+		;;
+	esac
+	[[ $port =~ ^[0-9]+$ ]] || die "$var=$(redact "$url"): cannot read the port"
+	if [[ -n ${redis_ports[$port]:-} ]]; then
+		say "$var uses the same Redis as ${redis_ports[$port]} (127.0.0.1:$port)"
+		return
+	fi
+	redis_ports[$port]=$var
+
+	local -a auth=()
+	[[ -n $password ]] && auth=(--requirepass "$password")
+	answer=$(redis_ping "$port" "$password")
+	if [[ $answer == PONG ]]; then
+		say "a Redis already answers on 127.0.0.1:$port ($var): using it, and leaving it running"
+		redis_notes+=("$(redact "$url") ($var, already running, not managed by make run)")
+		return
+	fi
+	if [[ $answer != *"Could not connect"* && $answer != *"Connection refused"* ]]; then
+		die "something answers on 127.0.0.1:$port ($var) but not as Redis: \"$answer\"; free the port or change $var"
+	fi
+
+	pidname=redis
+	[[ $name == default ]] || pidname=redis-$name
+	dir=$VAR/$pidname
+	log=$LOGS/$pidname.log
+	mkdir -p "$dir"
+	: >"$log"
+	say "starting redis-server on 127.0.0.1:$port for $var (data and AOF in ${dir#"$ROOT"/})"
+	spawn "$pidname" "$log" redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" \
+		--appendonly yes --daemonize no "${auth[@]}"
+	pid=${started[-1]#*:}
+	for ((i = 0; i < 100; i++)); do
+		if ! running "$pid"; then
+			tail_log "$pidname" "$log"
+			die "redis-server for $var exited during start-up"
+		fi
+		answer=$(redis_ping "$port" "$password")
+		[[ $answer == PONG ]] && break
+		sleep 0.1
+	done
+	[[ $answer == PONG ]] || {
+		tail_log "$pidname" "$log"
+		die "redis-server on port $port did not answer PING within 10s"
+	}
+	redis_notes+=("$(redact "$url") ($var, started by make run, data in ${dir#"$ROOT"/}, log ${log#"$ROOT"/})")
+}
+
+if [[ -n ${REDIS_CLUSTER_ADDRS:-} ]]; then
+	say "REDIS_CLUSTER_ADDRS is set: using that cluster for the default connection, not starting a Redis for it"
+	redis_notes+=("cluster $REDIS_CLUSTER_ADDRS (REDIS_CLUSTER_ADDRS, not managed by make run)")
+else
+	start_redis default REDIS_URL "${REDIS_URL:-redis://127.0.0.1:6379/0}"
+fi
+while IFS= read -r var; do
+	[[ $var =~ ^REDIS_(.+)_URL$ && -n ${!var} ]] || continue
+	name=$(tr '[:upper:]' '[:lower:]' <<<"${BASH_REMATCH[1]}")
+	start_redis "$name" "$var" "${!var}"
+done < <(compgen -e | sort)
+
+# ---- database --------------------------------------------------------------------------------
+
+say "migrating $(redact "$database_url")"
+if ! out=$("$ROOT/bin/eventq" migrate 2>&1); then
+	printf '%s\n' "$out" >&2
+	die "bin/eventq migrate failed"
+fi
+
+# ---- api and worker --------------------------------------------------------------------------
+
+if curl -fsS -o /dev/null --max-time 2 "$base_url/healthz" 2>/dev/null; then
+	die "something already answers on $base_url (another eventq?): stop it or set HTTP_ADDR"
+fi
+
+: >"$LOGS/worker.log"
+: >"$LOGS/api.log"
+say "starting worker (log var/log/worker.log)"
+spawn worker "$LOGS/worker.log" "$ROOT/bin/worker"
+say "starting api on $http_addr (log var/log/api.log)"
+spawn api "$LOGS/api.log" "$ROOT/bin/api"
+
+api_pid=${started[-1]#*:}
+worker_pid=${started[-2]#*:}
+for ((i = 0; ; i++)); do
+	running "$api_pid" || {
+		tail_log api "$LOGS/api.log"
+		die "api exited during start-up"
+	}
+	running "$worker_pid" || {
+		tail_log worker "$LOGS/worker.log"
+		die "worker exited during start-up"
+	}
+	curl -fsS -o /dev/null --max-time 2 "$base_url/healthz" 2>/dev/null && break
+	((i < 300)) || {
+		tail_log api "$LOGS/api.log"
+		die "api did not answer $base_url/healthz within 30s"
+	}
+	sleep 0.1
+done
+
+cat <<EOF
+
+eventq is running.
+  base URL   $base_url   (GET /healthz, /readyz)
+  database   $(redact "$database_url")
+EOF
+for note in "${redis_notes[@]}"; do
+	printf '  redis      %s\n' "$note"
+done
+cat <<EOF
+  logs       var/log/api.log, var/log/worker.log   (tail -f var/log/*.log)
+
+Next: in a second terminal in $ROOT, follow "Quick start" in README.md.
+Press Ctrl-C to stop everything make run started.
+
+EOF
+
+# ---- wait ------------------------------------------------------------------------------------
+
+# Until a signal arrives (the trap stops everything) or a child exits on its own.
+wait -n || true
+for entry in "${started[@]}"; do
+	if ! running "${entry#*:}"; then
+		name=${entry%%:*}
+		say "$name exited unexpectedly; stopping the rest"
+		tail_log "$name" "$LOGS/$name.log"
+		exit 1
+	fi
+done
+die "a child process exited unexpectedly"
