@@ -56,7 +56,7 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 			body.Errors = orderedFieldErrs{ae.Fields}
 		}
 		if status >= 500 {
-			s.Log.Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
+			s.log(c).Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
 		}
 	case errors.As(err, &fe) && fe.Code < 500:
 		status = fe.Code
@@ -67,7 +67,7 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		}
 	default:
 		status = fiber.StatusInternalServerError
-		s.Log.Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
+		s.log(c).Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
 		body.Message = "Server Error."
 	}
 	if status >= 500 && status != fiber.StatusBadGateway { // 502 names the provider, nothing internal

@@ -43,6 +43,7 @@ func (s *Server) readEvents(c *fiber.Ctx) error {
 		buf = append(buf, e...)
 	}
 	buf = append(buf, "]}}"...)
+	s.Metrics.Read(len(events))
 	return c.Send(buf)
 }
 
@@ -68,6 +69,7 @@ func (s *Server) trimEvents(c *fiber.Ctx) error {
 		if err := s.Queue.Trim(c.UserContext(), tenantID, count); err != nil {
 			return err
 		}
+		s.Metrics.Trimmed(count)
 	}
 	return c.SendStatus(fiber.StatusNoContent)
 }

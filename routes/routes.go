@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/cors"
+	"github.com/gofiber/fiber/v2/middleware/requestid"
 	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/fulfil"
+	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/redisconn"
 	"github.com/eventq/eventq/internal/tracking"
@@ -45,10 +47,15 @@ type Server struct {
 	PSP *psp.Client
 	// Fulfil is the shared fulfilment path.
 	Fulfil *fulfil.Fulfiller
+	// Metrics counts requests and outcomes and serves /metrics.
+	Metrics *metrics.Metrics
 }
 
 // New returns the Fiber app with every route registered.
 func New(s *Server) *fiber.App {
+	if s.Metrics == nil {
+		s.Metrics = metrics.New()
+	}
 	app := fiber.New(fiber.Config{
 		AppName:               "eventq",
 		DisableStartupMessage: true,
@@ -60,7 +67,9 @@ func New(s *Server) *fiber.App {
 		JSONEncoder:           jsonMarshal,
 	})
 
+	app.Use(requestid.New(), s.observe)
 	app.Get("/healthz", s.healthz)
+	app.Get("/metrics", s.metricsHandler())
 	app.Get("/readyz", s.readyz)
 
 	public := cors.New(cors.Config{AllowOrigins: "*", AllowMethods: "POST,OPTIONS", MaxAge: 86400})

@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 	"gorm.io/gorm/clause"
 
+	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/jobs"
 	"github.com/eventq/eventq/models"
 )
@@ -31,12 +32,15 @@ func (s *Server) webhook(c *fiber.Ctx) error {
 	}
 	ev, err := s.Webhooks.Verify(body, header)
 	if err != nil {
-		s.Log.Warn("webhook refused", "reason", err.Error(), "bytes", len(body))
+		s.Metrics.Webhook(metrics.WebhookBadSignature)
+		s.log(c).Warn("webhook refused", "reason", err.Error(), "bytes", len(body))
 		return c.Send(webhookAck)
 	}
+	s.Metrics.Webhook(metrics.WebhookVerified)
 	task, err := jobs.NewCheckoutTask(ev.ID, string(ev.Type), body)
 	if err != nil {
-		s.Log.Info("webhook ignored", "event_id", ev.ID, "type", string(ev.Type))
+		s.Metrics.Webhook(metrics.WebhookIgnoredType)
+		s.log(c).Info("webhook ignored", "event_id", ev.ID, "type", string(ev.Type))
 		return c.Send(webhookAck)
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), enqueueTimeout)
@@ -44,23 +48,27 @@ func (s *Server) webhook(c *fiber.Ctx) error {
 	_, err = s.Tasks.EnqueueContext(ctx, task)
 	switch {
 	case err == nil:
-		s.Log.Info("webhook enqueued", "event_id", ev.ID, "type", string(ev.Type))
+		s.Metrics.Webhook(metrics.WebhookEnqueued)
+		s.log(c).Info("webhook enqueued", "event_id", ev.ID, "type", string(ev.Type))
 	case errors.Is(err, asynq.ErrTaskIDConflict):
-		s.Log.Info("webhook duplicate", "event_id", ev.ID)
+		s.Metrics.Webhook(metrics.WebhookDuplicate)
+		s.log(c).Info("webhook duplicate", "event_id", ev.ID)
 	default:
-		s.inbox(c.UserContext(), ev.ID, string(ev.Type), body, err)
+		s.inbox(c, ev.ID, string(ev.Type), body, err)
 	}
 	return c.Send(webhookAck)
 }
 
 // inbox saves a verified event whose enqueue failed, so the worker can enqueue it later.
-func (s *Server) inbox(ctx context.Context, id, typ string, body []byte, cause error) {
+func (s *Server) inbox(c *fiber.Ctx, id, typ string, body []byte, cause error) {
 	row := models.WebhookInbox{EventID: id, Type: typ, Payload: body}
-	err := s.DB.WithContext(context.WithoutCancel(ctx)).
+	err := s.DB.WithContext(context.WithoutCancel(c.UserContext())).
 		Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "event_id"}}, DoNothing: true}).Create(&row).Error
 	if err != nil {
-		s.Log.Error("webhook lost: enqueue and inbox both failed", "event_id", id, "enqueue_err", cause, "inbox_err", err)
+		s.Metrics.Webhook(metrics.WebhookLost)
+		s.log(c).Error("webhook lost: enqueue and inbox both failed", "event_id", id, "enqueue_err", cause, "inbox_err", err)
 		return
 	}
-	s.Log.Warn("webhook saved to inbox", "event_id", id, "enqueue_err", cause)
+	s.Metrics.Webhook(metrics.WebhookInboxed)
+	s.log(c).Warn("webhook saved to inbox", "event_id", id, "enqueue_err", cause)
 }

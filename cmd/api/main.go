@@ -20,6 +20,7 @@ import (
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/fulfil"
 	"github.com/eventq/eventq/internal/infra"
+	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/routes"
@@ -71,7 +72,8 @@ func (m *Main) Open() error {
 	}
 	m.Infra = in
 	m.tasks = asynq.NewClientFromRedisClient(in.Redis[config.DefaultConnection])
-	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log)
+	mx := metrics.New()
+	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log, mx)
 	m.app = routes.New(&routes.Server{
 		DB: in.DB, Redis: in.Redis, Flags: in.Flags, Queue: in.Queue, Log: m.Log, Ingest: ingest,
 		Auth:           auth.NewAuthenticator(in.DB, m.Clock, m.Log),
@@ -80,7 +82,8 @@ func (m *Main) Open() error {
 		Tasks:          m.tasks,
 		Webhooks:       psp.NewVerifier(m.Config.PSP.WebhookSecrets, m.Clock),
 		PSP:            psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase),
-		Fulfil:         fulfil.New(in.DB, in.Flags, ingest, m.Config.AppURL, m.Log),
+		Fulfil:         fulfil.New(in.DB, in.Flags, ingest, m.Config.AppURL, m.Log, mx),
+		Metrics:        mx,
 	})
 	m.ln, err = net.Listen("tcp", m.Config.HTTPAddr)
 	if err != nil {

@@ -169,7 +169,7 @@ func TestEventTrackedWhileRedisIsDownReachesTheQueueLater(t *testing.T) {
 
 	fake := clock.NewFake(time.Now())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h := &jobs.Handlers{Ingest: tracking.NewIngestor(e.DB, e.Main.Infra.Flags, e.Queue, fake, log), Log: log}
+	h := &jobs.Handlers{Ingest: tracking.NewIngestor(e.DB, e.Main.Infra.Flags, e.Queue, fake, log, nil), Log: log}
 
 	t.Run("not before the minimum age", func(t *testing.T) {
 		if err := h.RequeueEvents(context.Background(), jobs.NewRequeueEventsTask()); err != nil {

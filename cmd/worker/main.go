@@ -6,18 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/hibiken/asynq"
+	asynqmetrics "github.com/hibiken/asynq/x/metrics"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/fulfil"
 	"github.com/eventq/eventq/internal/infra"
+	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/jobs"
 )
@@ -54,6 +58,8 @@ type Main struct {
 	scheduler *asynq.Scheduler
 	tasks     *asynq.Client
 	mux       *asynq.ServeMux
+	metrics   *http.Server
+	metricsLn net.Listener
 }
 
 // NewMain returns a Main with the real clock; tests may replace fields before Open.
@@ -88,16 +94,36 @@ func (m *Main) Open() error {
 		}
 	}
 	m.tasks = asynq.NewClientFromRedisClient(rdb)
-	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log)
+	mx := metrics.New()
+	mx.Registry.MustRegister(asynqmetrics.NewQueueMetricsCollector(asynq.NewInspectorFromRedisClient(rdb)))
+	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log, mx)
 	m.mux = asynq.NewServeMux()
 	jobs.Register(m.mux, &jobs.Handlers{
 		DB:     in.DB,
 		Ingest: ingest,
-		Fulfil: fulfil.New(in.DB, in.Flags, ingest, m.Config.AppURL, m.Log),
+		Fulfil: fulfil.New(in.DB, in.Flags, ingest, m.Config.AppURL, m.Log, mx),
 		Tasks:  m.tasks,
 		Log:    m.Log,
 	})
+	if m.Config.WorkerMetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", mx.Handler())
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"status":"ok"}`)) })
+		m.metricsLn, err = net.Listen("tcp", m.Config.WorkerMetricsAddr)
+		if err != nil {
+			return fmt.Errorf("worker: listen on WORKER_METRICS_ADDR %s: %w", m.Config.WorkerMetricsAddr, err)
+		}
+		m.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	}
 	return nil
+}
+
+// MetricsAddr is the bound metrics address, or "" when metrics are not served.
+func (m *Main) MetricsAddr() string {
+	if m.metricsLn == nil {
+		return ""
+	}
+	return m.metricsLn.Addr().String()
 }
 
 // Run processes tasks until ctx is done, then lets running tasks finish (up to 10 s).
@@ -108,6 +134,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.scheduler.Start(); err != nil {
 		m.server.Shutdown()
 		return fmt.Errorf("worker: scheduler: %w", err)
+	}
+	if m.metrics != nil {
+		go m.metrics.Serve(m.metricsLn)
 	}
 	<-ctx.Done()
 	return m.Close()
@@ -122,6 +151,10 @@ func (m *Main) Close() error {
 	if m.server != nil {
 		m.server.Shutdown()
 		m.server = nil
+	}
+	if m.metrics != nil {
+		m.metrics.Close()
+		m.metrics = nil
 	}
 	var err error
 	if m.Infra != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,7 +38,7 @@ func TestWorkerRequeuesPendingEventsAndStopsCleanly(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg, err := config.Load([]string{"DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL()})
+	cfg, err := config.Load([]string{"DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL(), "WORKER_METRICS_ADDR=127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +65,19 @@ func TestWorkerRequeuesPendingEventsAndStopsCleanly(t *testing.T) {
 	if row.QueuePending {
 		t.Fatal("event still marked pending after the push")
 	}
+	t.Run("serves its metrics on WORKER_METRICS_ADDR", func(t *testing.T) {
+		res, err := http.Get("http://" + m.MetricsAddr() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		for _, want := range []string{"eventq_events_queued_total 1", `asynq_queue_size{queue="default"`} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("worker metrics lack %q", want)
+			}
+		}
+	})
 
 	cancel()
 	select {

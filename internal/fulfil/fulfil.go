@@ -17,6 +17,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/models"
 )
@@ -58,13 +59,15 @@ type Fulfiller struct {
 	db     *gorm.DB
 	flags  *features.Flags
 	ingest *tracking.Ingestor
-	appURL string
-	log    *slog.Logger
+	appURL  string
+	log     *slog.Logger
+	metrics *metrics.Metrics
 }
 
-// New returns a Fulfiller. appURL is the public base URL, used for the event's url.
-func New(db *gorm.DB, flags *features.Flags, ingest *tracking.Ingestor, appURL string, log *slog.Logger) *Fulfiller {
-	return &Fulfiller{db: db, flags: flags, ingest: ingest, appURL: appURL, log: log}
+// New returns a Fulfiller. appURL is the public base URL, used for the event's url; m may
+// be nil.
+func New(db *gorm.DB, flags *features.Flags, ingest *tracking.Ingestor, appURL string, log *slog.Logger, m *metrics.Metrics) *Fulfiller {
+	return &Fulfiller{db: db, flags: flags, ingest: ingest, appURL: appURL, log: log, metrics: m}
 }
 
 // Fulfil fulfils s if it is paid. Purchase, entitlement and event are written in one
@@ -73,6 +76,19 @@ func New(db *gorm.DB, flags *features.Flags, ingest *tracking.Ingestor, appURL s
 // to the tenant's queue after the commit when UseQueueEvents is active (a failed append is
 // retried by the worker's requeue job). Errors wrapping ErrRejected are permanent.
 func (f *Fulfiller) Fulfil(ctx context.Context, s Session) (Result, error) {
+	res, err := f.fulfil(ctx, s)
+	switch {
+	case errors.Is(err, ErrRejected):
+		f.metrics.Fulfilment("rejected")
+	case err != nil:
+		f.metrics.Fulfilment("error")
+	default:
+		f.metrics.Fulfilment(res.Status)
+	}
+	return res, err
+}
+
+func (f *Fulfiller) fulfil(ctx context.Context, s Session) (Result, error) {
 	tenant, member, product, err := f.resolve(ctx, s)
 	if err != nil {
 		return Result{}, err

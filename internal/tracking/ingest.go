@@ -16,6 +16,7 @@ import (
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/models"
 )
 
@@ -39,11 +40,13 @@ type Ingestor struct {
 	clock    clock.Clock
 	log      *slog.Logger
 	siteKeys *cache.TTL[string, uint64]
+	metrics  *metrics.Metrics
 }
 
 // NewIngestor wires an Ingestor.
-func NewIngestor(db *gorm.DB, flags *features.Flags, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger) *Ingestor {
-	return &Ingestor{db: db, flags: flags, queue: queue, clock: clk, log: log,
+// m may be nil.
+func NewIngestor(db *gorm.DB, flags *features.Flags, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger, m *metrics.Metrics) *Ingestor {
+	return &Ingestor{db: db, flags: flags, queue: queue, clock: clk, log: log, metrics: m,
 		siteKeys: cache.New[string, uint64](siteKeyTTL)}
 }
 
@@ -91,6 +94,7 @@ func (in *Ingestor) Ingest(ctx context.Context, tenantID uint64, inputs []Input,
 	if err := in.db.WithContext(ctx).Create(&rows).Error; err != nil {
 		return nil, fmt.Errorf("tracking: store events: %w", err)
 	}
+	in.metrics.Ingested(len(rows))
 	if !queued {
 		return ids, nil
 	}
@@ -112,6 +116,7 @@ func (in *Ingestor) PushPending(ctx context.Context, tenantID uint64, rows []mod
 		in.log.Warn("tracking: queue append failed; the worker will push the events", "tenant_id", tenantID, "events", len(rows), "err", err)
 		return
 	}
+	in.metrics.Queued(len(rows))
 	if err := in.markQueued(context.WithoutCancel(ctx), ids); err != nil {
 		in.log.Warn("tracking: could not clear pending mark; events may be pushed twice", "tenant_id", tenantID, "err", err)
 	}

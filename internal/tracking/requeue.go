@@ -76,6 +76,7 @@ func (in *Ingestor) requeueBatch(ctx context.Context, cutoff time.Time) (pushed 
 					continue
 				}
 				pushed += len(payloads)
+				in.metrics.Queued(len(payloads))
 			}
 			for _, ev := range byTenant[t] {
 				done = append(done, ev.ID)

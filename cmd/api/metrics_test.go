@@ -1,0 +1,63 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestMetricsCountRequestsAndEvents(t *testing.T) {
+	e := startAPI(t)
+	tn := e.MustTenant(true)
+	e.MustTrack(tn, pageView("s", 1), pageView("s", 2))
+	e.MustRead(tn)
+	e.Do("DELETE", "/api/platform/events?count=2", tn.Token, nil)
+	e.Do("DELETE", "/api/platform/events?count=0", tn.Token, nil)
+	e.Do("GET", "/no/such/path", "", nil)
+
+	res := e.Do("GET", "/metrics", "", nil)
+	if res.Status != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("GET /metrics: %d %s", res.Status, res.Header.Get("Content-Type"))
+	}
+	body := string(res.Body)
+	for _, want := range []string{
+		`eventq_http_requests_total{method="POST",route="/api/track",status="202"} 1`,
+		`eventq_http_requests_total{method="GET",route="/api/platform/events",status="200"} 1`,
+		`eventq_http_requests_total{method="DELETE",route="/api/platform/events",status="204"} 1`,
+		`eventq_http_requests_total{method="DELETE",route="/api/platform/events",status="422"} 1`,
+		`eventq_http_requests_total{method="GET",route="unmatched",status="404"} 1`,
+		`eventq_events_ingested_total 2`,
+		`eventq_events_queued_total 2`,
+		`eventq_events_read_total 2`,
+		`eventq_events_trim_requested_total 2`,
+		`eventq_webhooks_total{outcome="bad_signature"} 0`,
+		`go_goroutines `,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q in:\n%s", want, grepLines(body, "eventq_"))
+		}
+	}
+	if !regexp.MustCompile(`eventq_http_request_duration_seconds_count\{method="GET",route="/api/platform/events"\} 1`).MatchString(body) {
+		t.Error("no latency histogram for the events route")
+	}
+}
+
+func TestResponsesCarryARequestID(t *testing.T) {
+	e := startAPI(t)
+	if id := e.Do("GET", "/healthz", "", nil).Header.Get("X-Request-Id"); len(id) < 16 {
+		t.Fatalf("X-Request-Id %q", id)
+	}
+	if id := e.Do("GET", "/healthz", "", nil, "X-Request-Id", "trace-123").Header.Get("X-Request-Id"); id != "trace-123" {
+		t.Fatalf("incoming request id not kept: %q", id)
+	}
+}
+
+func grepLines(body, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,115 @@
+// Package metrics defines eventq's Prometheus metrics. Each process builds one Metrics with
+// its own registry and hands it to the components that count; a nil *Metrics counts nothing,
+// so components work without one.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Webhook outcomes.
+const (
+	WebhookVerified     = "verified"
+	WebhookBadSignature = "bad_signature"
+	WebhookIgnoredType  = "ignored_type"
+	WebhookEnqueued     = "enqueued"
+	WebhookDuplicate    = "duplicate"
+	WebhookInboxed      = "inboxed"
+	WebhookLost         = "lost"
+)
+
+// Metrics holds every collector of one process.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	HTTPRequests   *prometheus.CounterVec
+	HTTPDuration   *prometheus.HistogramVec
+	EventsIngested prometheus.Counter
+	EventsQueued   prometheus.Counter
+	EventsRead     prometheus.Counter
+	EventsTrimmed  prometheus.Counter
+	Webhooks       *prometheus.CounterVec
+	Fulfilments    *prometheus.CounterVec
+}
+
+// New registers eventq's collectors, plus the Go runtime and process collectors, on a fresh
+// registry.
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := &Metrics{
+		Registry: reg,
+		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eventq_http_requests_total", Help: "HTTP requests by route, method and status.",
+		}, []string{"route", "method", "status"}),
+		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "eventq_http_request_duration_seconds", Help: "HTTP request latency by route and method.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route", "method"}),
+		EventsIngested: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventq_events_ingested_total", Help: "Tracked events committed to the database.",
+		}),
+		EventsQueued: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventq_events_queued_total", Help: "Events appended to tenant queues (including worker re-pushes).",
+		}),
+		EventsRead: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventq_events_read_total", Help: "Events returned by GET /api/platform/events.",
+		}),
+		EventsTrimmed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventq_events_trim_requested_total", Help: "Sum of count over accepted DELETE /api/platform/events.",
+		}),
+		Webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eventq_webhooks_total", Help: "Provider webhooks by outcome.",
+		}, []string{"outcome"}),
+		Fulfilments: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eventq_fulfilments_total", Help: "Fulfilment attempts by outcome.",
+		}, []string{"outcome"}),
+	}
+	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.EventsIngested, m.EventsQueued, m.EventsRead,
+		m.EventsTrimmed, m.Webhooks, m.Fulfilments)
+	for _, o := range []string{WebhookVerified, WebhookBadSignature, WebhookIgnoredType, WebhookEnqueued, WebhookDuplicate, WebhookInboxed, WebhookLost} {
+		m.Webhooks.WithLabelValues(o)
+	}
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// Ingested counts n events committed to the database.
+func (m *Metrics) Ingested(n int) { add(m, func() prometheus.Counter { return m.EventsIngested }, n) }
+
+// Queued counts n events appended to a tenant queue.
+func (m *Metrics) Queued(n int) { add(m, func() prometheus.Counter { return m.EventsQueued }, n) }
+
+// Read counts n events returned to a consumer.
+func (m *Metrics) Read(n int) { add(m, func() prometheus.Counter { return m.EventsRead }, n) }
+
+// Trimmed counts a trim of n events.
+func (m *Metrics) Trimmed(n int64) { add(m, func() prometheus.Counter { return m.EventsTrimmed }, int(n)) }
+
+// Webhook counts one webhook outcome.
+func (m *Metrics) Webhook(outcome string) {
+	if m != nil {
+		m.Webhooks.WithLabelValues(outcome).Inc()
+	}
+}
+
+// Fulfilment counts one fulfilment outcome.
+func (m *Metrics) Fulfilment(outcome string) {
+	if m != nil {
+		m.Fulfilments.WithLabelValues(outcome).Inc()
+	}
+}
+
+func add(m *Metrics, c func() prometheus.Counter, n int) {
+	if m != nil && n > 0 {
+		c().Add(float64(n))
+	}
+}
