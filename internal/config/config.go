@@ -15,6 +15,14 @@ import (
 // DefaultConnection is the name of the Redis connection configured by REDIS_URL.
 const DefaultConnection = "default"
 
+// Variables lists every environment variable Load reads, besides the REDIS_<NAME>_URL family
+// and the STRIPE_* aliases of the PSP_* names.
+var Variables = []string{
+	"HTTP_ADDR", "APP_URL", "DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_ADDRS",
+	"EVENTQUEUE_QUEUE_CONNECTION", "TRUSTED_PROXIES", "WORKER_METRICS_ADDR",
+	"PSP_WEBHOOK_SECRET", "PSP_SECRET_KEY", "PSP_PUBLISHABLE_KEY", "PSP_CONNECT_CLIENT_ID", "PSP_API_BASE",
+}
+
 // Config is everything the three binaries read from the environment. The zero value is not
 // usable; Load fills every field with its documented default.
 type Config struct {
