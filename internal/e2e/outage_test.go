@@ -222,4 +222,3 @@ func (s *stack) waitUntilFulfilmentBlocked(taskID string) {
 		return err == nil && n == 1
 	})
 }
-

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/eventqueue"
@@ -45,41 +47,80 @@ func TestMain(m *testing.M) {
 	testenv.Main(m)
 }
 
-// stack is one api and one worker process sharing a Redis, a database and a fake provider.
+// stack is api and worker processes sharing a Redis (or Redis Cluster), a database and a
+// fake provider. API, Worker and Base are the first of each.
 type stack struct {
-	t      *testing.T
-	Redis  *testenv.Redis
-	DB     *gorm.DB
-	PSP    *testenv.FakePSP
-	API    *proc
-	Worker *proc
-	Base   string
-	Queue  *eventqueue.Store
-	Tasks  *asynq.Inspector
+	t       *testing.T
+	Redis   *testenv.Redis // nil on a cluster
+	DB      *gorm.DB
+	PSP     *testenv.FakePSP
+	API     *proc
+	Worker  *proc
+	Base    string
+	APIs    []*proc
+	Workers []*proc
+	Bases   []string
+	Queue   *eventqueue.Store
+	Tasks   *asynq.Inspector
 }
 
-func startStack(t *testing.T) *stack {
+type stackOptions struct {
+	cluster       bool
+	apis, workers int
+}
+
+type option func(*stackOptions)
+
+// onCluster runs the stack on a three-master Redis Cluster.
+func onCluster() option { return func(o *stackOptions) { o.cluster = true } }
+
+// processes runs apis api and workers worker processes.
+func processes(apis, workers int) option {
+	return func(o *stackOptions) { o.apis, o.workers = apis, workers }
+}
+
+func startStack(t *testing.T, opts ...option) *stack {
 	t.Helper()
-	r := testenv.StartRedis(t)
+	o := stackOptions{apis: 1, workers: 1}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	db, dbURL := testenv.DB(t)
 	fake := testenv.StartFakePSP(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	env := append(os.Environ(),
-		"HTTP_ADDR="+addr, "APP_URL=http://"+addr, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL(),
-		"PSP_WEBHOOK_SECRET=whsec_old_rotated,"+webhookSecret, "PSP_SECRET_KEY=sk_test_e2e", "PSP_API_BASE="+fake.URL)
-	s := &stack{t: t, Redis: r, DB: db, PSP: fake, Base: "http://" + addr,
-		Queue: eventqueue.New(r.Client()), Tasks: asynq.NewInspectorFromRedisClient(r.Client())}
-	s.API = newProc(t, "api", env)
-	s.Worker = newProc(t, "worker", env)
-	s.API.Start()
-	testenv.Eventually(t, 20*time.Second, "the api answers /healthz", func() bool {
-		res, err := http.Get(s.Base + "/healthz")
-		if err == nil {
-			res.Body.Close()
-		}
-		return err == nil && res.StatusCode == 200
-	})
-	s.Worker.Start()
+	s := &stack{t: t, DB: db, PSP: fake}
+	env := append(os.Environ(), "DATABASE_URL="+dbURL, "PSP_WEBHOOK_SECRET=whsec_old_rotated,"+webhookSecret,
+		"PSP_SECRET_KEY=sk_test_e2e", "PSP_API_BASE="+fake.URL)
+	var rdb redis.UniversalClient
+	if o.cluster {
+		c := testenv.StartRedisCluster(t)
+		rdb = c.Client()
+		env = append(env, "REDIS_URL=redis://"+c.Addrs[0], "REDIS_CLUSTER_ADDRS="+strings.Join(c.Addrs, ","))
+	} else {
+		s.Redis = testenv.StartRedis(t)
+		rdb = s.Redis.Client()
+		env = append(env, "REDIS_URL="+s.Redis.URL())
+	}
+	s.Queue, s.Tasks = eventqueue.New(rdb), asynq.NewInspectorFromRedisClient(rdb)
+	for i := 0; i < o.apis; i++ {
+		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+		base := "http://" + addr
+		p := newProc(t, "api", append(env[:len(env):len(env)], "HTTP_ADDR="+addr, "APP_URL="+base))
+		p.Start()
+		testenv.Eventually(t, 20*time.Second, "the api answers /healthz", func() bool {
+			res, err := http.Get(base + "/healthz")
+			if err == nil {
+				res.Body.Close()
+			}
+			return err == nil && res.StatusCode == 200
+		})
+		s.APIs, s.Bases = append(s.APIs, p), append(s.Bases, base)
+	}
+	for i := 0; i < o.workers; i++ {
+		p := newProc(t, "worker", append(env[:len(env):len(env)], "APP_URL="+s.Bases[0]))
+		p.Start()
+		s.Workers = append(s.Workers, p)
+	}
+	s.API, s.Worker, s.Base = s.APIs[0], s.Workers[0], s.Bases[0]
 	return s
 }
 

@@ -56,9 +56,9 @@ type Result struct {
 // Fulfiller runs fulfilments. It is safe for concurrent use, across processes too: the unique
 // checkout session id on purchases decides which call creates the purchase.
 type Fulfiller struct {
-	db     *gorm.DB
-	flags  *features.Flags
-	ingest *tracking.Ingestor
+	db      *gorm.DB
+	flags   *features.Flags
+	ingest  *tracking.Ingestor
 	appURL  string
 	log     *slog.Logger
 	metrics *metrics.Metrics

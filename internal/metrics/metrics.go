@@ -92,7 +92,9 @@ func (m *Metrics) Queued(n int) { add(m, func() prometheus.Counter { return m.Ev
 func (m *Metrics) Read(n int) { add(m, func() prometheus.Counter { return m.EventsRead }, n) }
 
 // Trimmed counts a trim of n events.
-func (m *Metrics) Trimmed(n int64) { add(m, func() prometheus.Counter { return m.EventsTrimmed }, int(n)) }
+func (m *Metrics) Trimmed(n int64) {
+	add(m, func() prometheus.Counter { return m.EventsTrimmed }, int(n))
+}
 
 // Webhook counts one webhook outcome.
 func (m *Metrics) Webhook(outcome string) {
