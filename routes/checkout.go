@@ -111,15 +111,23 @@ func (s *Server) checkoutReturn(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var purchaseID any
-	if res.PurchaseID != 0 {
-		purchaseID = models.FormatID(res.PurchaseID)
-	}
 	if c.Accepts(fiber.MIMETextHTML, fiber.MIMEApplicationJSON) == fiber.MIMEApplicationJSON {
-		return c.JSON(fiber.Map{"data": fiber.Map{"status": res.Status, "purchase_id": purchaseID}})
+		out := returnStatus{Status: res.Status}
+		if res.PurchaseID != 0 {
+			id := models.FormatID(res.PurchaseID)
+			out.PurchaseID = &id
+		}
+		return c.JSON(fiber.Map{"data": out})
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
 	return returnPage.Execute(c.Response().BodyWriter(), res.Status)
+}
+
+// returnStatus is the return page's JSON answer; a struct, not a map, so the keys keep the
+// contract's order (status, then purchase_id).
+type returnStatus struct {
+	Status     string  `json:"status"`
+	PurchaseID *string `json:"purchase_id"`
 }
 
 var returnPage = template.Must(template.New("return").Parse(`<!doctype html>
