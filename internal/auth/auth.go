@@ -69,10 +69,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Princi
 		return nil, ErrUnauthenticated
 	}
 	hash := HashSecret(secret)
-	key := id
-	if key == "" {
-		key = "h:" + hash
-	}
+	key := id + "|" + hash // a new token that reuses a deleted token's id is a new key
 	entry, ok := a.cache.Get(key)
 	if !ok {
 		row, err := a.load(ctx, id, hash)

@@ -13,7 +13,8 @@ import (
 	"github.com/eventq/eventq/internal/apperr"
 )
 
-// requestTimeout bounds every provider call: a slow provider becomes a 502, not a hang.
+// requestTimeout bounds every provider call, retries included: a slow provider becomes a
+// 502, not a hang.
 const requestTimeout = 10 * time.Second
 
 // ErrProvider is what callers see when the provider fails or cannot be reached.
@@ -81,19 +82,23 @@ func (c *Client) CreateCheckoutSession(ctx context.Context, p CheckoutParams) (*
 	for k, v := range p.Metadata {
 		params.AddMetadata(k, v)
 	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	params.Context = ctx
 	if p.Account != "" {
 		params.SetStripeAccount(p.Account)
 	}
 	s, err := c.api.CheckoutSessions.New(params)
 	if err != nil {
-		return nil, providerError("create checkout session", err)
+		return nil, fmt.Errorf("psp: create checkout session: %v: %w", err, ErrProvider)
 	}
 	return s, nil
 }
 
 // GetCheckoutSession retrieves session id as account ("" for the platform).
 func (c *Client) GetCheckoutSession(ctx context.Context, account, id string) (*stripe.CheckoutSession, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	params := &stripe.CheckoutSessionParams{}
 	params.Context = ctx
 	if account != "" {
@@ -101,15 +106,11 @@ func (c *Client) GetCheckoutSession(ctx context.Context, account, id string) (*s
 	}
 	s, err := c.api.CheckoutSessions.Get(id, params)
 	if err != nil {
-		return nil, providerError("get checkout session", err)
+		var se *stripe.Error
+		if errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound {
+			return nil, ErrSessionNotFound
+		}
+		return nil, fmt.Errorf("psp: get checkout session: %v: %w", err, ErrProvider)
 	}
 	return s, nil
-}
-
-func providerError(op string, err error) error {
-	var se *stripe.Error
-	if errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound {
-		return ErrSessionNotFound
-	}
-	return fmt.Errorf("psp: %s: %v: %w", op, err, ErrProvider)
 }
