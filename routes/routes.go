@@ -75,6 +75,7 @@ func New(s *Server) *fiber.App {
 	public := cors.New(cors.Config{AllowOrigins: "*", AllowMethods: "POST,OPTIONS", MaxAge: 86400})
 	app.Options("/api/track", public)
 	app.Post("/api/track", public, s.trackPublic)
+	app.Get("/tracker.js", s.trackerJS)
 
 	app.Get("/api/platform/events", s.token(auth.AbilityEventsRead), s.readEvents)
 	app.Delete("/api/platform/events", s.token(auth.AbilityEventsDelete), s.trimEvents)
