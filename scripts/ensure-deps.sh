@@ -36,7 +36,9 @@ have() {
 # package_for CMD: the Debian package that provides CMD, or nothing.
 package_for() {
 	case $1 in
-	redis-server | redis-cli) echo redis-server ;;
+	redis-server) echo redis-server ;;
+	redis-cli) echo redis-tools ;;
+	chromium) echo chromium ;;
 	postgres | initdb) echo postgresql ;;
 	go) ;;
 	*) echo "$1" ;;

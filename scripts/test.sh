@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test.sh — what `make test` and CI run.
 #
-#   1. makes sure go, gcc (for -race), redis-server and the Postgres server binaries are
-#      installed (apt-get when root; otherwise it names the Debian packages);
+#   1. makes sure go, gcc (for -race), redis-server, redis-cli (the cluster test), the Postgres
+#      server binaries and chromium (the browser test) are installed (apt-get when root;
+#      otherwise it names the Debian packages);
 #   2. gofmt -l must print nothing, go vet ./... must be clean;
 #   3. the whole suite on SQLite with the race detector, then on Postgres.
 #
@@ -13,7 +14,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-bash scripts/ensure-deps.sh go gcc redis-server postgres
+bash scripts/ensure-deps.sh go gcc redis-server redis-cli postgres chromium
 
 failed=()
 
