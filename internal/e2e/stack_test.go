@@ -43,8 +43,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	defer os.RemoveAll(dir)
-	testenv.Main(m)
+	testenv.Main(m, func() { os.RemoveAll(dir) })
 }
 
 // stack is api and worker processes sharing a Redis (or Redis Cluster), a database and a

@@ -62,37 +62,52 @@ func DB(t testing.TB) (*gorm.DB, string) {
 	return db, url
 }
 
-// Main runs a package's tests and then stops the servers shared by them. Call it from
-// TestMain in every package that uses DatabaseURL.
-func Main(m interface{ Run() int }) {
+// Main runs a package's tests, stops the servers shared by them, runs cleanups and exits.
+// Call it from TestMain in every package that uses DatabaseURL.
+func Main(m interface{ Run() int }, cleanups ...func()) {
 	code := m.Run()
 	pg.stop()
+	for _, f := range cleanups {
+		f()
+	}
 	os.Exit(code)
 }
 
-type postgresServer struct {
-	once   sync.Once
-	err    error
+// Postgres is a throw-away Postgres server in a temp dir on a free loopback port, run as the
+// postgres user when the caller is root (initdb refuses root). Stop removes everything.
+type Postgres struct {
 	dir    string
-	port   int
+	Port   int
 	cmd    *exec.Cmd
 	admin  *sql.DB
 	serial atomic.Int64
 }
 
-var pg postgresServer
+type sharedPostgres struct {
+	once sync.Once
+	srv  *Postgres
+	err  error
+}
+
+var pg sharedPostgres
+
+func (s *sharedPostgres) stop() {
+	if s.srv != nil {
+		s.srv.Stop()
+	}
+}
 
 func postgresDatabase(t testing.TB) string {
 	t.Helper()
-	pg.once.Do(pg.start)
+	pg.once.Do(func() { pg.srv, pg.err = StartPostgres() })
 	if pg.err != nil {
 		t.Fatalf("postgres: %v", pg.err)
 	}
-	name := fmt.Sprintf("t_%d_%d", os.Getpid(), pg.serial.Add(1))
-	if _, err := pg.admin.Exec("CREATE DATABASE " + name); err != nil {
+	url, err := pg.srv.CreateDatabase(fmt.Sprintf("t_%d_%d", os.Getpid(), pg.srv.serial.Add(1)))
+	if err != nil {
 		t.Fatalf("create database: %v", err)
 	}
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", pg.port, name)
+	return url
 }
 
 // PostgresBin finds the directory of postgres and initdb (Debian keeps them off PATH).
@@ -107,29 +122,27 @@ func PostgresBin() (string, error) {
 	return filepath.Dir(matches[len(matches)-1]), nil
 }
 
-func (s *postgresServer) start() {
+// StartPostgres initialises and starts a server and waits until it accepts connections.
+// Durability is off (fsync, synchronous_commit): it is for tests and benchmarks only.
+func StartPostgres(extraSettings ...string) (*Postgres, error) {
 	bin, err := PostgresBin()
 	if err != nil {
-		s.err = err
-		return
+		return nil, err
 	}
-	s.dir, err = os.MkdirTemp("", "eventq-pg-")
-	if err != nil {
-		s.err = err
-		return
+	s := &Postgres{}
+	if s.dir, err = os.MkdirTemp("", "eventq-pg-"); err != nil {
+		return nil, err
 	}
 	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if os.Geteuid() == 0 { // initdb refuses to run as root
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			s.err = fmt.Errorf("running as root needs the postgres user: %w", err)
-			return
+			return nil, fmt.Errorf("running as root needs the postgres user: %w", err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
 		if err := os.Chown(s.dir, uid, gid); err != nil {
-			s.err = err
-			return
+			return nil, err
 		}
 		attr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
@@ -137,35 +150,53 @@ func (s *postgresServer) start() {
 	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
 	initdb.SysProcAttr = attr
 	if out, err := initdb.CombinedOutput(); err != nil {
-		s.err = fmt.Errorf("initdb: %v: %s", err, out)
-		return
+		s.Stop()
+		return nil, fmt.Errorf("initdb: %v: %s", err, out)
 	}
-	s.port = freePort()
-	s.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(s.port),
-		"-k", s.dir, "-h", "127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-		"-c", "full_page_writes=off", "-c", "max_connections=300")
+	s.Port = freePort()
+	args := []string{"-D", data, "-p", strconv.Itoa(s.Port), "-k", s.dir, "-h", "127.0.0.1",
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=300"}
+	for _, kv := range extraSettings {
+		args = append(args, "-c", kv)
+	}
+	s.cmd = exec.Command(filepath.Join(bin, "postgres"), args...)
 	s.cmd.SysProcAttr = attr
 	if err := s.cmd.Start(); err != nil {
-		s.err = fmt.Errorf("start postgres: %w", err)
-		return
+		s.Stop()
+		return nil, fmt.Errorf("start postgres: %w", err)
 	}
-	s.admin, _ = sql.Open("pgx", fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port))
+	s.admin, _ = sql.Open("pgx", s.URL("postgres"))
 	deadline := time.Now().Add(30 * time.Second)
 	for s.admin.Ping() != nil {
 		if time.Now().After(deadline) {
-			s.err = fmt.Errorf("postgres did not accept connections within 30s")
-			return
+			s.Stop()
+			return nil, fmt.Errorf("postgres did not accept connections within 30s")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return s, nil
 }
 
-func (s *postgresServer) stop() {
+// URL is the connection URL of database name.
+func (s *Postgres) URL(name string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.Port, name)
+}
+
+// CreateDatabase creates an empty database and returns its URL.
+func (s *Postgres) CreateDatabase(name string) (string, error) {
+	if _, err := s.admin.Exec("CREATE DATABASE " + name); err != nil {
+		return "", err
+	}
+	return s.URL(name), nil
+}
+
+// Stop shuts the server down (fast mode) and removes its directory.
+func (s *Postgres) Stop() {
 	if s.admin != nil {
 		s.admin.Close()
 	}
 	if s.cmd != nil && s.cmd.Process != nil {
-		s.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
+		s.cmd.Process.Signal(syscall.SIGINT)
 		s.cmd.Wait()
 	}
 	if s.dir != "" {

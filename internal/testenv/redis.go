@@ -53,17 +53,34 @@ func (r *Redis) Client() *redis.Client {
 // Start (re)starts the server on its port and waits for PING.
 func (r *Redis) Start() {
 	r.t.Helper()
-	r.cmd = exec.Command("redis-server", "--port", strconv.Itoa(r.Port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", r.dir, "--loglevel", "warning")
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := r.cmd.Start(); err != nil {
-		r.t.Fatalf("start redis-server: %v", err)
+	cmd, err := StartRedisServer(r.Port, r.dir, "--appendonly", "yes", "--appendfsync", "always")
+	if err != nil {
+		r.t.Fatal(err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1})
+	r.cmd = cmd
+}
+
+// StartRedisServer starts redis-server on a loopback port with its files in dir, plus args,
+// and waits up to 10 s until it answers PING. The server dies with the calling process.
+func StartRedisServer(port int, dir string, args ...string) (*exec.Cmd, error) {
+	args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+		"--dir", dir, "--loglevel", "warning"}, args...)
+	cmd := exec.Command("redis-server", args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), MaxRetries: -1})
 	defer c.Close()
-	Eventually(r.t, 10*time.Second, "redis-server answers PING", func() bool {
-		return c.Ping(context.Background()).Err() == nil
-	})
+	for deadline := time.Now().Add(10 * time.Second); c.Ping(context.Background()).Err() != nil; {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, fmt.Errorf("redis-server on port %d did not answer PING within 10s", port)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return cmd, nil
 }
 
 // Stop shuts the server down (SIGTERM) and waits for it to exit; its data survives in the
