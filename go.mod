@@ -12,6 +12,7 @@ require (
 	github.com/jellydator/ttlcache/v3 v3.4.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/spf13/cobra v1.10.2
+	go.yaml.in/yaml/v3 v3.0.5
 	gorm.io/driver/postgres v1.6.3
 	gorm.io/gorm v1.31.2
 )
