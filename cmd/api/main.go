@@ -54,9 +54,10 @@ type Main struct {
 	Clock  clock.Clock
 	Infra  *infra.Infra
 
-	app   *fiber.App
-	ln    net.Listener
-	tasks *asynq.Client
+	app    *fiber.App
+	ln     net.Listener
+	tasks  *asynq.Client
+	ingest *tracking.Ingestor
 }
 
 // NewMain returns a Main with the real clock; tests may replace fields before Open.
@@ -74,6 +75,7 @@ func (m *Main) Open() error {
 	m.tasks = asynq.NewClientFromRedisClient(in.Redis[config.DefaultConnection])
 	mx := metrics.New()
 	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log, mx)
+	m.ingest = ingest
 	m.app = routes.New(&routes.Server{
 		DB: in.DB, Redis: in.Redis, Flags: in.Flags, Queue: in.Queue, Log: m.Log, Ingest: ingest,
 		Auth:           auth.NewAuthenticator(in.DB, m.Clock, m.Log),
@@ -115,6 +117,10 @@ func (m *Main) Close() error {
 	if m.app != nil {
 		errs = append(errs, m.app.ShutdownWithTimeout(10*time.Second))
 		m.app = nil
+	}
+	if m.ingest != nil { // after the server: in-flight requests finish their commits
+		m.ingest.Close()
+		m.ingest = nil
 	}
 	if m.Infra != nil {
 		errs = append(errs, m.Infra.Close())

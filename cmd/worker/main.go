@@ -60,6 +60,7 @@ type Main struct {
 	mux       *asynq.ServeMux
 	metrics   *http.Server
 	metricsLn net.Listener
+	ingest    *tracking.Ingestor
 }
 
 // NewMain returns a Main with the real clock; tests may replace fields before Open.
@@ -79,8 +80,12 @@ func (m *Main) Open() error {
 		Concurrency:     10,
 		ShutdownTimeout: 10 * time.Second,
 		RetryDelayFunc:  jobs.RetryDelay,
-		Logger:          asynqLogger{m.Log},
-		LogLevel:        asynq.WarnLevel,
+		// An idle worker looks for new tasks this often (asynq's default is 1 s, which would be
+		// the webhook-to-purchase latency of a quiet system).
+		TaskCheckInterval:        25 * time.Millisecond,
+		DelayedTaskCheckInterval: time.Second,
+		Logger:                   asynqLogger{m.Log},
+		LogLevel:                 asynq.WarnLevel,
 	})
 	// The scheduler gets its own connection: asynq's scheduler closes its client on shutdown.
 	schedConn, err := schedulerConn(m.Config.Redis)
@@ -97,6 +102,7 @@ func (m *Main) Open() error {
 	mx := metrics.New()
 	mx.Registry.MustRegister(asynqmetrics.NewQueueMetricsCollector(asynq.NewInspectorFromRedisClient(rdb)))
 	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log, mx)
+	m.ingest = ingest
 	m.mux = asynq.NewServeMux()
 	jobs.Register(m.mux, &jobs.Handlers{
 		DB:     in.DB,
@@ -155,6 +161,10 @@ func (m *Main) Close() error {
 	if m.metrics != nil {
 		m.metrics.Close()
 		m.metrics = nil
+	}
+	if m.ingest != nil {
+		m.ingest.Close()
+		m.ingest = nil
 	}
 	var err error
 	if m.Infra != nil {

@@ -60,11 +60,10 @@ func TestWorkerRequeuesPendingEventsAndStopsCleanly(t *testing.T) {
 		n, _ := queue.Len(context.Background(), tn.ID)
 		return n == 1
 	})
-	var row models.TrackedEvent
-	db.Take(&row, "id = ?", ev.ID)
-	if row.QueuePending {
-		t.Fatal("event still marked pending after the push")
-	}
+	testenv.Eventually(t, 5*time.Second, "the pushed event's pending mark is cleared", func() bool {
+		var row models.TrackedEvent
+		return db.Take(&row, "id = ?", ev.ID).Error == nil && !row.QueuePending
+	})
 	t.Run("serves its metrics on WORKER_METRICS_ADDR", func(t *testing.T) {
 		res, err := http.Get("http://" + m.MetricsAddr() + "/metrics")
 		if err != nil {

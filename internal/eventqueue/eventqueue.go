@@ -40,6 +40,32 @@ func (s *Store) Append(ctx context.Context, tenantID uint64, events ...[]byte) e
 	return nil
 }
 
+// Batch is events of one tenant to append together.
+type Batch struct {
+	TenantID uint64
+	Events   [][]byte
+}
+
+// AppendBatches appends each batch to its tenant's queue (one RPUSH each, so each batch is
+// atomic and in order), all in one pipeline round trip. Batches of one tenant are appended in
+// the order given.
+func (s *Store) AppendBatches(ctx context.Context, batches []Batch) error {
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, b := range batches {
+			args := make([]any, len(b.Events))
+			for i, e := range b.Events {
+				args[i] = e
+			}
+			p.RPush(ctx, Key(b.TenantID), args...)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("eventqueue: append: %w", err)
+	}
+	return nil
+}
+
 // Read returns up to MaxRead events from the front of the queue, oldest first, without
 // removing them (one LRANGE). The strings are the stored JSON documents, untouched.
 func (s *Store) Read(ctx context.Context, tenantID uint64) ([]string, error) {

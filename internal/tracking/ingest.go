@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/eventq/eventq/internal/cache"
@@ -41,13 +42,22 @@ type Ingestor struct {
 	log      *slog.Logger
 	siteKeys *cache.TTL[string, uint64]
 	metrics  *metrics.Metrics
+
+	requests  chan *commitRequest
+	pushed    chan []string
+	stop      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
 }
 
-// NewIngestor wires an Ingestor.
+// NewIngestor wires an Ingestor and starts its group-commit goroutines; Close stops them.
 // m may be nil.
 func NewIngestor(db *gorm.DB, flags *features.Flags, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger, m *metrics.Metrics) *Ingestor {
-	return &Ingestor{db: db, flags: flags, queue: queue, clock: clk, log: log, metrics: m,
-		siteKeys: cache.New[string, uint64](siteKeyTTL)}
+	in := &Ingestor{db: db, flags: flags, queue: queue, clock: clk, log: log, metrics: m,
+		siteKeys: cache.New[string, uint64](siteKeyTTL),
+		requests: make(chan *commitRequest, 4096), pushed: make(chan []string, 1024), stop: make(chan struct{})}
+	in.startCommitters()
+	return in
 }
 
 // TenantBySiteKey resolves a public site key to its tenant id (cached briefly).
@@ -91,14 +101,9 @@ func (in *Ingestor) Ingest(ctx context.Context, tenantID uint64, inputs []Input,
 		rows[i].QueuePending = queued
 		ids[i] = rows[i].ID
 	}
-	if err := in.db.WithContext(ctx).Create(&rows).Error; err != nil {
-		return nil, fmt.Errorf("tracking: store events: %w", err)
+	if err := in.commit(ctx, tenantID, rows, queued); err != nil {
+		return nil, err
 	}
-	in.metrics.Ingested(len(rows))
-	if !queued {
-		return ids, nil
-	}
-	in.PushPending(ctx, tenantID, rows)
 	return ids, nil
 }
 
@@ -117,9 +122,7 @@ func (in *Ingestor) PushPending(ctx context.Context, tenantID uint64, rows []mod
 		return
 	}
 	in.metrics.Queued(len(rows))
-	if err := in.markQueued(context.WithoutCancel(ctx), ids); err != nil {
-		in.log.Warn("tracking: could not clear pending mark; events may be pushed twice", "tenant_id", tenantID, "err", err)
-	}
+	in.unmark(ids)
 }
 
 func (in *Ingestor) markQueued(ctx context.Context, ids []string) error {

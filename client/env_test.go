@@ -1,0 +1,272 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/eventq/eventq/internal/auth"
+	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/models"
+)
+
+// apiBin is the real api binary, built once by TestMain.
+var apiBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "eventq-client-test-")
+	if err != nil {
+		panic(err)
+	}
+	apiBin = filepath.Join(dir, "api")
+	build := exec.Command("go", "build", "-o", apiBin, "../cmd/api")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		os.RemoveAll(dir)
+		fmt.Fprintln(os.Stderr, "client: building the api failed:", err)
+		os.Exit(1)
+	}
+	testenv.Main(runThenRemove{m, dir})
+}
+
+// runThenRemove runs the tests, then removes the binary's directory (testenv.Main exits).
+type runThenRemove struct {
+	m   *testing.M
+	dir string
+}
+
+func (r runThenRemove) Run() int {
+	defer os.RemoveAll(r.dir)
+	return r.m.Run()
+}
+
+// apiEnv is one api process on a free port with its own redis-server and database.
+type apiEnv struct {
+	t     *testing.T
+	Base  string
+	DB    *gorm.DB
+	Queue *eventqueue.Store
+}
+
+func startAPI(t *testing.T) *apiEnv {
+	t.Helper()
+	r := testenv.StartRedis(t)
+	db, dbURL := testenv.DB(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	cmd := exec.Command(apiBin)
+	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr, "APP_URL=http://"+addr, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL())
+	var output lockedBuffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start api: %v", err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("--- api log ---\n%s", output.String())
+		}
+	})
+	e := &apiEnv{t: t, Base: "http://" + addr, DB: db, Queue: eventqueue.New(r.Client())}
+	testenv.Eventually(t, 20*time.Second, "the api answers /healthz", func() bool {
+		res, err := http.Get(e.Base + "/healthz")
+		if err == nil {
+			res.Body.Close()
+		}
+		return err == nil && res.StatusCode == 200
+	})
+	return e
+}
+
+type tenant struct {
+	models.Tenant
+	Token string
+}
+
+var siteKeys atomic.Int64
+
+// MustTenant creates a tenant and a token with abilities (default "*") in the database, and
+// switches UseQueueEvents to flag.
+func (e *apiEnv) MustTenant(flag bool, abilities ...string) tenant {
+	e.t.Helper()
+	ctx := context.Background()
+	tn := models.Tenant{Name: "Shop", SiteKey: fmt.Sprintf("site_client_%d", siteKeys.Add(1))}
+	if err := e.DB.Create(&tn).Error; err != nil {
+		e.t.Fatalf("create tenant: %v", err)
+	}
+	_, token, err := auth.CreateToken(ctx, e.DB, tn.ID, "consumer", abilities, nil)
+	if err != nil {
+		e.t.Fatalf("create token: %v", err)
+	}
+	if err := features.New(e.DB).Set(ctx, features.UseQueueEvents, tn.ID, flag); err != nil {
+		e.t.Fatalf("set flag: %v", err)
+	}
+	return tenant{Tenant: tn, Token: token}
+}
+
+// Track posts events to POST /api/track as the browser library does and returns their ids.
+// It is safe to call from any goroutine.
+func (e *apiEnv) Track(tn tenant, events ...map[string]any) ([]string, error) {
+	body, _ := json.Marshal(map[string]any{"site_key": tn.SiteKey, "events": events})
+	req, _ := http.NewRequest("POST", e.Base+"/api/track", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "Mozilla/5.0 (client test)")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	var out struct {
+		Data struct {
+			IDs []string `json:"ids"`
+		} `json:"data"`
+	}
+	if res.StatusCode != 202 || json.Unmarshal(b, &out) != nil || len(out.Data.IDs) != len(events) {
+		return nil, fmt.Errorf("POST /api/track: %d %s", res.StatusCode, b)
+	}
+	return out.Data.IDs, nil
+}
+
+// MustTrack posts n page views of session and returns their ids.
+func (e *apiEnv) MustTrack(tn tenant, session string, n int) []string {
+	e.t.Helper()
+	events := make([]map[string]any, n)
+	for i := range events {
+		events[i] = pageView(session, i)
+	}
+	ids, err := e.Track(tn, events...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ids
+}
+
+func pageView(session string, seq int) map[string]any {
+	return map[string]any{"type": "page_view", "session_id": session, "url": "https://shop.example/a/b?x=1&y=<2>", "event_sequence": seq}
+}
+
+// QueueLen is the length of tn's Redis list, read directly.
+func (e *apiEnv) QueueLen(tn tenant) int64 {
+	e.t.Helper()
+	n, err := e.Queue.Len(context.Background(), tn.ID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// RawRead is the body of GET /api/platform/events, byte for byte.
+func (e *apiEnv) RawRead(tn tenant) []byte {
+	e.t.Helper()
+	req, _ := http.NewRequest("GET", e.Base+"/api/platform/events", nil)
+	req.Header.Set("Authorization", "Bearer "+tn.Token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != 200 {
+		e.t.Fatalf("GET events: %d %s %v", res.StatusCode, b, err)
+	}
+	return b
+}
+
+// proxy sits between a Client and the real api. It records every request and lets a test
+// answer some of them itself: hook returns true when it has answered.
+type proxy struct {
+	URL  string
+	mu   sync.Mutex
+	log  []string // "GET" or "DELETE count=N", in arrival order
+	hook func(w http.ResponseWriter, r *http.Request, forward http.HandlerFunc) bool
+}
+
+func newProxy(t *testing.T, target string, hook func(w http.ResponseWriter, r *http.Request, forward http.HandlerFunc) bool) *proxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = log.New(io.Discard, "", 0) // requests cancelled by the client are expected
+	p := &proxy{hook: hook}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		p.log = append(p.log, strings.TrimSpace(r.Method+" "+r.URL.RawQuery))
+		p.mu.Unlock()
+		if p.hook != nil && p.hook(w, r, rp.ServeHTTP) {
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p.URL = srv.URL
+	return p
+}
+
+// Requests returns the recorded requests.
+func (p *proxy) Requests() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.log...)
+}
+
+// Count counts recorded requests starting with prefix.
+func (p *proxy) Count(prefix string) int {
+	n := 0
+	for _, r := range p.Requests() {
+		if strings.HasPrefix(r, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// answer writes a Laravel-shaped error.
+func answer(w http.ResponseWriter, status int, message string, header ...string) {
+	for i := 0; i+1 < len(header); i += 2 {
+		w.Header().Set(header[i], header[i+1])
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"message":%q}`, message)
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/eventq/eventq/client"
+)
+
+func (c *cli) consumeCommand() *cobra.Command {
+	var baseURL, token string
+	var once bool
+	cmd := &cobra.Command{
+		Use:   "consume",
+		Short: "Print a tenant's queued events as JSON lines, trimming each batch once it is written",
+		Long: `consume reads the tenant's event queue through the platform API and prints every event
+on stdout as one line of JSON, byte for byte as the API served it. A batch is trimmed from
+the queue only after its lines are flushed to stdout, so delivery is at least once: if the
+command dies between the two, the next run prints the batch again.
+
+Without --once it runs until SIGINT or SIGTERM (exit 0), waiting with back-off while the
+queue is empty and retrying transient errors. With --once it handles at most one batch:
+an empty queue prints nothing and exits 0.
+
+--url and --token default to EVENTQ_URL and EVENTQ_TOKEN. The token needs the abilities
+events:read and events:delete.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			baseURL = c.flagOrEnv(baseURL, "EVENTQ_URL")
+			token = c.flagOrEnv(token, "EVENTQ_TOKEN")
+			if baseURL == "" || token == "" {
+				return fmt.Errorf("consume needs --url and --token (or EVENTQ_URL and EVENTQ_TOKEN)")
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			go func() { <-ctx.Done(); stop() }() // a second signal kills as usual
+			out := bufio.NewWriterSize(c.out, 64<<10)
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			api := client.New(baseURL, token, client.WithLogger(log)) // retries show on stderr
+			if once {
+				return consumeOnce(ctx, api, out)
+			}
+			return api.Consume(ctx, func(_ context.Context, b client.Batch) error {
+				return writeBatch(out, b)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&baseURL, "url", "", "base URL of the eventq api (default $EVENTQ_URL)")
+	cmd.Flags().StringVar(&token, "token", "", "tenant token <id>|<secret> (default $EVENTQ_TOKEN)")
+	cmd.Flags().BoolVar(&once, "once", false, "handle at most one batch, then exit")
+	return cmd
+}
+
+// consumeOnce reads one batch and, when it is not empty, prints it and trims it. Errors are
+// not retried: a script calls it again. An interruption before the read completes prints
+// nothing and is not an error; once the lines are out, the trim is sent regardless (bounded by
+// client.FinalTrimTimeout), as Consume does.
+func consumeOnce(ctx context.Context, api *client.Client, out *bufio.Writer) error {
+	b, err := api.Read(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil || b.Count == 0 {
+		return err
+	}
+	if err := writeBatch(out, b); err != nil {
+		return err
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), client.FinalTrimTimeout)
+	defer cancel()
+	return api.Trim(tctx, b.Count)
+}
+
+// writeBatch writes each event's served bytes as one line and flushes, so that every line has
+// left the process before the caller trims.
+func writeBatch(out *bufio.Writer, b client.Batch) error {
+	for _, e := range b.Events {
+		line := []byte(e.Raw)
+		if bytes.ContainsAny(line, "\r\n") { // only insignificant whitespace can hold a newline
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, line); err != nil {
+				return fmt.Errorf("event %s: %w", e.ID, err)
+			}
+			line = buf.Bytes()
+		}
+		out.Write(line)
+		out.WriteByte('\n')
+	}
+	if err := out.Flush(); err != nil {
+		return fmt.Errorf("write events: %w", err)
+	}
+	return nil
+}
+
+// flagOrEnv returns v, or the environment variable name when v is empty.
+func (c *cli) flagOrEnv(v, name string) string {
+	if v != "" {
+		return v
+	}
+	for _, kv := range c.environ { // the last assignment wins, as in config.Load
+		if val, ok := strings.CutPrefix(kv, name+"="); ok {
+			v = val
+		}
+	}
+	return strings.TrimSpace(v)
+}

@@ -1,0 +1,366 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/models"
+)
+
+// consumeAPI is the real api binary on a free port with its own redis-server and database,
+// plus a CLI environment on that same database.
+type consumeAPI struct {
+	*cliEnv
+	base  string
+	queue *eventqueue.Store
+}
+
+// consumeTenant is a tenant set up through the CLI for consuming: UseQueueEvents active and a
+// token with events:read and events:delete.
+type consumeTenant struct {
+	id      uint64
+	siteKey string
+	token   string
+}
+
+func startConsumeAPI(t *testing.T, apiBin string) *consumeAPI {
+	t.Helper()
+	r := testenv.StartRedis(t)
+	dbURL := testenv.DatabaseURL(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	cmd := exec.Command(apiBin)
+	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr, "APP_URL=http://"+addr, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL())
+	var output lockedBuffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start api: %v", err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("--- api log ---\n%s", output.String())
+		}
+	})
+	a := &consumeAPI{cliEnv: newCLIWithURL(t, dbURL), base: "http://" + addr, queue: eventqueue.New(r.Client())}
+	testenv.Eventually(t, 20*time.Second, "the api answers /healthz", func() bool {
+		res, err := http.Get(a.base + "/healthz")
+		if err == nil {
+			res.Body.Close()
+		}
+		return err == nil && res.StatusCode == 200
+	})
+	return a
+}
+
+func (a *consumeAPI) mustTenant() consumeTenant {
+	a.t.Helper()
+	out := a.MustObject(tenantKeys, "tenant", "create", "--name", "Consumer shop")
+	id := str(a.t, out, "id")
+	tok := a.MustObject(tokenKeys, "token", "create", "--tenant", id, "--name", "consumer", "--abilities", "events:read,events:delete")
+	a.MustRun("feature", "activate", "UseQueueEvents", "--tenant", id)
+	n, _ := models.ParseID(id)
+	return consumeTenant{id: n, siteKey: str(a.t, out, "site_key"), token: str(a.t, tok, "token")}
+}
+
+// on returns a with its assertions reported to t (a subtest).
+func (a *consumeAPI) on(t *testing.T) *consumeAPI {
+	e := *a.cliEnv
+	e.t = t
+	return &consumeAPI{cliEnv: &e, base: a.base, queue: a.queue}
+}
+
+// track posts n events of session through POST /api/track and returns, for each, the bytes
+// the service stores in the queue (models.TrackedEvent.MarshalQueue of its database row).
+func (a *consumeAPI) track(tn consumeTenant, session string, n int) []string {
+	a.t.Helper()
+	events := make([]map[string]any, n)
+	for i := range events {
+		events[i] = map[string]any{"type": "page_view", "session_id": session, "event_sequence": i,
+			"url": fmt.Sprintf("https://shop.example/p/%d?a=1&b=<%d>", i, i)}
+	}
+	events[0]["audience_member_id"] = "m-1"
+	body, _ := json.Marshal(map[string]any{"site_key": tn.siteKey, "events": events})
+	res, err := http.Post(a.base+"/api/track", "application/json", bytes.NewReader(body))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	var ack struct {
+		Data struct {
+			IDs []string `json:"ids"`
+		} `json:"data"`
+	}
+	if res.StatusCode != 202 || json.Unmarshal(b, &ack) != nil || len(ack.Data.IDs) != n {
+		a.t.Fatalf("POST /api/track: %d %s", res.StatusCode, b)
+	}
+	out := make([]string, n)
+	for i, id := range ack.Data.IDs {
+		var row models.TrackedEvent
+		if err := a.db.Take(&row, "id = ?", id).Error; err != nil {
+			a.t.Fatalf("event %s: %v", id, err)
+		}
+		out[i] = string(row.MarshalQueue())
+	}
+	return out
+}
+
+// served returns the events of a GET /api/platform/events, each exactly as served.
+func (a *consumeAPI) served(tn consumeTenant) []string {
+	a.t.Helper()
+	req, _ := http.NewRequest("GET", a.base+"/api/platform/events", nil)
+	req.Header.Set("Authorization", "Bearer "+tn.token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body struct {
+		Data struct {
+			Events []json.RawMessage `json:"events"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil || res.StatusCode != 200 {
+		a.t.Fatalf("GET events: %d %v", res.StatusCode, err)
+	}
+	out := make([]string, len(body.Data.Events))
+	for i, e := range body.Data.Events {
+		out[i] = string(e)
+	}
+	return out
+}
+
+func (a *consumeAPI) queueLen(tn consumeTenant) int64 {
+	n, err := a.queue.Len(context.Background(), tn.id)
+	if err != nil {
+		a.t.Error(err)
+	}
+	return n
+}
+
+// consume runs `eventq consume` in process with stdout going to out.
+func (a *consumeAPI) consume(ctx context.Context, out io.Writer, environ []string, args ...string) (code int, stderr string) {
+	var errOut bytes.Buffer
+	code = run(ctx, append([]string{"consume"}, args...), environ, out, &errOut)
+	return code, errOut.String()
+}
+
+// buildBinary builds pkg into dir and returns its path.
+func buildBinary(t *testing.T, dir, pkg string) string {
+	t.Helper()
+	out := filepath.Join(dir, filepath.Base(pkg))
+	if pkg == "." {
+		out = filepath.Join(dir, "eventq")
+	}
+	if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+func TestConsumeCommand(t *testing.T) {
+	bins := t.TempDir() // built once for every subtest
+	apiBin := buildBinary(t, bins, "../api")
+	api := startConsumeAPI(t, apiBin)
+	ctx := context.Background()
+
+	t.Run("prints each event as served, one per line, and trims after the flush", func(t *testing.T) {
+		a := api.on(t)
+		tn := a.mustTenant()
+		stored := a.track(tn, "s-1", 3)
+		want := a.served(tn)
+		if strings.Join(want, "\n") != strings.Join(stored, "\n") {
+			t.Fatalf("served %v\nstored %v", want, stored)
+		}
+		out := &probeWriter{probe: func() int64 { return a.queueLen(tn) }}
+		code, stderr := a.consume(ctx, out, nil, "--url", a.base, "--token", tn.token, "--once")
+		if code != 0 || stderr != "" {
+			t.Fatalf("exit %d, stderr %q", code, stderr)
+		}
+		if got := out.String(); got != strings.Join(want, "\n")+"\n" {
+			t.Fatalf("stdout\n%s\nwant the served events, one per line:\n%s", got, strings.Join(want, "\n"))
+		}
+		if len(out.queueAtWrite) != 1 || out.queueAtWrite[0] != 3 {
+			t.Errorf("queue lengths when stdout was written: %v, want [3] (one flush, before the trim)", out.queueAtWrite)
+		}
+		if n := a.queueLen(tn); n != 0 {
+			t.Errorf("queue length %d after consume --once, want 0", n)
+		}
+	})
+
+	t.Run("prints nothing and exits 0 on an empty queue", func(t *testing.T) {
+		a := api.on(t)
+		tn := a.mustTenant()
+		var out bytes.Buffer
+		code, stderr := a.consume(ctx, &out, nil, "--url", a.base, "--token", tn.token, "--once")
+		if code != 0 || stderr != "" || out.Len() != 0 {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), stderr)
+		}
+	})
+
+	t.Run("takes url and token from the environment, flags first", func(t *testing.T) {
+		a := api.on(t)
+		tn := a.mustTenant()
+		a.track(tn, "s-1", 2)
+		var out bytes.Buffer
+		environ := []string{"EVENTQ_URL=" + a.base, "EVENTQ_TOKEN=999999|overridden"}
+		code, stderr := a.consume(ctx, &out, environ, "--token", tn.token, "--once")
+		if code != 0 || stderr != "" || strings.Count(out.String(), "\n") != 2 || a.queueLen(tn) != 0 {
+			t.Fatalf("exit %d, stdout %q, stderr %q, queue %d", code, out.String(), stderr, a.queueLen(tn))
+		}
+		a.track(tn, "s-2", 1)
+		out.Reset()
+		code, stderr = a.consume(ctx, &out, []string{"EVENTQ_URL=" + a.base, "EVENTQ_TOKEN=" + tn.token}, "--once")
+		if code != 0 || stderr != "" || strings.Count(out.String(), "\n") != 1 {
+			t.Fatalf("env only: exit %d, stdout %q, stderr %q", code, out.String(), stderr)
+		}
+	})
+
+	t.Run("a bad token exits 1 with the API's message and prints nothing", func(t *testing.T) {
+		a := api.on(t)
+		var out bytes.Buffer
+		code, stderr := a.consume(ctx, &out, nil, "--url", a.base, "--token", "999999|wrong")
+		if code != 1 || out.Len() != 0 || !strings.Contains(stderr, "401") || !strings.Contains(stderr, "Unauthenticated.") {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), stderr)
+		}
+	})
+
+	t.Run("without a url it exits 1", func(t *testing.T) {
+		a := api.on(t)
+		var out bytes.Buffer
+		code, stderr := a.consume(ctx, &out, nil, "--token", "1|x")
+		if code != 1 || out.Len() != 0 || !strings.Contains(stderr, "--url") {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), stderr)
+		}
+	})
+
+	t.Run("a failed write keeps the batch in the queue", func(t *testing.T) {
+		a := api.on(t)
+		tn := a.mustTenant()
+		a.track(tn, "s-1", 2)
+		code, stderr := a.consume(ctx, failingWriter{}, nil, "--url", a.base, "--token", tn.token, "--once")
+		if code != 1 || !strings.Contains(stderr, "disk full") || a.queueLen(tn) != 2 {
+			t.Fatalf("exit %d, stderr %q, queue %d", code, stderr, a.queueLen(tn))
+		}
+	})
+
+	t.Run("--once exits 0 without printing or trimming when already cancelled", func(t *testing.T) {
+		a := api.on(t)
+		tn := a.mustTenant()
+		a.track(tn, "s-1", 2)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		var out bytes.Buffer
+		code, stderr := a.consume(cctx, &out, nil, "--url", a.base, "--token", tn.token, "--once")
+		if code != 0 || stderr != "" || out.Len() != 0 || a.queueLen(tn) != 2 {
+			t.Fatalf("exit %d, stdout %q, stderr %q, queue %d", code, out.String(), stderr, a.queueLen(tn))
+		}
+	})
+
+	t.Run("runs until cancelled, printing every batch", func(t *testing.T) {
+		a := api.on(t)
+		tn := a.mustTenant()
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var out lockedBuffer
+		done := make(chan int, 1)
+		go func() {
+			code, _ := a.consume(cctx, &out, []string{"EVENTQ_URL=" + a.base, "EVENTQ_TOKEN=" + tn.token})
+			done <- code
+		}()
+		var want []string
+		for i, n := range []int{3, 1, 4} {
+			want = append(want, a.track(tn, fmt.Sprintf("s-%d", i), n)...)
+			testenv.Eventually(t, 10*time.Second, "the batch is printed and trimmed", func() bool {
+				return strings.Count(out.String(), "\n") == len(want) && a.queueLen(tn) == 0
+			})
+		}
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Fatalf("exit %d after cancel", code)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("consume did not stop within 5s of cancel")
+		}
+		if got := out.String(); got != strings.Join(want, "\n")+"\n" {
+			t.Fatalf("stdout\n%s\nwant\n%s", got, strings.Join(want, "\n"))
+		}
+	})
+
+	t.Run("the binary exits 0 on SIGINT and SIGTERM", func(t *testing.T) {
+		a := api.on(t)
+		eventqBin := buildBinary(t, bins, ".")
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+			tn := a.mustTenant()
+			a.track(tn, "s-1", 2)
+			want := a.served(tn)
+			cmd := exec.Command(eventqBin, "consume")
+			cmd.Env = []string{"EVENTQ_URL=" + a.base, "EVENTQ_TOKEN=" + tn.token}
+			var out, errOut lockedBuffer
+			cmd.Stdout, cmd.Stderr = &out, &errOut
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Eventually(t, 10*time.Second, "the events are printed and trimmed", func() bool {
+				return out.String() == strings.Join(want, "\n")+"\n" && a.queueLen(tn) == 0
+			})
+			cmd.Process.Signal(sig)
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("%v: %v, stderr %q; want exit 0", sig, err, errOut.String())
+			}
+		}
+	})
+}
+
+// probeWriter is stdout that records, at each write, what probe returns (the queue length).
+type probeWriter struct {
+	bytes.Buffer
+	probe        func() int64
+	queueAtWrite []int64
+}
+
+func (w *probeWriter) Write(p []byte) (int, error) {
+	w.queueAtWrite = append(w.queueAtWrite, w.probe())
+	return w.Buffer.Write(p)
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,183 @@
+package tracking
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/models"
+)
+
+// Group commit: concurrent Ingest calls hand their rows to a few committer goroutines, each of
+// which takes every request waiting at that moment and writes them with one multi-row INSERT,
+// then appends the queued ones to Redis in one pipeline. A request is answered only after its
+// own rows are committed (and pushed). Under light load a batch is one request, so nothing
+// waits for company; under heavy load the batches grow and the per-row cost falls.
+const (
+	maxBatchRows      = 1000 // 12 parameters a row: well under SQLite's and Postgres's limits
+	unmarkInterval    = 100 * time.Millisecond
+	unmarkBatchMaxIDs = 2000
+)
+
+type commitRequest struct {
+	ctx    context.Context
+	tenant uint64
+	rows   []models.TrackedEvent
+	queued bool
+	done   chan error
+}
+
+// committers is how many batches may be in flight: one for SQLite (a single writer), a few for
+// Postgres so that one batch's round trips overlap the next one's.
+func committers(isPostgres bool) int {
+	if isPostgres {
+		return 4
+	}
+	return 1
+}
+
+func (in *Ingestor) startCommitters() {
+	n := committers(database.IsPostgres(in.db))
+	in.wg.Add(n + 1)
+	for i := 0; i < n; i++ {
+		go in.commitLoop()
+	}
+	go in.unmarkLoop()
+}
+
+// Close stops the committers after the requests already handed to them, and clears the
+// pending marks collected so far. Ingest must not be called after Close.
+func (in *Ingestor) Close() {
+	in.closeOnce.Do(func() {
+		close(in.stop)
+		in.wg.Wait()
+	})
+}
+
+// commit hands rows to a committer and waits for the outcome.
+func (in *Ingestor) commit(ctx context.Context, tenant uint64, rows []models.TrackedEvent, queued bool) error {
+	req := &commitRequest{ctx: ctx, tenant: tenant, rows: rows, queued: queued, done: make(chan error, 1)}
+	select {
+	case in.requests <- req:
+	case <-in.stop:
+		return fmt.Errorf("tracking: ingestor closed")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return <-req.done // always answered, even if ctx ends: the rows may be committed
+}
+
+func (in *Ingestor) commitLoop() {
+	defer in.wg.Done()
+	for {
+		var first *commitRequest
+		select {
+		case first = <-in.requests:
+		case <-in.stop:
+			return
+		}
+		batch, rows := []*commitRequest{first}, len(first.rows)
+	drain:
+		for rows < maxBatchRows {
+			select {
+			case r := <-in.requests:
+				batch, rows = append(batch, r), rows+len(r.rows)
+			default:
+				break drain
+			}
+		}
+		err := in.commitBatch(batch, rows)
+		for _, r := range batch {
+			r.done <- err
+		}
+	}
+}
+
+// commitBatch writes every row of the batch in one INSERT, then pushes the queued rows to
+// Redis, one RPUSH per request, in one pipeline. A failed push leaves its rows pending for
+// Requeue and is not an error: the events are committed.
+func (in *Ingestor) commitBatch(batch []*commitRequest, n int) error {
+	all := make([]models.TrackedEvent, 0, n)
+	for _, r := range batch {
+		all = append(all, r.rows...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := in.db.WithContext(ctx).Create(&all).Error; err != nil {
+		return fmt.Errorf("tracking: store events: %w", err)
+	}
+	in.metrics.Ingested(n)
+
+	var appends []eventqueue.Batch
+	var ids []string
+	for _, r := range batch {
+		if !r.queued {
+			continue
+		}
+		b := eventqueue.Batch{TenantID: r.tenant, Events: make([][]byte, len(r.rows))}
+		for i := range r.rows {
+			b.Events[i] = r.rows[i].MarshalQueue()
+			ids = append(ids, r.rows[i].ID)
+		}
+		appends = append(appends, b)
+	}
+	if len(appends) == 0 {
+		return nil
+	}
+	if err := in.queue.AppendBatches(ctx, appends); err != nil {
+		in.log.Warn("tracking: queue append failed; the worker will push the events", "events", len(ids), "err", err)
+		return nil
+	}
+	in.metrics.Queued(len(ids))
+	in.unmark(ids)
+	return nil
+}
+
+// unmark schedules clearing the pending mark of pushed events. It is batched and off the
+// request path; if the process dies first, Requeue pushes those events again (the one case
+// where an event may be queued twice).
+func (in *Ingestor) unmark(ids []string) {
+	select {
+	case in.pushed <- ids:
+	case <-in.stop:
+	}
+}
+
+func (in *Ingestor) unmarkLoop() {
+	defer in.wg.Done()
+	ticker := time.NewTicker(unmarkInterval)
+	defer ticker.Stop()
+	var ids []string
+	flush := func() {
+		for len(ids) > 0 {
+			n := min(len(ids), unmarkBatchMaxIDs)
+			if err := in.markQueued(context.Background(), ids[:n]); err != nil {
+				in.log.Warn("tracking: could not clear pending marks; Requeue may push them again", "events", n, "err", err)
+			}
+			ids = ids[n:]
+		}
+	}
+	for {
+		select {
+		case batch := <-in.pushed:
+			ids = append(ids, batch...)
+			if len(ids) >= unmarkBatchMaxIDs {
+				flush()
+			}
+		case <-ticker.C:
+			flush()
+		case <-in.stop:
+			for {
+				select {
+				case batch := <-in.pushed:
+					ids = append(ids, batch...)
+				default:
+					flush()
+					return
+				}
+			}
+		}
+	}
+}
