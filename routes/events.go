@@ -24,27 +24,21 @@ func (s *Server) readEvents(c *fiber.Ctx) error {
 	if !active {
 		return c.Send(emptyRead)
 	}
-	events, err := s.Queue.Read(c.UserContext(), tenantID)
+	// The events go straight from the Redis reply into fasthttp's pooled body buffer.
+	body := c.Response().BodyWriter()
+	n, err := s.Queue.ReadTo(c.UserContext(), tenantID, body, func(count int) {
+		var head [64]byte
+		b := append(head[:0], `{"data":{"count":`...)
+		b = strconv.AppendInt(b, int64(count), 10)
+		body.Write(append(b, `,"events":[`...))
+	})
 	if err != nil {
+		c.Response().ResetBody()
 		return err
 	}
-	size := 64
-	for _, e := range events {
-		size += len(e) + 1
-	}
-	buf := make([]byte, 0, size)
-	buf = append(buf, `{"data":{"count":`...)
-	buf = strconv.AppendInt(buf, int64(len(events)), 10)
-	buf = append(buf, `,"events":[`...)
-	for i, e := range events {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = append(buf, e...)
-	}
-	buf = append(buf, "]}}"...)
-	s.Metrics.Read(len(events))
-	return c.Send(buf)
+	body.Write([]byte("]}}"))
+	s.Metrics.Read(n)
+	return nil
 }
 
 // trimEvents answers DELETE /api/platform/events?count=N: removes exactly the first N events.

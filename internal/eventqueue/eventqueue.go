@@ -5,6 +5,7 @@ package eventqueue
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -74,6 +75,22 @@ func (s *Store) Read(ctx context.Context, tenantID uint64) ([]string, error) {
 		return nil, fmt.Errorf("eventqueue: read: %w", err)
 	}
 	return events, nil
+}
+
+// ReadTo writes up to MaxRead events from the front of the queue to out, separated by commas
+// (the inside of a JSON array), and returns how many it wrote. It is one LRANGE whose reply is
+// streamed from the connection to out: the events are copied once, never decoded. header is
+// called with the count before the first event is written, so a document that states the
+// count first can be produced in one pass. On error, out may hold a partial result.
+func (s *Store) ReadTo(ctx context.Context, tenantID uint64, out io.Writer, header func(count int)) (int, error) {
+	w := &respArrayWriter{out: out, header: header}
+	if err := s.rdb.Process(ctx, redis.NewRawWriteToCmd(ctx, w, "lrange", Key(tenantID), 0, MaxRead-1)); err != nil {
+		return 0, fmt.Errorf("eventqueue: read: %w", err)
+	}
+	if err := w.finish(); err != nil {
+		return 0, fmt.Errorf("eventqueue: read: %w", err)
+	}
+	return w.count, nil
 }
 
 // Trim removes the first count events (one LTRIM, atomic); events behind them stay, whenever
