@@ -6,7 +6,10 @@
 #   3. starts a redis-server (data and AOF under ./var/redis) for REDIS_URL, and one for each
 #      further local REDIS_<NAME>_URL, unless something already answers on that port;
 #   4. runs `bin/eventq migrate` on DATABASE_URL (default: SQLite in ./var/eventq.db);
-#   5. starts bin/worker and bin/api, logging to ./var/log/, and waits for /healthz.
+#   5. when no webhook signing secret is configured (PSP_WEBHOOK_SECRET or its alias
+#      STRIPE_WEBHOOK_SECRET), uses a random local one kept in ./var/webhook-secret, so that
+#      `bin/eventq webhook send` can sign test events the api accepts;
+#   6. starts bin/worker and bin/api, logging to ./var/log/, and waits for /healthz.
 #
 # Ctrl-C (INT), TERM or HUP stops everything this script started: api, worker, then Redis.
 # Configuration comes from the environment variables of README.md; none is needed.
@@ -133,6 +136,10 @@ case $http_host in
 esac
 [[ $http_port =~ ^[1-9][0-9]*$ ]] || die "HTTP_ADDR=$http_addr: make run needs a fixed port, e.g. 127.0.0.1:8080"
 base_url="http://$http_host:$http_port"
+# The public base URL (return pages, the default target of `eventq webhook send`) follows
+# HTTP_ADDR unless APP_URL says otherwise.
+app_url=${APP_URL:-}
+[[ -n ${app_url//[[:space:]]/} ]] || export APP_URL=$base_url
 database_url=${DATABASE_URL:-sqlite://var/eventq.db}
 
 # redact URL: the URL without its password.
@@ -266,6 +273,40 @@ if ! out=$("$ROOT/bin/eventq" migrate 2>&1); then
 	die "bin/eventq migrate failed"
 fi
 
+# ---- webhook signing secret ------------------------------------------------------------------
+
+# The secret config.Load would use: PSP_WEBHOOK_SECRET when it is not blank, else the alias
+# STRIPE_WEBHOOK_SECRET; a comma list of secrets (rotation) is allowed.
+webhook_secret=${PSP_WEBHOOK_SECRET:-}
+[[ -n ${webhook_secret//[[:space:]]/} ]] || webhook_secret=${STRIPE_WEBHOOK_SECRET:-}
+secret_file=$VAR/webhook-secret
+if [[ -n ${webhook_secret//[[:space:],]/} ]]; then
+	webhook_note="from the environment (PSP_WEBHOOK_SECRET or STRIPE_WEBHOOK_SECRET)"
+	webhook_hint=''
+else
+	# None configured: a local secret, generated once and kept, so that a second terminal
+	# (and the next make run) signs with the same value.
+	secret=''
+	[[ -f $secret_file ]] && secret=$(head -n 1 "$secret_file" 2>/dev/null | tr -d '[:space:]' || true)
+	if [[ ! $secret =~ ^whsec_[A-Za-z0-9_]+$ ]]; then
+		secret=whsec_local_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+		[[ $secret =~ ^whsec_local_[0-9a-f]{32}$ ]] || die "could not generate a webhook signing secret from /dev/urandom"
+		(
+			umask 077
+			printf '%s\n' "$secret" >"$secret_file.tmp"
+		)
+		mv -f "$secret_file.tmp" "$secret_file"
+		say "generated a local webhook signing secret in var/webhook-secret"
+	fi
+	chmod 600 "$secret_file"
+	export PSP_WEBHOOK_SECRET=$secret
+	unset secret
+	webhook_note="in var/webhook-secret (local; set PSP_WEBHOOK_SECRET to use your own)"
+	# shellcheck disable=SC2016 # printed for the user to paste, not expanded here
+	webhook_hint='export PSP_WEBHOOK_SECRET=$(cat var/webhook-secret)'
+fi
+unset webhook_secret
+
 # ---- api and worker --------------------------------------------------------------------------
 
 if curl -fsS -o /dev/null --max-time 2 "$base_url/healthz" 2>/dev/null; then
@@ -301,12 +342,14 @@ done
 cat <<EOF
 
 eventq is running.
-  base URL   $base_url   (GET /healthz, /readyz)
+  base URL   $base_url   (GET /healthz, /readyz, /metrics)
   database   $(redact "$database_url")
 EOF
 for note in "${redis_notes[@]}"; do
 	printf '  redis      %s\n' "$note"
 done
+printf '  webhook    %s/api/webhooks/psp, signing secret %s\n' "$base_url" "$webhook_note"
+[[ -z $webhook_hint ]] || printf '             for bin/eventq webhook send, in your other terminal:  %s\n' "$webhook_hint"
 cat <<EOF
   logs       var/log/api.log, var/log/worker.log   (tail -f var/log/*.log)
 
