@@ -14,6 +14,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/hibiken/asynq"
+	asynqmetrics "github.com/hibiken/asynq/x/metrics"
 
 	"github.com/eventq/eventq/internal/auth"
 	"github.com/eventq/eventq/internal/clock"
@@ -74,6 +75,7 @@ func (m *Main) Open() error {
 	m.Infra = in
 	m.tasks = asynq.NewClientFromRedisClient(in.Redis[config.DefaultConnection])
 	mx := metrics.New()
+	mx.Registry.MustRegister(asynqmetrics.NewQueueMetricsCollector(asynq.NewInspectorFromRedisClient(in.Redis[config.DefaultConnection])))
 	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log, mx)
 	m.ingest = ingest
 	m.app = routes.New(&routes.Server{
