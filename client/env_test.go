@@ -12,12 +12,10 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,30 +32,13 @@ import (
 var apiBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "eventq-client-test-")
+	dir, cleanup, err := testenv.BuildBinaries("github.com/eventq/eventq/cmd/api")
 	if err != nil {
-		panic(err)
-	}
-	apiBin = filepath.Join(dir, "api")
-	build := exec.Command("go", "build", "-o", apiBin, "../cmd/api")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		os.RemoveAll(dir)
 		fmt.Fprintln(os.Stderr, "client: building the api failed:", err)
 		os.Exit(1)
 	}
-	testenv.Main(runThenRemove{m, dir})
-}
-
-// runThenRemove runs the tests, then removes the binary's directory (testenv.Main exits).
-type runThenRemove struct {
-	m   *testing.M
-	dir string
-}
-
-func (r runThenRemove) Run() int {
-	defer os.RemoveAll(r.dir)
-	return r.m.Run()
+	apiBin = filepath.Join(dir, "api")
+	testenv.Main(m, cleanup)
 }
 
 // apiEnv is one api process on a free port with its own redis-server and database.
@@ -73,30 +54,10 @@ func startAPI(t *testing.T) *apiEnv {
 	r := testenv.StartRedis(t)
 	db, dbURL := testenv.DB(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	cmd := exec.Command(apiBin)
-	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr, "APP_URL=http://"+addr, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL())
-	var output lockedBuffer
-	cmd.Stdout, cmd.Stderr = &output, &output
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start api: %v", err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("--- api log ---\n%s", output.String())
-		}
-	})
-	e := &apiEnv{t: t, Base: "http://" + addr, DB: db, Queue: eventqueue.New(r.Client())}
-	testenv.Eventually(t, 20*time.Second, "the api answers /healthz", func() bool {
-		res, err := http.Get(e.Base + "/healthz")
-		if err == nil {
-			res.Body.Close()
-		}
-		return err == nil && res.StatusCode == 200
-	})
-	return e
+	base := "http://" + addr
+	testenv.NewProcess(t, apiBin, append(os.Environ(), "HTTP_ADDR="+addr, "APP_URL="+base, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL())).Start()
+	testenv.WaitHTTP(t, base+"/healthz", 20*time.Second)
+	return &apiEnv{t: t, Base: base, DB: db, Queue: eventqueue.New(r.Client())}
 }
 
 type tenant struct {
@@ -252,21 +213,4 @@ func answer(w http.ResponseWriter, status int, message string, header ...string)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	fmt.Fprintf(w, `{"message":%q}`, message)
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

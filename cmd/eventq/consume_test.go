@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -43,30 +42,10 @@ func startConsumeAPI(t *testing.T, apiBin string) *consumeAPI {
 	r := testenv.StartRedis(t)
 	dbURL := testenv.DatabaseURL(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	cmd := exec.Command(apiBin)
-	cmd.Env = append(os.Environ(), "HTTP_ADDR="+addr, "APP_URL=http://"+addr, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL())
-	var output lockedBuffer
-	cmd.Stdout, cmd.Stderr = &output, &output
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start api: %v", err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("--- api log ---\n%s", output.String())
-		}
-	})
-	a := &consumeAPI{cliEnv: newCLIWithURL(t, dbURL), base: "http://" + addr, queue: eventqueue.New(r.Client())}
-	testenv.Eventually(t, 20*time.Second, "the api answers /healthz", func() bool {
-		res, err := http.Get(a.base + "/healthz")
-		if err == nil {
-			res.Body.Close()
-		}
-		return err == nil && res.StatusCode == 200
-	})
-	return a
+	base := "http://" + addr
+	testenv.NewProcess(t, apiBin, append(os.Environ(), "HTTP_ADDR="+addr, "APP_URL="+base, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL())).Start()
+	testenv.WaitHTTP(t, base+"/healthz", 20*time.Second)
+	return &consumeAPI{cliEnv: newCLIWithURL(t, dbURL), base: base, queue: eventqueue.New(r.Client())}
 }
 
 func (a *consumeAPI) mustTenant() consumeTenant {
@@ -162,23 +141,13 @@ func (a *consumeAPI) consume(ctx context.Context, out io.Writer, environ []strin
 	return code, errOut.String()
 }
 
-// buildBinary builds pkg into dir and returns its path.
-func buildBinary(t *testing.T, dir, pkg string) string {
-	t.Helper()
-	out := filepath.Join(dir, filepath.Base(pkg))
-	if pkg == "." {
-		out = filepath.Join(dir, "eventq")
-	}
-	if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-	}
-	return out
-}
-
 func TestConsumeCommand(t *testing.T) {
-	bins := t.TempDir() // built once for every subtest
-	apiBin := buildBinary(t, bins, "../api")
-	api := startConsumeAPI(t, apiBin)
+	bins, cleanup, err := testenv.BuildBinaries("github.com/eventq/eventq/cmd/api", "github.com/eventq/eventq/cmd/eventq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	api := startConsumeAPI(t, filepath.Join(bins, "api"))
 	ctx := context.Background()
 
 	t.Run("prints each event as served, one per line, and trims after the flush", func(t *testing.T) {
@@ -279,7 +248,7 @@ func TestConsumeCommand(t *testing.T) {
 		tn := a.mustTenant()
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		var out lockedBuffer
+		var out testenv.SyncBuffer
 		done := make(chan int, 1)
 		go func() {
 			code, _ := a.consume(cctx, &out, []string{"EVENTQ_URL=" + a.base, "EVENTQ_TOKEN=" + tn.token})
@@ -308,14 +277,13 @@ func TestConsumeCommand(t *testing.T) {
 
 	t.Run("the binary exits 0 on SIGINT and SIGTERM", func(t *testing.T) {
 		a := api.on(t)
-		eventqBin := buildBinary(t, bins, ".")
 		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 			tn := a.mustTenant()
 			a.track(tn, "s-1", 2)
 			want := a.served(tn)
-			cmd := exec.Command(eventqBin, "consume")
+			cmd := exec.Command(filepath.Join(bins, "eventq"), "consume")
 			cmd.Env = []string{"EVENTQ_URL=" + a.base, "EVENTQ_TOKEN=" + tn.token}
-			var out, errOut lockedBuffer
+			var out, errOut testenv.SyncBuffer
 			cmd.Stdout, cmd.Stderr = &out, &errOut
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 			if err := cmd.Start(); err != nil {
@@ -347,20 +315,3 @@ func (w *probeWriter) Write(p []byte) (int, error) {
 type failingWriter struct{}
 
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}

@@ -7,12 +7,9 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,18 +29,13 @@ const webhookSecret = "whsec_e2e_secret"
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "eventq-e2e-bin-")
+	dir, cleanup, err := testenv.BuildBinaries("github.com/eventq/eventq/cmd/api", "github.com/eventq/eventq/cmd/worker")
 	if err != nil {
-		panic(err)
-	}
-	build := exec.Command("go", "build", "-o", dir+"/", "../../cmd/api", "../../cmd/worker")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: build failed:", err)
+		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
 	binDir = dir
-	testenv.Main(m, func() { os.RemoveAll(dir) })
+	testenv.Main(m, cleanup)
 }
 
 // stack is api and worker processes sharing a Redis (or Redis Cluster), a database and a
@@ -53,11 +45,11 @@ type stack struct {
 	Redis   *testenv.Redis // nil on a cluster
 	DB      *gorm.DB
 	PSP     *testenv.FakePSP
-	API     *proc
-	Worker  *proc
+	API     *testenv.Process
+	Worker  *testenv.Process
 	Base    string
-	APIs    []*proc
-	Workers []*proc
+	APIs    []*testenv.Process
+	Workers []*testenv.Process
 	Bases   []string
 	Queue   *eventqueue.Store
 	Tasks   *asynq.Inspector
@@ -103,94 +95,18 @@ func startStack(t *testing.T, opts ...option) *stack {
 	for i := 0; i < o.apis; i++ {
 		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 		base := "http://" + addr
-		p := newProc(t, "api", append(env[:len(env):len(env)], "HTTP_ADDR="+addr, "APP_URL="+base))
+		p := testenv.NewProcess(t, filepath.Join(binDir, "api"), append(env[:len(env):len(env)], "HTTP_ADDR="+addr, "APP_URL="+base))
 		p.Start()
-		testenv.Eventually(t, 20*time.Second, "the api answers /healthz", func() bool {
-			res, err := http.Get(base + "/healthz")
-			if err == nil {
-				res.Body.Close()
-			}
-			return err == nil && res.StatusCode == 200
-		})
+		testenv.WaitHTTP(t, base+"/healthz", 20*time.Second)
 		s.APIs, s.Bases = append(s.APIs, p), append(s.Bases, base)
 	}
 	for i := 0; i < o.workers; i++ {
-		p := newProc(t, "worker", append(env[:len(env):len(env)], "APP_URL="+s.Bases[0]))
+		p := testenv.NewProcess(t, filepath.Join(binDir, "worker"), append(env[:len(env):len(env)], "APP_URL="+s.Bases[0]))
 		p.Start()
 		s.Workers = append(s.Workers, p)
 	}
 	s.API, s.Worker, s.Base = s.APIs[0], s.Workers[0], s.Bases[0]
 	return s
-}
-
-// proc is a binary run as a child process; its output goes to a log shown when the test fails.
-type proc struct {
-	t    *testing.T
-	name string
-	env  []string
-	cmd  *exec.Cmd
-	log  *syncBuffer
-}
-
-func newProc(t *testing.T, name string, env []string) *proc {
-	p := &proc{t: t, name: name, env: env, log: &syncBuffer{}}
-	t.Cleanup(func() {
-		p.Stop()
-		if t.Failed() {
-			t.Logf("--- %s log ---\n%s", name, p.log.String())
-		}
-	})
-	return p
-}
-
-// Start runs the process.
-func (p *proc) Start() {
-	p.t.Helper()
-	p.cmd = exec.Command(filepath.Join(binDir, p.name))
-	p.cmd.Env = p.env
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		p.t.Fatalf("start %s: %v", p.name, err)
-	}
-}
-
-// Stop sends SIGTERM and waits for a clean exit.
-func (p *proc) Stop() {
-	if p.cmd == nil {
-		return
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	p.cmd.Wait()
-	p.cmd = nil
-}
-
-// Kill sends SIGKILL: no shutdown code runs.
-func (p *proc) Kill() {
-	if p.cmd == nil {
-		return
-	}
-	p.cmd.Process.Kill()
-	p.cmd.Wait()
-	p.cmd = nil
-}
-
-// syncBuffer is a log buffer written by the child's output copier and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // shop is a tenant with a connected account, a member and a product.
