@@ -23,9 +23,9 @@ vet: ## go vet ./...
 fmt: ## rewrite the Go files with gofmt
 	gofmt -l -w .
 
-bench: ## run the Go benchmarks (they start their own redis-server)
-	@bash scripts/ensure-deps.sh go redis-server
-	$(GO) test -run '^$$' -bench . ./...
+bench: ## measure eventq against its floors (own Redis, Postgres, SQLite); BENCH_FLAGS=-quick for a short run
+	@bash scripts/ensure-deps.sh go redis-server postgres
+	$(GO) run ./bench $(BENCH_FLAGS)
 
 clean: ## remove bin/ (the data in var/ stays)
 	rm -rf bin

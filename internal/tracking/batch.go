@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/models"
@@ -16,10 +18,20 @@ import (
 // own rows are committed (and pushed). Under light load a batch is one request, so nothing
 // waits for company; under heavy load the batches grow and the per-row cost falls.
 const (
-	maxBatchRows      = 1000 // 12 parameters a row: well under SQLite's and Postgres's limits
+	maxBatchRows      = 1000
 	unmarkInterval    = 100 * time.Millisecond
 	unmarkBatchMaxIDs = 2000
 )
+
+// insertChunk is the most rows one INSERT statement carries; a batch is several statements in
+// one transaction. The pure-Go SQLite driver binds parameters in time quadratic in their
+// number (12 a row), so its statements stay small; Postgres takes larger ones.
+func insertChunk(isPostgres bool) int {
+	if isPostgres {
+		return 500
+	}
+	return 50
+}
 
 type commitRequest struct {
 	ctx    context.Context
@@ -105,7 +117,13 @@ func (in *Ingestor) commitBatch(batch []*commitRequest, n int) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := in.db.WithContext(ctx).Create(&all).Error; err != nil {
+	chunk := insertChunk(database.IsPostgres(in.db))
+	// Prepared statements: full chunks share one SQL text, so parsing happens once per
+	// connection rather than per statement.
+	err := in.db.WithContext(ctx).Session(&gorm.Session{PrepareStmt: true}).Transaction(func(tx *gorm.DB) error {
+		return tx.CreateInBatches(&all, chunk).Error
+	})
+	if err != nil {
 		return fmt.Errorf("tracking: store events: %w", err)
 	}
 	in.metrics.Ingested(n)
@@ -152,7 +170,7 @@ func (in *Ingestor) unmarkLoop() {
 	var ids []string
 	flush := func() {
 		for len(ids) > 0 {
-			n := min(len(ids), unmarkBatchMaxIDs)
+			n := min(len(ids), insertChunk(database.IsPostgres(in.db))*4)
 			if err := in.markQueued(context.Background(), ids[:n]); err != nil {
 				in.log.Warn("tracking: could not clear pending marks; Requeue may push them again", "events", n, "err", err)
 			}

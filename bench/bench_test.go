@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The harness itself, in -quick mode: every scenario runs and reports figures. No timing is
+// asserted; the numbers depend on the machine.
+func TestQuickRunReportsEveryScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server, Postgres, the api and the worker")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "bench.json")
+	var table strings.Builder
+	if _, err := run(ctx, options{Quick: true, Out: out, Command: "go test ./bench", Stdout: &table, Logf: t.Logf}); err != nil {
+		t.Fatal(err)
+	}
+	t.Log(table.String())
+
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("the report is not JSON: %v", err)
+	}
+	positive := func(name string, v float64) {
+		t.Helper()
+		if !(v > 0) {
+			t.Errorf("%s = %v, want > 0", name, v)
+		}
+	}
+	m := rep.Machine
+	positive("machine.nproc", float64(m.NumCPU))
+	positive("machine.memory_mib", float64(m.MemoryMiB))
+	if m.GoVersion == "" || m.Date == "" || m.RedisVersion == "" || m.PostgresVersion == "" {
+		t.Errorf("machine description incomplete: %+v", m)
+	}
+
+	if q := rep.QueueRead; q == nil {
+		t.Error("no queue_read")
+	} else {
+		positive("queue_read.api.p50", q.API.P50)
+		positive("queue_read.api.p99", q.API.P99)
+		positive("queue_read.floor.p50", q.Floor.P50)
+		positive("queue_read.ratio", q.Ratio)
+		positive("queue_read.event_bytes", float64(q.EventBytes))
+	}
+	if q := rep.QueueReadConc; q == nil {
+		t.Error("no queue_read_concurrent")
+	} else {
+		positive("queue_read_concurrent.api.p99", q.API.P99)
+		positive("queue_read_concurrent.api_reads_per_second", q.APIReadsPerSec)
+		positive("queue_read_concurrent.floor_reads_per_second", q.FloorReadsPerS)
+		positive("queue_read_concurrent.api_peak_rss_mib", q.APIPeakRSSMiB)
+	}
+	if tr := rep.Trim; tr == nil {
+		t.Error("no trim")
+	} else {
+		positive("trim.api.p50", tr.API.P50)
+		positive("trim.floor.p50", tr.Floor.P50)
+	}
+	seen := map[string]bool{}
+	for _, in := range rep.Ingest {
+		name := "ingest " + in.Database + " " + map[int]string{1: "1", 50: "50"}[in.EventsPerRequest]
+		seen[name] = true
+		positive(name+" events_per_second", in.EventsPerSec)
+		positive(name+" api.p99", in.API.P99)
+		positive(name+" floor_rows_per_second", in.FloorRowsPerSec)
+		positive(name+" floor 1-row", in.Floor.Rows1)
+		positive(name+" ratio", in.Ratio)
+	}
+	for _, want := range []string{"ingest postgres 1", "ingest postgres 50", "ingest sqlite 1", "ingest sqlite 50"} {
+		if !seen[want] {
+			t.Errorf("no %s", want)
+		}
+	}
+	if w := rep.Webhook; w == nil {
+		t.Error("no webhook")
+	} else {
+		positive("webhook.ok", float64(w.OK))
+		positive("webhook.api.p99", w.API.P99)
+		positive("webhook.floor.p99", w.Floor.P99)
+	}
+	if f := rep.Fulfilment; f == nil {
+		t.Error("no fulfilment")
+	} else {
+		positive("fulfilment.committed", float64(f.Committed))
+		positive("fulfilment.purchases_per_second", f.PurchasesPerSec)
+		positive("fulfilment.webhook_to_purchase.p50", f.Latency.P50)
+		positive("fulfilment.floor_transactions_per_second", f.FloorTxPerSec)
+	}
+	if len(rep.Rows) == 0 {
+		t.Error("the report has no table")
+	}
+}

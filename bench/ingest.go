@@ -1,0 +1,353 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eventq/eventq/internal/database"
+)
+
+// userAgent is the User-Agent of every tracking request, so stored rows look like a browser's.
+const userAgent = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36"
+
+// ingestIP is the ip_address the api records for the bench's loopback requests.
+const ingestIP = "127.0.0.1"
+
+// Ingest is scenario 3 for one database and one batch size: the highest open-loop rate of
+// POST /api/track the api sustains, beside the database's own insert floor for the same rows.
+type Ingest struct {
+	Database          string       `json:"database"`
+	EventsPerRequest  int          `json:"events_per_request"`
+	EventsPerSec      float64      `json:"events_per_second"`   // best sustainable
+	RequestsPerSec    float64      `json:"requests_per_second"` // offered at that step
+	API               Latency      `json:"api"`                 // at that step
+	Steps             []IngestStep `json:"steps"`
+	Floor             *InsertFloor `json:"floor"`
+	FloorRowsPerSec   float64      `json:"floor_rows_per_second"` // Floor.Rows100: the ratio's floor
+	Ratio             float64      `json:"ratio"`                 // EventsPerSec ÷ FloorRowsPerSec
+	Target            float64      `json:"target_ratio_min"`
+	Met               bool         `json:"met"`
+	SustainableReason string       `json:"stopped_because"`
+}
+
+// IngestStep is one rate step of the search.
+type IngestStep struct {
+	OfferedRequestsPerSec float64 `json:"offered_requests_per_second"`
+	OfferedEventsPerSec   float64 `json:"offered_events_per_second"`
+	AchievedEventsPerSec  float64 `json:"achieved_events_per_second"`
+	Due                   int     `json:"due"`
+	OK                    int     `json:"ok"`
+	Failed                int     `json:"failed"`
+	Dropped               int     `json:"dropped"`
+	Latency               Latency `json:"latency"`
+	Sustainable           bool    `json:"sustainable"`
+	Why                   string  `json:"why,omitempty"`
+}
+
+// InsertFloor is the database's own insert throughput for the rows the api writes, measured
+// in the same run on the same table: multi-row INSERTs on Conns connections.
+type InsertFloor struct {
+	Database string  `json:"database"`
+	Client   string  `json:"client"`
+	Conns    int     `json:"connections"`
+	Rows100  float64 `json:"rows_per_second_100_row_inserts"`
+	Rows50   float64 `json:"rows_per_second_50_row_inserts"`
+	Rows1    float64 `json:"rows_per_second_1_row_inserts"`
+}
+
+// ingestPlan is how the rate search steps.
+type ingestPlan struct {
+	stepDur  time.Duration
+	factor   float64
+	maxSteps int
+	start    map[int]float64 // first rate (requests/s) per batch size
+}
+
+// trackInput is event i of the bench's tracking traffic: what the client sends, and so what
+// the api stores and the floor inserts.
+type trackInput struct {
+	Type     string  `json:"type"`
+	Session  string  `json:"session_id"`
+	URL      string  `json:"url"`
+	Sequence int64   `json:"event_sequence"`
+	Member   *string `json:"audience_member_id,omitempty"`
+	product  int
+}
+
+func inputOf(i int) trackInput {
+	in := trackInput{Type: "page_view", Session: fmt.Sprintf("s-%08x", i/5), Sequence: int64(i % 5), product: i % 500}
+	in.URL = fmt.Sprintf("https://shop.example/products/%d?ref=newsletter&utm_source=mail", in.product)
+	if i%4 == 0 {
+		m := strconv.Itoa(1000 + i%97)
+		in.Member = &m
+	}
+	return in
+}
+
+// trackBodies returns variants distinct request bodies of batch events each.
+func trackBodies(siteKey string, batch, variants int) [][]byte {
+	out := make([][]byte, variants)
+	for v := range variants {
+		events := make([]trackInput, batch)
+		for j := range events {
+			events[j] = inputOf(v*batch + j)
+		}
+		out[v], _ = json.Marshal(map[string]any{"site_key": siteKey, "events": events})
+	}
+	return out
+}
+
+// trackedColumns are the columns of tracked_events, in the order rowValues gives them.
+const trackedColumns = "id, tenant_id, type, session_id, audience_member_id, url, page_hostname, page_path, user_agent, ip_address, event_sequence, queue_pending, created_at"
+
+// rowValues appends the values of the row the api stores for event i of tenantID, except that
+// queue_pending is false: the worker's requeue job would otherwise push every floor row to
+// Redis (under SQLite's write lock) while the api is being measured.
+func rowValues(args []any, tenantID uint64, i int, now time.Time) []any {
+	in := inputOf(i)
+	return append(args, uuid.Must(uuid.NewV7()).String(), int64(tenantID), in.Type, in.Session, in.Member,
+		in.URL, "shop.example", fmt.Sprintf("/products/%d", in.product), userAgent, ingestIP, in.Sequence, false, now)
+}
+
+// insertSQL is a multi-row INSERT of rows rows; dollar selects $n placeholders (Postgres).
+func insertSQL(rows int, dollar bool) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO tracked_events (" + trackedColumns + ") VALUES ")
+	n := 0
+	for r := range rows {
+		if r > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('(')
+		for c := range 13 {
+			if c > 0 {
+				b.WriteByte(',')
+			}
+			n++
+			if dollar {
+				b.WriteString("$" + strconv.Itoa(n))
+			} else {
+				b.WriteByte('?')
+			}
+		}
+		b.WriteByte(')')
+	}
+	return b.String()
+}
+
+// postgresFloor measures pgx multi-row inserts of batch rows on conns connections for d.
+func postgresFloor(ctx context.Context, url string, tenantID uint64, batch, conns int, d time.Duration) (float64, error) {
+	q := insertSQL(batch, true)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		total int
+		first error
+	)
+	cs := make([]*pgx.Conn, conns)
+	for i := range cs {
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close(context.Background())
+		cs[i] = c
+	}
+	start := time.Now()
+	deadline := start.Add(d)
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			args := make([]any, 0, 13*batch)
+			n := 0
+			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
+				args = args[:0]
+				now := time.Now().UTC()
+				for r := range batch {
+					args = rowValues(args, tenantID, (i*batch+r)%1_000_000, now)
+				}
+				if _, err := c.Exec(ctx, q, args...); err != nil {
+					mu.Lock()
+					first = err
+					mu.Unlock()
+					return
+				}
+				n += batch
+			}
+			mu.Lock()
+			total += n
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return 0, fmt.Errorf("postgres insert floor: %w", first)
+	}
+	return float64(total) / time.Since(start).Seconds(), ctx.Err()
+}
+
+// sqliteFloor measures multi-row inserts of batch rows through database/sql with the
+// service's own driver and pragmas, on one connection, for d.
+func sqliteFloor(ctx context.Context, db *sql.DB, tenantID uint64, batch int, d time.Duration) (float64, error) {
+	stmt, err := db.PrepareContext(ctx, insertSQL(batch, false))
+	if err != nil {
+		return 0, err
+	}
+	defer stmt.Close()
+	args := make([]any, 0, 13*batch)
+	start := time.Now()
+	total := 0
+	for i := 0; time.Since(start) < d && ctx.Err() == nil; i++ {
+		args = args[:0]
+		now := time.Now().UTC()
+		for r := range batch {
+			args = rowValues(args, tenantID, (i*batch+r)%1_000_000, now)
+		}
+		if _, err := stmt.ExecContext(ctx, args...); err != nil {
+			return 0, fmt.Errorf("sqlite insert floor: %w", err)
+		}
+		total += batch
+	}
+	return float64(total) / time.Since(start).Seconds(), ctx.Err()
+}
+
+// measureInsertFloor measures the floor of the database the services run on, for tenantID's
+// rows: 100-, 50- and 1-row inserts, each for d.
+func measureInsertFloor(ctx context.Context, s *stack, tenantID uint64, d time.Duration) (*InsertFloor, error) {
+	f := &InsertFloor{}
+	var err error
+	if strings.HasPrefix(s.dbURL, "postgres") {
+		f.Database, f.Client, f.Conns = "postgres", "pgx multi-row INSERT", 8
+		for _, m := range []struct {
+			batch int
+			dst   *float64
+		}{{100, &f.Rows100}, {50, &f.Rows50}, {1, &f.Rows1}} {
+			if *m.dst, err = postgresFloor(ctx, s.dbURL, tenantID, m.batch, f.Conns, d); err != nil {
+				return nil, err
+			}
+		}
+		return f, nil
+	}
+	f.Database, f.Client, f.Conns = "sqlite", "database/sql multi-row INSERT (glebarez/go-sqlite, the service's pragmas)", 1
+	gdb, err := database.Open(s.dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer database.Close(gdb)
+	db, err := gdb.DB()
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	for _, m := range []struct {
+		batch int
+		dst   *float64
+	}{{100, &f.Rows100}, {50, &f.Rows50}, {1, &f.Rows1}} {
+		if *m.dst, err = sqliteFloor(ctx, db, tenantID, m.batch, d); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// benchIngest runs scenario 3 for one batch size against the running services: open-loop
+// steps of plan.stepDur, the rate multiplied by plan.factor after each sustained step, until
+// a step is not sustained (answers below 95% of the offered rate, any error or drop, or p99
+// over 500 ms). If the first step fails the rate is halved instead, up to three times.
+func benchIngest(ctx context.Context, s *stack, t *tenant, batch int, plan ingestPlan, floor *InsertFloor) (*Ingest, error) {
+	res := &Ingest{Database: floor.Database, EventsPerRequest: batch, Floor: floor, FloorRowsPerSec: floor.Rows100, Target: 0.5}
+	bodies := trackBodies(t.SiteKey, batch, 64)
+	post := func(ctx context.Context, i int) error {
+		req := s.request(ctx, "POST", "/api/track", "", bodies[i%len(bodies)])
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("User-Agent", userAgent)
+		return expect(s.http, req, 202)
+	}
+	rate, passed, halvings := plan.start[batch], false, 0
+	for step := 0; step < plan.maxSteps; step++ {
+		n := max(20, int(rate*plan.stepDur.Seconds()))
+		r := openLoop{Rate: rate, N: n, MaxInFlight: 1024, Do: post}.run(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		st := IngestStep{
+			OfferedRequestsPerSec: rate, OfferedEventsPerSec: rate * float64(batch),
+			AchievedEventsPerSec: r.Achieved * float64(batch), Due: r.Due, OK: r.OK, Failed: r.Failed,
+			Dropped: r.Dropped, Latency: summarize(r.Lat),
+		}
+		switch {
+		case r.Failed > 0:
+			st.Why = fmt.Sprintf("%d failed (%s)", r.Failed, r.FirstErr)
+		case r.Dropped > 0:
+			st.Why = fmt.Sprintf("%d dropped: over 1024 outstanding", r.Dropped)
+		case r.Achieved < 0.95*rate:
+			st.Why = fmt.Sprintf("achieved %.0f req/s < 95%% of %.0f offered", r.Achieved, rate)
+		case st.Latency.P99 > 500:
+			st.Why = fmt.Sprintf("p99 %.0f ms > 500 ms", st.Latency.P99)
+		default:
+			st.Sustainable = true
+		}
+		res.Steps = append(res.Steps, st)
+		s.logf("  ingest %s %d/req: %6.0f req/s offered, %6.0f achieved, p50 %.1f ms, p99 %.1f ms %s",
+			res.Database, batch, rate, r.Achieved, st.Latency.P50, st.Latency.P99, st.Why)
+		if st.Sustainable {
+			passed = true
+			res.RequestsPerSec = rate
+			res.EventsPerSec = min(r.Achieved, rate) * float64(batch)
+			res.API = st.Latency
+			rate *= plan.factor
+		} else if !passed && halvings < 3 {
+			halvings++
+			rate /= 2
+		} else {
+			res.SustainableReason = st.Why
+			break
+		}
+		if err := sleepCtx(ctx, 300*time.Millisecond); err != nil { // let the last step's work settle
+			return nil, err
+		}
+		if !st.Sustainable {
+			if err := settle(ctx, post); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := settle(ctx, post); err != nil { // the last step overloaded the api
+		return nil, err
+	}
+	if res.SustainableReason == "" {
+		res.SustainableReason = fmt.Sprintf("step limit (%d) reached", plan.maxSteps)
+	}
+	if res.FloorRowsPerSec > 0 {
+		res.Ratio = res.EventsPerSec / res.FloorRowsPerSec
+	}
+	res.Met = res.Ratio >= res.Target
+	return res, nil
+}
+
+// settle waits until the api answers one request within a second again (at most a minute):
+// after an overloaded step, work may still be queued in the api or the database.
+func settle(ctx context.Context, post func(context.Context, int) error) error {
+	deadline := time.Now().Add(time.Minute)
+	for i := 0; ; i++ {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := post(pctx, i)
+		cancel()
+		if err == nil || time.Now().After(deadline) {
+			return ctx.Err()
+		}
+		if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,251 @@
+// Command bench measures eventq against its floors, in one run on this machine: it starts its
+// own redis-server and Postgres (and uses a SQLite file), builds and runs the real api and
+// worker binaries, drives them with an open-loop load generator and prints one table, each
+// figure beside the floor measured in the same run, and writes every figure as JSON.
+//
+//	go run ./bench [-quick] [-out bench/results/latest.json]
+//
+// Scenarios: (1) GET /api/platform/events of 10,000 queued events vs LRANGE, alone and with 20
+// concurrent readers; (2) DELETE ?count=10000 vs LTRIM; (3) POST /api/track, 1 and 50 events
+// per request, on Postgres and SQLite, vs the database's multi-row insert floor; (4) webhook
+// acknowledgement at 1,000/s vs GET /healthz; (5) fulfilment of paid sessions on Postgres.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/eventq/eventq/internal/eventqueue"
+)
+
+func main() {
+	quick := flag.Bool("quick", false, "shorten every scenario (the whole run takes under a minute)")
+	out := flag.String("out", "bench/results/latest.json", "where to write the JSON report")
+	keep := flag.Bool("keep", false, "keep the temp dir (api and worker logs, the SQLite file) and print its path")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() { <-ctx.Done(); stop() }() // a second Ctrl-C kills at once
+	start := time.Now()
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+	cmd := strings.TrimSpace("go run ./bench " + strings.Join(os.Args[1:], " "))
+	_, err := run(ctx, options{Quick: *quick, Out: *out, Keep: *keep, Command: cmd, Stdout: os.Stdout, Logf: logf})
+	switch {
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(os.Stderr, "bench: interrupted; everything it started is stopped")
+		os.Exit(130)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// options configure one run.
+type options struct {
+	Quick   bool
+	Out     string // JSON report path; "" writes none
+	Keep    bool   // keep the temp dir with the logs
+	Command string // recorded in the report
+	Stdout  io.Writer
+	Logf    func(string, ...any)
+}
+
+// plan is how long and how hard each scenario runs.
+type plan struct {
+	readIterations   int
+	readers          int
+	readersFor       time.Duration
+	trimIterations   int
+	floorFor         time.Duration // each insert floor
+	ingest           ingestPlan
+	webhookRate      float64
+	webhookFor       time.Duration
+	webhookAloneFor  time.Duration // the same with the worker stopped, for context
+	fulfilSessions   int
+	fulfilRate       float64
+	fulfilFloorFor   time.Duration
+	fulfilWaitAtMost time.Duration
+}
+
+var (
+	fullPlan = plan{
+		readIterations: 200, readers: 20, readersFor: 10 * time.Second, trimIterations: 100,
+		floorFor:    3 * time.Second,
+		ingest:      ingestPlan{stepDur: 3 * time.Second, factor: 1.5, maxSteps: 20, start: map[int]float64{1: 200, 50: 8}},
+		webhookRate: 1000, webhookFor: 20 * time.Second, webhookAloneFor: 5 * time.Second,
+		fulfilSessions: 2000, fulfilRate: 1000, fulfilFloorFor: 3 * time.Second, fulfilWaitAtMost: 2 * time.Minute,
+	}
+	quickPlan = plan{
+		readIterations: 20, readers: 20, readersFor: time.Second, trimIterations: 10,
+		floorFor:    300 * time.Millisecond,
+		ingest:      ingestPlan{stepDur: 500 * time.Millisecond, factor: 2, maxSteps: 4, start: map[int]float64{1: 400, 50: 10}},
+		webhookRate: 1000, webhookFor: 3 * time.Second, webhookAloneFor: time.Second,
+		fulfilSessions: 200, fulfilRate: 1000, fulfilFloorFor: 300 * time.Millisecond, fulfilWaitAtMost: 30 * time.Second,
+	}
+)
+
+// run performs the whole benchmark and returns the report; everything it started is stopped
+// when it returns, also when ctx is cancelled.
+func run(ctx context.Context, o options) (*Report, error) {
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	p := fullPlan
+	if o.Quick {
+		p = quickPlan
+	}
+	started := time.Now()
+	s, err := newStack(ctx, o.Logf, o.Keep)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	rep := &Report{Command: o.Command, Quick: o.Quick, Machine: describeMachine(ctx, s)}
+
+	if err := runPostgresPhase(ctx, s, p, rep); err != nil {
+		return nil, err
+	}
+	if err := runSQLitePhase(ctx, s, p, rep); err != nil {
+		return nil, err
+	}
+
+	rep.DurationSeconds = time.Since(started).Seconds()
+	rep.Machine.LoadAvgEnd = loadAvg()
+	rep.buildRows()
+	fmt.Fprintf(o.Stdout, "\neventq bench (%s) — %s, %d CPU, %d MiB, %s, Redis %s, Postgres %s, %s\n\n",
+		map[bool]string{true: "quick", false: "full"}[o.Quick], rep.Machine.CPUModel, rep.Machine.NumCPU,
+		rep.Machine.MemoryMiB, rep.Machine.GoVersion, rep.Machine.RedisVersion, rep.Machine.PostgresVersion, rep.Machine.Revision)
+	rep.printTable(o.Stdout)
+	fmt.Fprintf(o.Stdout, "\n%.0f s in all; load average %s at the start, %s at the end\n",
+		rep.DurationSeconds, rep.Machine.LoadAvgStart, rep.Machine.LoadAvgEnd)
+	if o.Out != "" {
+		if err := rep.writeJSON(o.Out); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(o.Stdout, "wrote %s\n", o.Out)
+	}
+	return rep, nil
+}
+
+// runPostgresPhase runs every scenario but SQLite ingestion, on Postgres.
+func runPostgresPhase(ctx context.Context, s *stack, p plan, rep *Report) error {
+	url, err := s.postgresDatabase("bench")
+	if err != nil {
+		return err
+	}
+	if err := s.startServices(ctx, url); err != nil {
+		return err
+	}
+	defer s.stopServices()
+
+	s.logf("seeding tenants and %d queues of %d events", p.readers+1, queueEvents)
+	readers := make([]*tenant, p.readers)
+	for i := range readers {
+		if readers[i], err = s.seedTenant(ctx, "", true); err != nil {
+			return err
+		}
+	}
+	trimmer, err := s.seedTenant(ctx, "", true)
+	if err != nil {
+		return err
+	}
+	shop, err := s.seedTenant(ctx, "acct_bench_fulfil", true)
+	if err != nil {
+		return err
+	}
+	floorShop, err := s.seedTenant(ctx, "acct_bench_floor", false)
+	if err != nil {
+		return err
+	}
+	ackShop, err := s.seedTenant(ctx, "acct_bench_ack", true)
+	if err != nil {
+		return err
+	}
+	payloads := queuePayloads(readers[0].ID, queueEvents)
+	for _, t := range readers {
+		if err := fillQueue(ctx, s.rdb, t.ID, payloads); err != nil {
+			return err
+		}
+	}
+
+	s.logf("queue read: %d sequential reads, interleaved with LRANGE", p.readIterations)
+	if rep.QueueRead, err = benchQueueRead(ctx, s, readers[0], p.readIterations); err != nil {
+		return err
+	}
+	s.logf("queue read: %d concurrent readers for %s", p.readers, p.readersFor)
+	if rep.QueueReadConc, err = benchQueueReadConcurrent(ctx, s, readers, p.readersFor); err != nil {
+		return err
+	}
+	s.logf("trim: %d DELETEs of a refilled queue, interleaved with LTRIM", p.trimIterations)
+	if rep.Trim, err = benchTrim(ctx, s, trimmer, payloads, p.trimIterations); err != nil {
+		return err
+	}
+	for _, t := range readers { // give the memory back to the machine
+		s.rdb.Del(ctx, eventqueue.Key(t.ID))
+	}
+
+	if err := runIngest(ctx, s, p, rep); err != nil {
+		return err
+	}
+
+	s.logf("fulfilment: %d paid sessions at %.0f/s", p.fulfilSessions, p.fulfilRate)
+	if rep.Fulfilment, err = benchFulfilment(ctx, s, shop, floorShop, p.fulfilSessions, p.fulfilRate, p.fulfilFloorFor, p.fulfilWaitAtMost); err != nil {
+		return err
+	}
+
+	s.logf("webhook: %.0f/s for %s (worker running)", p.webhookRate, p.webhookFor)
+	rep.Webhook, err = benchWebhook(ctx, s, ackShop, p.webhookRate, p.webhookFor, p.webhookAloneFor)
+	return err
+}
+
+// runSQLitePhase runs the ingestion scenario on SQLite.
+func runSQLitePhase(ctx context.Context, s *stack, p plan, rep *Report) error {
+	if err := s.startServices(ctx, s.sqliteDatabase("bench")); err != nil {
+		return err
+	}
+	defer s.stopServices()
+	return runIngest(ctx, s, p, rep)
+}
+
+// runIngest measures the insert floor of the current database, then ingestion with 1 and
+// with 50 events per request, each on its own tenant with UseQueueEvents active.
+func runIngest(ctx context.Context, s *stack, p plan, rep *Report) error {
+	// Every tenant first: after an overloaded step the database may stay busy for a while.
+	tenants := make([]*tenant, 3) // the floor's (without UseQueueEvents), 1/req, 50/req
+	for i := range tenants {
+		var err error
+		if tenants[i], err = s.seedTenant(ctx, "", i > 0); err != nil {
+			return err
+		}
+	}
+	s.logf("insert floor (%s each of 100-, 50- and 1-row inserts)", p.floorFor)
+	floor, err := measureInsertFloor(ctx, s, tenants[0].ID, p.floorFor)
+	if err != nil {
+		return err
+	}
+	s.logf("  floor %s: %.0f rows/s (100-row), %.0f (50-row), %.0f (1-row)", floor.Database, floor.Rows100, floor.Rows50, floor.Rows1)
+	for i, batch := range []int{1, 50} {
+		t := tenants[i+1]
+		in, err := benchIngest(ctx, s, t, batch, p.ingest, floor)
+		if err != nil {
+			return err
+		}
+		rep.Ingest = append(rep.Ingest, in)
+		// The api appended every accepted event to the tenant's queue; drop it.
+		s.rdb.Del(ctx, eventqueue.Key(t.ID))
+	}
+	return nil
+}

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/models"
+)
+
+// queueEvents is how many events each benchmarked queue holds: one full read.
+const queueEvents = eventqueue.MaxRead
+
+// eventSize is the size in bytes of each queued event's JSON.
+const eventSize = 380
+
+// queueUserAgent is the user agent of the queued events: a short one, so that the URL can be
+// padded to make each event exactly eventSize bytes.
+const queueUserAgent = "Mozilla/5.0 (X11; Linux x86_64) Firefox/124.0"
+
+// QueueRead is scenario 1: one consumer reading a full queue, sequentially, interleaved with
+// the floor (the same LRANGE straight to Redis).
+type QueueRead struct {
+	Events      int     `json:"events"`
+	EventBytes  int     `json:"event_bytes"`
+	BodyBytes   int     `json:"body_bytes"`
+	Iterations  int     `json:"iterations"`
+	API         Latency `json:"api"`
+	GoRedis     Latency `json:"floor_go_redis"`
+	RawRESP     Latency `json:"floor_raw_resp"`
+	FloorSource string  `json:"floor_source"` // the faster of the two by median: "go-redis" or "raw RESP"
+	Floor       Latency `json:"floor"`
+	Ratio       float64 `json:"ratio_median"` // API median / floor median
+	RatioP99    float64 `json:"ratio_p99"`
+	Target      float64 `json:"target_ratio_max"`
+	Met         bool    `json:"met"`
+}
+
+// QueueReadConcurrent is scenario 1b: Readers consumers, each reading its own tenant's full
+// queue in a loop (closed loop: a consumer reads again as soon as its read returns), beside
+// the same number of go-redis LRANGE loops.
+type QueueReadConcurrent struct {
+	Readers         int     `json:"readers"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	API             Latency `json:"api"`
+	APIReadsPerSec  float64 `json:"api_reads_per_second"`
+	APIEventsPerSec float64 `json:"api_events_per_second"`
+	APIErrors       int     `json:"api_errors"`
+	Floor           Latency `json:"floor_go_redis"`
+	FloorReadsPerS  float64 `json:"floor_reads_per_second"`
+	Ratio           float64 `json:"ratio_throughput"` // floor reads/s ÷ API reads/s
+	APIPeakRSSMiB   float64 `json:"api_peak_rss_mib"` // VmHWM of the api process after the readers
+}
+
+// Trim is scenario 2: DELETE ?count=10000 on a full queue (refilled before each), beside
+// LTRIM key 10000 -1 straight to Redis.
+type Trim struct {
+	Iterations int     `json:"iterations"`
+	API        Latency `json:"api"`
+	Floor      Latency `json:"floor_ltrim"`
+	Ratio      float64 `json:"ratio_median"`
+}
+
+// queuePayloads builds n distinct, realistic queue events of exactly eventSize bytes for
+// tenantID, as the service itself would store them.
+func queuePayloads(tenantID uint64, n int) []any {
+	out := make([]any, n)
+	now := time.Now().UTC()
+	for i := range n {
+		member := strconv.Itoa(1000 + i%97)
+		e := models.TrackedEvent{
+			ID: uuid.Must(uuid.NewV7()).String(), TenantID: tenantID, Type: "page_view",
+			SessionID: fmt.Sprintf("s-%08x", i/7), URL: fmt.Sprintf("https://shop.example/p/%d?ref=mail", i%500),
+			PageHostname: "shop.example", PagePath: fmt.Sprintf("/p/%d", i%500),
+			UserAgent: queueUserAgent, IPAddress: "203.0.113.7", EventSequence: int64(i % 7), CreatedAt: now,
+		}
+		if i%3 == 0 {
+			e.AudienceMemberID = &member
+		}
+		if pad := eventSize - len(e.MarshalQueue()) - len("&c="); pad >= 0 {
+			e.URL += "&c=" + strings.Repeat("x", pad)
+		}
+		out[i] = e.MarshalQueue()
+	}
+	return out
+}
+
+// fillQueue replaces tenantID's queue with payloads.
+func fillQueue(ctx context.Context, rdb *redis.Client, tenantID uint64, payloads []any) error {
+	key := eventqueue.Key(tenantID)
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, key)
+		for i := 0; i < len(payloads); i += 1000 {
+			p.RPush(ctx, key, payloads[i:min(i+1000, len(payloads))]...)
+		}
+		return nil
+	})
+	return err
+}
+
+// readAPI reads tenant's queue through the api into buf and returns the body size.
+func (s *stack) readAPI(ctx context.Context, token string, buf *bytes.Buffer) (int, error) {
+	res, err := s.http.Do(s.request(ctx, "GET", "/api/platform/events", token, nil))
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	buf.Reset()
+	if _, err := buf.ReadFrom(res.Body); err != nil {
+		return 0, err
+	}
+	if res.StatusCode != 200 {
+		return 0, fmt.Errorf("GET /api/platform/events: status %d", res.StatusCode)
+	}
+	return buf.Len(), nil
+}
+
+// respConn is a raw RESP connection: the floor with no client library at all.
+type respConn struct {
+	c   net.Conn
+	r   *bufio.Reader
+	buf []byte
+}
+
+func dialRESP(addr string) (*respConn, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &respConn{c: c, r: bufio.NewReaderSize(c, 1<<16), buf: make([]byte, 0, 8<<20)}, nil
+}
+
+// lrange sends LRANGE key 0 stop and reads every element into one buffer; it returns the
+// element count.
+func (r *respConn) lrange(key string, stop int) (int, error) {
+	cmd := fmt.Sprintf("*4\r\n$6\r\nLRANGE\r\n$%d\r\n%s\r\n$1\r\n0\r\n$%d\r\n%d\r\n", len(key), key, len(strconv.Itoa(stop)), stop)
+	if _, err := io.WriteString(r.c, cmd); err != nil {
+		return 0, err
+	}
+	n, err := r.header('*')
+	if err != nil {
+		return 0, err
+	}
+	r.buf = r.buf[:0]
+	for range n {
+		size, err := r.header('$')
+		if err != nil {
+			return 0, err
+		}
+		start := len(r.buf)
+		r.buf = slices.Grow(r.buf, size+2)[:start+size+2]
+		if _, err := io.ReadFull(r.r, r.buf[start:]); err != nil {
+			return 0, err
+		}
+		r.buf = r.buf[:len(r.buf)-2]
+	}
+	return n, nil
+}
+
+func (r *respConn) header(kind byte) (int, error) {
+	line, err := r.r.ReadSlice('\n')
+	if err != nil {
+		return 0, err
+	}
+	if len(line) < 3 || line[0] != kind {
+		return 0, fmt.Errorf("resp: unexpected reply %q", line)
+	}
+	return strconv.Atoi(string(line[1 : len(line)-2]))
+}
+
+func (r *respConn) close() { r.c.Close() }
+
+// benchQueueRead runs scenario 1 on tenant t, whose queue is full.
+func benchQueueRead(ctx context.Context, s *stack, t *tenant, iterations int) (*QueueRead, error) {
+	key := eventqueue.Key(t.ID)
+	raw, err := dialRESP(s.rdb.Options().Addr)
+	if err != nil {
+		return nil, err
+	}
+	defer raw.close()
+	var body bytes.Buffer
+	res := &QueueRead{Events: queueEvents, Iterations: iterations, Target: 1.5}
+
+	// Check once that the api answers the whole queue, then warm up both sides.
+	size, err := s.readAPI(ctx, t.Token, &body)
+	if err != nil {
+		return nil, err
+	}
+	var page struct {
+		Data struct {
+			Count  int               `json:"count"`
+			Events []json.RawMessage `json:"events"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body.Bytes(), &page); err != nil || page.Data.Count != queueEvents || len(page.Data.Events) != queueEvents {
+		return nil, fmt.Errorf("queue read: the api answered %d events (%v), want %d", page.Data.Count, err, queueEvents)
+	}
+	res.BodyBytes, res.EventBytes = size, len(page.Data.Events[0])
+	for range 5 {
+		s.readAPI(ctx, t.Token, &body)
+		s.rdb.LRange(ctx, key, 0, queueEvents-1)
+		raw.lrange(key, queueEvents-1)
+	}
+
+	var api, gr, rr []time.Duration
+	for i := 0; i < iterations; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		if n, err := raw.lrange(key, queueEvents-1); err != nil || n != queueEvents {
+			return nil, fmt.Errorf("raw LRANGE: %d events, %v", n, err)
+		}
+		rr = append(rr, time.Since(start))
+
+		start = time.Now()
+		if _, err := s.readAPI(ctx, t.Token, &body); err != nil {
+			return nil, err
+		}
+		api = append(api, time.Since(start))
+
+		start = time.Now()
+		if v, err := s.rdb.LRange(ctx, key, 0, queueEvents-1).Result(); err != nil || len(v) != queueEvents {
+			return nil, fmt.Errorf("go-redis LRANGE: %d events, %v", len(v), err)
+		}
+		gr = append(gr, time.Since(start))
+	}
+	res.API, res.GoRedis, res.RawRESP = summarize(api), summarize(gr), summarize(rr)
+	res.FloorSource, res.Floor = "go-redis", res.GoRedis
+	if res.RawRESP.P50 < res.GoRedis.P50 {
+		res.FloorSource, res.Floor = "raw RESP", res.RawRESP
+	}
+	res.Ratio = res.API.P50 / res.Floor.P50
+	res.RatioP99 = res.API.P99 / res.Floor.P99
+	res.Met = res.Ratio <= res.Target
+	return res, nil
+}
+
+// benchQueueReadConcurrent runs scenario 1b: one closed-loop reader per tenant for d.
+func benchQueueReadConcurrent(ctx context.Context, s *stack, tenants []*tenant, d time.Duration) (*QueueReadConcurrent, error) {
+	res := &QueueReadConcurrent{Readers: len(tenants), DurationSeconds: d.Seconds()}
+
+	// The floor first: the same readers straight to Redis.
+	floorLat, floorN, _, err := closedLoop(ctx, len(tenants), d, func(ctx context.Context, i int, _ *bytes.Buffer) error {
+		v, err := s.rdb.LRange(ctx, eventqueue.Key(tenants[i].ID), 0, queueEvents-1).Result()
+		if err == nil && len(v) != queueEvents {
+			err = fmt.Errorf("LRANGE: %d events", len(v))
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Floor, res.FloorReadsPerS = summarize(floorLat), float64(floorN)/d.Seconds()
+
+	apiLat, apiN, apiErrs, err := closedLoop(ctx, len(tenants), d, func(ctx context.Context, i int, buf *bytes.Buffer) error {
+		_, err := s.readAPI(ctx, tenants[i].Token, buf)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.API, res.APIErrors = summarize(apiLat), apiErrs
+	res.APIReadsPerSec = float64(apiN) / d.Seconds()
+	res.APIEventsPerSec = res.APIReadsPerSec * queueEvents
+	if res.APIReadsPerSec > 0 {
+		res.Ratio = res.FloorReadsPerS / res.APIReadsPerSec
+	}
+	res.APIPeakRSSMiB = peakRSS(s.api.pid())
+	return res, nil
+}
+
+// closedLoop runs workers goroutines, each calling do(worker) back to back for d, and returns
+// the latencies of the successful calls, their count and the failures. Calls still running at
+// the deadline finish and count.
+func closedLoop(ctx context.Context, workers int, d time.Duration, do func(context.Context, int, *bytes.Buffer) error) ([]time.Duration, int, int, error) {
+	var (
+		mu     sync.Mutex
+		lat    []time.Duration
+		failed int
+		wg     sync.WaitGroup
+	)
+	deadline := time.Now().Add(d)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf bytes.Buffer
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				start := time.Now()
+				err := do(ctx, w, &buf)
+				took := time.Since(start)
+				mu.Lock()
+				if err != nil {
+					failed++
+				} else {
+					lat = append(lat, took)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return lat, len(lat), failed, ctx.Err()
+}
+
+// benchTrim runs scenario 2 on tenant t: each iteration refills the queue, then trims it,
+// alternately through the api and straight to Redis.
+func benchTrim(ctx context.Context, s *stack, t *tenant, payloads []any, iterations int) (*Trim, error) {
+	key := eventqueue.Key(t.ID)
+	var api, floor []time.Duration
+	for i := 0; i < iterations+2; i++ { // the first two are warm-up
+		if err := fillQueue(ctx, s.rdb, t.ID, payloads); err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		err := expect(s.http, s.request(ctx, "DELETE", fmt.Sprintf("/api/platform/events?count=%d", queueEvents), t.Token, nil), 204)
+		took := time.Since(start)
+		if err != nil {
+			return nil, fmt.Errorf("DELETE /api/platform/events: %w", err)
+		}
+		if n := s.rdb.LLen(ctx, key).Val(); n != 0 {
+			return nil, fmt.Errorf("trim left %d events", n)
+		}
+		if i >= 2 {
+			api = append(api, took)
+		}
+
+		if err := fillQueue(ctx, s.rdb, t.ID, payloads); err != nil {
+			return nil, err
+		}
+		start = time.Now()
+		if err := s.rdb.LTrim(ctx, key, queueEvents, -1).Err(); err != nil {
+			return nil, err
+		}
+		if i >= 2 {
+			floor = append(floor, time.Since(start))
+		}
+	}
+	res := &Trim{Iterations: iterations, API: summarize(api), Floor: summarize(floor)}
+	res.Ratio = res.API.P50 / res.Floor.P50
+	return res, nil
+}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Report is everything one run measured; it is written as JSON to -out.
+type Report struct {
+	Command         string               `json:"command"`
+	Quick           bool                 `json:"quick"`
+	Machine         Machine              `json:"machine"`
+	DurationSeconds float64              `json:"duration_seconds"`
+	QueueRead       *QueueRead           `json:"queue_read"`
+	QueueReadConc   *QueueReadConcurrent `json:"queue_read_concurrent"`
+	Trim            *Trim                `json:"trim"`
+	Ingest          []*Ingest            `json:"ingest"`
+	Webhook         *Webhook             `json:"webhook"`
+	Fulfilment      *Fulfilment          `json:"fulfilment"`
+	Rows            []Row                `json:"table"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	Date            string `json:"date"`
+	NumCPU          int    `json:"nproc"`
+	CPUModel        string `json:"cpu_model"`
+	MemoryMiB       int    `json:"memory_mib"`
+	Kernel          string `json:"kernel"`
+	GoVersion       string `json:"go_version"`
+	RedisVersion    string `json:"redis_version"`
+	PostgresVersion string `json:"postgres_version"`
+	Revision        string `json:"git_revision"`
+	LoadAvgStart    string `json:"loadavg_start"` // /proc/loadavg: other work on the machine skews the figures
+	LoadAvgEnd      string `json:"loadavg_end"`
+}
+
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	return strings.TrimSpace(string(b))
+}
+
+// Row is one line of the printed table. Floor, Ratio and Met are absent when the figure has
+// none.
+type Row struct {
+	Scenario string   `json:"scenario"`
+	Metric   string   `json:"metric"`
+	Value    float64  `json:"value"`
+	Floor    *float64 `json:"floor"`
+	Ratio    *float64 `json:"ratio"`
+	Target   string   `json:"target"`
+	Met      *bool    `json:"met"`
+}
+
+func describeMachine(ctx context.Context, s *stack) Machine {
+	m := Machine{Date: time.Now().Format(time.RFC3339), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: loadAvg()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+				m.MemoryMiB = kb / 1024
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = "Linux " + strings.TrimSpace(string(b))
+	}
+	if info, err := s.rdb.Info(ctx, "server").Result(); err == nil {
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+				m.RedisVersion = v
+			}
+		}
+	}
+	if c, err := pgx.Connect(ctx, s.pg.URL("postgres")); err == nil {
+		c.QueryRow(ctx, "SHOW server_version").Scan(&m.PostgresVersion)
+		c.Close(ctx)
+	}
+	if root, err := moduleRoot(); err == nil {
+		if out, err := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output(); err == nil {
+			m.Revision = strings.TrimSpace(string(out))
+		}
+	}
+	return m
+}
+
+// buildRows turns the report's figures into the table.
+func (r *Report) buildRows() {
+	var rows []Row
+	add := func(scenario, metric string, value float64, floor, ratio *float64, target string, met *bool) {
+		rows = append(rows, Row{scenario, metric, value, floor, ratio, target, met})
+	}
+	f := func(v float64) *float64 { return &v }
+	b := func(v bool) *bool { return &v }
+	if q := r.QueueRead; q != nil {
+		name := fmt.Sprintf("queue read (%dk × %d B)", q.Events/1000, q.EventBytes)
+		add(name, "median ms (floor: "+q.FloorSource+")", q.API.P50, f(q.Floor.P50), f(q.Ratio), "≤ 1.5×", b(q.Met))
+		add(name, "p99 ms", q.API.P99, f(q.Floor.P99), f(q.RatioP99), "", nil)
+		add(name, "floor go-redis / raw RESP median ms", q.GoRedis.P50, f(q.RawRESP.P50), nil, "", nil)
+	}
+	if q := r.QueueReadConc; q != nil {
+		name := fmt.Sprintf("queue read, %d readers", q.Readers)
+		add(name, "p50 ms", q.API.P50, f(q.Floor.P50), f(q.API.P50/q.Floor.P50), "", nil)
+		add(name, "p99 ms", q.API.P99, f(q.Floor.P99), f(q.API.P99/q.Floor.P99), "", nil)
+		add(name, "reads/s", q.APIReadsPerSec, f(q.FloorReadsPerS), f(q.APIReadsPerSec/q.FloorReadsPerS), "", nil)
+		add(name, "api peak RSS MiB", q.APIPeakRSSMiB, nil, nil, "", nil)
+	}
+	if t := r.Trim; t != nil {
+		add("trim 10k", "median ms (floor: LTRIM)", t.API.P50, f(t.Floor.P50), f(t.Ratio), "", nil)
+		add("trim 10k", "p99 ms", t.API.P99, f(t.Floor.P99), f(t.API.P99/t.Floor.P99), "", nil)
+	}
+	for _, in := range r.Ingest {
+		name := fmt.Sprintf("ingest %s, %d/req", in.Database, in.EventsPerRequest)
+		add(name, "events/s (floor: 100-row inserts)", in.EventsPerSec, f(in.FloorRowsPerSec), f(in.Ratio), "≥ 0.5×", b(in.Met))
+		add(name, "p50 / p99 ms at that rate", in.API.P50, f(in.API.P99), nil, "", nil)
+		if in.EventsPerRequest == 1 {
+			add(fmt.Sprintf("insert floor %s", in.Database), fmt.Sprintf("1-row inserts rows/s (%d conn)", in.Floor.Conns), in.Floor.Rows1, nil, nil, "", nil)
+			add(fmt.Sprintf("insert floor %s", in.Database), fmt.Sprintf("50-row inserts rows/s (%d conn)", in.Floor.Conns), in.Floor.Rows50, nil, nil, "", nil)
+		}
+	}
+	if w := r.Webhook; w != nil {
+		name := fmt.Sprintf("webhook %.0f/s × %.0fs", w.RatePerSec, w.DurationSeconds)
+		add(name, "p99 ms (floor: GET /healthz)", w.API.P99, f(w.Floor.P99), f(w.Ratio), "≤ 5 ms", b(w.API.P99 <= w.TargetP99))
+		add(name, "p50 ms", w.API.P50, f(w.Floor.P50), f(w.API.P50/w.Floor.P50), "", nil)
+		add(name, "max ms", w.API.Max, f(w.Floor.Max), nil, "", nil)
+		add(name, "non-200", float64(w.Non200+w.Dropped), nil, nil, "0", b(w.Non200+w.Dropped == 0))
+		alone := fmt.Sprintf("webhook %.0f/s × %.0fs, worker stopped", w.RatePerSec, w.WorkerStoppedSeconds)
+		add(alone, "p99 ms", w.WorkerStopped.P99, f(w.Floor.P99), f(w.WorkerStopped.P99/w.Floor.P99), "", nil)
+		add(alone, "p50 ms", w.WorkerStopped.P50, f(w.Floor.P50), f(w.WorkerStopped.P50/w.Floor.P50), "", nil)
+	}
+	if fu := r.Fulfilment; fu != nil {
+		name := fmt.Sprintf("fulfilment %d sessions", fu.Sessions)
+		add(name, "purchases/s (floor: pg tx/s)", fu.PurchasesPerSec, f(fu.FloorTxPerSec), f(fu.Ratio), "≥ 300/s", b(fu.MetThroughput))
+		add(name, "s until all committed", fu.ElapsedSeconds, nil, nil, "", nil)
+		add(name, "webhook→purchase p50 ms", fu.Latency.P50, nil, nil, "≤ 50 ms", b(fu.MetP50))
+		add(name, "webhook→purchase p99 ms", fu.Latency.P99, nil, nil, "", nil)
+	}
+	r.Rows = rows
+}
+
+// printTable writes the table, aligned.
+func (r *Report) printTable(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\tmetric\tvalue\tfloor\tratio\ttarget\tmet?")
+	fmt.Fprintln(tw, "--------\t------\t-----\t-----\t-----\t------\t----")
+	for _, row := range r.Rows {
+		floor, ratio, met := "—", "—", ""
+		if row.Floor != nil {
+			floor = num(*row.Floor)
+		}
+		if row.Ratio != nil {
+			ratio = fmt.Sprintf("%.2f×", *row.Ratio)
+		}
+		if row.Met != nil {
+			met = map[bool]string{true: "yes", false: "NO"}[*row.Met]
+		}
+		target := row.Target
+		if target == "" {
+			target = "—"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Scenario, row.Metric, num(row.Value), floor, ratio, target, met)
+	}
+	tw.Flush()
+}
+
+// num formats a figure with precision that suits its size.
+func num(v float64) string {
+	switch {
+	case v >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case v >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	}
+}
+
+// writeJSON writes the report to path, creating its directory.
+func (r *Report) writeJSON(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
