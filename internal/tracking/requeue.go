@@ -2,6 +2,7 @@ package tracking
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -37,7 +38,15 @@ func (in *Ingestor) Requeue(ctx context.Context, minAge time.Duration) (int, err
 
 func (in *Ingestor) requeueBatch(ctx context.Context, cutoff time.Time) (pushed int, more bool, err error) {
 	var pushErr error
-	err = in.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	// On Postgres the rows are locked (SKIP LOCKED) for the duration, so concurrent workers
+	// share the backlog. SQLite has one writer for the whole database: holding its write lock
+	// across Redis round trips would stall ingestion, so there the rows are read and unmarked
+	// in separate short statements (a second worker may then push a row twice).
+	run := in.db.WithContext(ctx).Transaction
+	if !database.IsPostgres(in.db) {
+		run = func(f func(*gorm.DB) error, _ ...*sql.TxOptions) error { return f(in.db.WithContext(ctx)) }
+	}
+	err = run(func(tx *gorm.DB) error {
 		q := tx.Where("queue_pending = ? AND created_at < ?", true, cutoff).
 			Order("created_at, id").Limit(requeueBatch)
 		if database.IsPostgres(tx) {
