@@ -13,6 +13,10 @@ import (
 	"github.com/eventq/eventq/internal/config"
 )
 
+// readBufferSize is each connection's read buffer. A queue read is one multi-megabyte LRANGE
+// reply; go-redis's 32 KiB default turns it into a hundred read calls.
+const readBufferSize = 512 << 10
+
 // Set is the named connections of one process. Close closes all of them.
 type Set map[string]redis.UniversalClient
 
@@ -29,11 +33,12 @@ func Open(cfg config.RedisConfig) (Set, error) {
 		if name == config.DefaultConnection && len(cfg.ClusterAddrs) > 0 {
 			set[name] = redis.NewClusterClient(&redis.ClusterOptions{
 				Addrs: cfg.ClusterAddrs, Username: opt.Username, Password: opt.Password,
-				TLSConfig: opt.TLSConfig, DialTimeout: 5 * time.Second,
+				TLSConfig: opt.TLSConfig, DialTimeout: 5 * time.Second, ReadBufferSize: readBufferSize,
 			})
 			continue
 		}
 		opt.DialTimeout = 5 * time.Second
+		opt.ReadBufferSize = readBufferSize
 		set[name] = redis.NewClient(opt)
 	}
 	return set, nil
