@@ -45,7 +45,7 @@ type commitRequest struct {
 // Postgres so that one batch's round trips overlap the next one's.
 func committers(isPostgres bool) int {
 	if isPostgres {
-		return 4
+		return 2
 	}
 	return 1
 }
@@ -120,9 +120,13 @@ func (in *Ingestor) commitBatch(batch []*commitRequest, n int) error {
 	chunk := insertChunk(database.IsPostgres(in.db))
 	// Prepared statements: full chunks share one SQL text, so parsing happens once per
 	// connection rather than per statement.
-	err := in.db.WithContext(ctx).Session(&gorm.Session{PrepareStmt: true}).Transaction(func(tx *gorm.DB) error {
-		return tx.CreateInBatches(&all, chunk).Error
-	})
+	db := in.db.WithContext(ctx).Session(&gorm.Session{PrepareStmt: true})
+	var err error
+	if len(all) <= chunk { // one statement is atomic by itself: no BEGIN/COMMIT round trips
+		err = db.Create(&all).Error
+	} else {
+		err = db.Transaction(func(tx *gorm.DB) error { return tx.CreateInBatches(&all, chunk).Error })
+	}
 	if err != nil {
 		return fmt.Errorf("tracking: store events: %w", err)
 	}
