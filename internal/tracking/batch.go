@@ -45,7 +45,7 @@ type commitRequest struct {
 // Postgres so that one batch's round trips overlap the next one's.
 func committers(isPostgres bool) int {
 	if isPostgres {
-		return 2
+		return 4
 	}
 	return 1
 }
