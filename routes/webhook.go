@@ -15,8 +15,10 @@ import (
 	"github.com/eventq/eventq/models"
 )
 
-// enqueueTimeout bounds the Redis round trip of a webhook; past it the event goes to the inbox.
-const enqueueTimeout = time.Second
+// enqueueTimeout bounds the Redis round trip of a webhook; past it the event goes to the
+// database inbox, which the worker drains with the same task id, so falling back early costs
+// only a few seconds of delay, never a duplicate.
+const enqueueTimeout = 300 * time.Millisecond
 
 var webhookAck = []byte(`{"received":true}`)
 
