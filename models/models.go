@@ -21,6 +21,15 @@ type Tenant struct {
 	UpdatedAt    time.Time
 }
 
+// Account is the tenant's connected account at the payment provider, or "" for the
+// platform account.
+func (t *Tenant) Account() string {
+	if t.PSPAccountID == nil {
+		return ""
+	}
+	return *t.PSPAccountID
+}
+
 // PersonalAccessToken is Laravel Sanctum's table, column for column. Token holds the hex
 // SHA-256 of the secret part of "<id>|<secret>".
 type PersonalAccessToken struct {

@@ -56,10 +56,7 @@ func (s *Server) createCheckout(c *fiber.Ctx) error {
 	if err := errs.Err(); err != nil {
 		return err
 	}
-	account := ""
-	if tenant.PSPAccountID != nil {
-		account = *tenant.PSPAccountID
-	}
+	account := tenant.Account()
 	cs, err := s.PSP.CreateCheckoutSession(ctx, psp.CheckoutParams{
 		Account: account, ProductName: product.Name, Amount: product.Amount, Currency: product.Currency,
 		CustomerEmail: member.Email, CancelURL: cancelURL,
@@ -92,10 +89,7 @@ func (s *Server) checkoutReturn(c *fiber.Ctx) error {
 		}
 		return err
 	}
-	account := ""
-	if tenant.PSPAccountID != nil {
-		account = *tenant.PSPAccountID
-	}
+	account := tenant.Account()
 	cs, err := s.PSP.GetCheckoutSession(ctx, account, sessionID)
 	if err != nil {
 		return err

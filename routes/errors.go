@@ -16,7 +16,6 @@ var statusOf = map[apperr.Code]int{
 	apperr.NotFound:     fiber.StatusNotFound,
 	apperr.TooLarge:     fiber.StatusRequestEntityTooLarge,
 	apperr.BadGateway:   fiber.StatusBadGateway,
-	apperr.Unavailable:  fiber.StatusServiceUnavailable,
 	apperr.Internal:     fiber.StatusInternalServerError,
 }
 

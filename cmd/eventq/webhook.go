@@ -90,11 +90,7 @@ func (c *cli) webhookCommand() *cobra.Command {
 				CancelURL:     cfg.AppURL,
 				Created:       now.Unix(),
 			}
-			account := ""
-			if tenant.PSPAccountID != nil {
-				account = *tenant.PSPAccountID
-			}
-			eventID, body := psp.NewEvent(eventType, account, session, now)
+			eventID, body := psp.NewEvent(eventType, tenant.Account(), session, now)
 			status, err := post(cmd, target, body, psp.Sign(body, cfg.PSP.WebhookSecrets[0], now))
 			if err != nil {
 				return fmt.Errorf("post event %s to %s: %w", eventID, target, err)

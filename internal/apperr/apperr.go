@@ -18,7 +18,6 @@ const (
 	NotFound     Code = "not_found"    // 404
 	TooLarge     Code = "too_large"    // 413
 	BadGateway   Code = "bad_gateway"  // 502: the payment provider failed
-	Unavailable  Code = "unavailable"  // 503
 	Internal     Code = "internal"     // 500
 )
 

@@ -165,7 +165,7 @@ func (f *Fulfiller) resolve(ctx context.Context, s Session) (*models.Tenant, *mo
 	if err := take(db, &t, "id = ?", ids["tenant_id"]); err != nil {
 		return nil, nil, nil, err
 	}
-	if account := deref(t.PSPAccountID); account != s.Account {
+	if account := t.Account(); account != s.Account {
 		return nil, nil, nil, fmt.Errorf("%w: session %s on account %q, tenant %d has %q", ErrRejected, s.ID, s.Account, t.ID, account)
 	}
 	if err := take(db, &m, "id = ? AND tenant_id = ?", ids["audience_member_id"], t.ID); err != nil {
@@ -217,11 +217,4 @@ func eventID(at time.Time, purchaseID uint64) string {
 	u[6] = u[6]&0x0f | 0x70 // version 7
 	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
 	return u.String()
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
