@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -30,7 +31,13 @@ func main() {
 	quick := flag.Bool("quick", false, "shorten every scenario (the whole run takes under a minute)")
 	out := flag.String("out", "bench/results/latest.json", "where to write the JSON report")
 	keep := flag.Bool("keep", false, "keep the temp dir (api and worker logs, the SQLite file) and print its path")
+	only := flag.String("only", "", "comma-separated scenarios to run, of "+strings.Join(scenarios, ",")+" (default: all)")
 	flag.Parse()
+	sel, err := parseOnly(*only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() { <-ctx.Done(); stop() }() // a second Ctrl-C kills at once
@@ -39,7 +46,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
 	cmd := strings.TrimSpace("go run ./bench " + strings.Join(os.Args[1:], " "))
-	_, err := run(ctx, options{Quick: *quick, Out: *out, Keep: *keep, Command: cmd, Stdout: os.Stdout, Logf: logf})
+	_, err = run(ctx, options{Quick: *quick, Out: *out, Keep: *keep, Only: sel, Command: cmd, Stdout: os.Stdout, Logf: logf})
 	switch {
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintln(os.Stderr, "bench: interrupted; everything it started is stopped")
@@ -55,6 +62,7 @@ type options struct {
 	Quick   bool
 	Out     string // JSON report path; "" writes none
 	Keep    bool   // keep the temp dir with the logs
+	Only    set    // scenarios to run; empty runs them all
 	Command string // recorded in the report
 	Stdout  io.Writer
 	Logf    func(string, ...any)
@@ -75,7 +83,32 @@ type plan struct {
 	fulfilRate       float64
 	fulfilFloorFor   time.Duration
 	fulfilWaitAtMost time.Duration
+	only             set // scenarios to run; empty runs them all
 }
+
+// scenarios are the names -only accepts.
+var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook"}
+
+// set is a set of scenario names.
+type set map[string]bool
+
+// parseOnly parses -only's comma-separated list.
+func parseOnly(list string) (set, error) {
+	out := set{}
+	for _, name := range strings.Split(list, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		if !slices.Contains(scenarios, name) {
+			return nil, fmt.Errorf("-only: unknown scenario %q (have %s)", name, strings.Join(scenarios, ", "))
+		}
+		out[name] = true
+	}
+	return out, nil
+}
+
+// runs reports whether the plan includes scenario name.
+func (p plan) runs(name string) bool { return len(p.only) == 0 || p.only[name] }
 
 var (
 	fullPlan = plan{
@@ -107,6 +140,7 @@ func run(ctx context.Context, o options) (*Report, error) {
 	if o.Quick {
 		p = quickPlan
 	}
+	p.only = o.Only
 	started := time.Now()
 	s, err := newStack(ctx, o.Logf, o.Keep)
 	if err != nil {
@@ -118,8 +152,10 @@ func run(ctx context.Context, o options) (*Report, error) {
 	if err := runPostgresPhase(ctx, s, p, rep); err != nil {
 		return nil, err
 	}
-	if err := runSQLitePhase(ctx, s, p, rep); err != nil {
-		return nil, err
+	if p.runs("ingest-sqlite") {
+		if err := runSQLitePhase(ctx, s, p, rep); err != nil {
+			return nil, err
+		}
 	}
 
 	rep.DurationSeconds = time.Since(started).Seconds()
@@ -181,33 +217,41 @@ func runPostgresPhase(ctx context.Context, s *stack, p plan, rep *Report) error 
 		}
 	}
 
-	s.logf("queue read: %d sequential reads, interleaved with LRANGE", p.readIterations)
-	if rep.QueueRead, err = benchQueueRead(ctx, s, readers[0], p.readIterations); err != nil {
-		return err
+	if p.runs("read") {
+		s.logf("queue read: %d sequential reads, interleaved with LRANGE", p.readIterations)
+		if rep.QueueRead, err = benchQueueRead(ctx, s, readers[0], p.readIterations); err != nil {
+			return err
+		}
+		s.logf("queue read: %d concurrent readers for %s", p.readers, p.readersFor)
+		if rep.QueueReadConc, err = benchQueueReadConcurrent(ctx, s, readers, p.readersFor); err != nil {
+			return err
+		}
 	}
-	s.logf("queue read: %d concurrent readers for %s", p.readers, p.readersFor)
-	if rep.QueueReadConc, err = benchQueueReadConcurrent(ctx, s, readers, p.readersFor); err != nil {
-		return err
-	}
-	s.logf("trim: %d DELETEs of a refilled queue, interleaved with LTRIM", p.trimIterations)
-	if rep.Trim, err = benchTrim(ctx, s, trimmer, payloads, p.trimIterations); err != nil {
-		return err
+	if p.runs("trim") {
+		s.logf("trim: %d DELETEs of a refilled queue, interleaved with LTRIM", p.trimIterations)
+		if rep.Trim, err = benchTrim(ctx, s, trimmer, payloads, p.trimIterations); err != nil {
+			return err
+		}
 	}
 	for _, t := range readers { // give the memory back to the machine
 		s.rdb.Del(ctx, eventqueue.Key(t.ID))
 	}
 
-	if err := runIngest(ctx, s, p, rep); err != nil {
-		return err
+	if p.runs("ingest-postgres") {
+		if err := runIngest(ctx, s, p, rep); err != nil {
+			return err
+		}
 	}
-
-	s.logf("fulfilment: %d paid sessions at %.0f/s", p.fulfilSessions, p.fulfilRate)
-	if rep.Fulfilment, err = benchFulfilment(ctx, s, shop, floorShop, p.fulfilSessions, p.fulfilRate, p.fulfilFloorFor, p.fulfilWaitAtMost); err != nil {
-		return err
+	if p.runs("fulfil") {
+		s.logf("fulfilment: %d paid sessions at %.0f/s", p.fulfilSessions, p.fulfilRate)
+		if rep.Fulfilment, err = benchFulfilment(ctx, s, shop, floorShop, p.fulfilSessions, p.fulfilRate, p.fulfilFloorFor, p.fulfilWaitAtMost); err != nil {
+			return err
+		}
 	}
-
-	s.logf("webhook: %.0f/s for %s (worker running)", p.webhookRate, p.webhookFor)
-	rep.Webhook, err = benchWebhook(ctx, s, ackShop, p.webhookRate, p.webhookFor, p.webhookAloneFor)
+	if p.runs("webhook") {
+		s.logf("webhook: %.0f/s for %s (worker running)", p.webhookRate, p.webhookFor)
+		rep.Webhook, err = benchWebhook(ctx, s, ackShop, p.webhookRate, p.webhookFor, p.webhookAloneFor)
+	}
 	return err
 }
 

@@ -140,7 +140,7 @@ func dialRESP(addr string) (*respConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &respConn{c: c, r: bufio.NewReaderSize(c, 1<<16), buf: make([]byte, 0, 8<<20)}, nil
+	return &respConn{c: c, r: bufio.NewReaderSize(c, 256<<10), buf: make([]byte, 0, 8<<20)}, nil
 }
 
 // lrange sends LRANGE key 0 stop and reads every element into one buffer; it returns the

@@ -1,11 +1,14 @@
 package routes
 
 import (
+	"io"
+	"net"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/validate"
 )
@@ -24,20 +27,60 @@ func (s *Server) readEvents(c *fiber.Ctx) error {
 	if !active {
 		return c.Send(emptyRead)
 	}
-	// The events go straight from the Redis reply into fasthttp's pooled body buffer.
-	body := c.Response().BodyWriter()
-	n, err := s.Queue.ReadTo(c.UserContext(), tenantID, body, func(count int) {
-		var head [64]byte
-		b := append(head[:0], `{"data":{"count":`...)
-		b = strconv.AppendInt(b, int64(count), 10)
-		body.Write(append(b, `,"events":[`...))
-	})
+	page, err := s.Queue.ReadPage(c.UserContext(), tenantID)
 	if err != nil {
-		c.Response().ResetBody()
 		return err
 	}
-	body.Write([]byte("]}}"))
-	s.Metrics.Read(n)
+	body := &pageBody{page: page, conn: c.Context().Conn()}
+	body.prefix = append(body.prefix, `{"data":{"count":`...)
+	body.prefix = strconv.AppendInt(body.prefix, int64(page.Count), 10)
+	body.prefix = append(body.prefix, `,"events":[`...)
+	page.Events = append(page.Events, []byte("]}}"))
+	c.Response().SetBodyStream(body, len(body.prefix)+page.Size+3)
+	s.Metrics.Read(page.Count)
+	return nil
+}
+
+// pageBody is a queue read's response body: the page's events inside the JSON document.
+// fasthttp writes it with WriteTo and then closes it, which releases the page.
+type pageBody struct {
+	prefix []byte
+	page   *eventqueue.Page // its Events end with the document's closing bytes
+	conn   net.Conn         // the client's connection
+}
+
+// WriteTo writes the body to w, fasthttp's buffered writer on conn. On a TCP connection the
+// events go out with writev, straight from the buffers Redis's reply was read into.
+func (b *pageBody) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(b.prefix)
+	if err != nil {
+		return int64(n), err
+	}
+	bw, buffered := w.(interface{ Flush() error })
+	if tcp, ok := b.conn.(*net.TCPConn); ok && buffered {
+		if err := bw.Flush(); err != nil {
+			return int64(n), err
+		}
+		m, err := b.page.WriteTo(tcp)
+		return int64(n) + m, err
+	}
+	m, err := b.page.WriteTo(w)
+	return int64(n) + m, err
+}
+
+// Read is there for io.Reader; fasthttp uses WriteTo.
+func (b *pageBody) Read(p []byte) (int, error) {
+	if len(b.prefix) > 0 {
+		n := copy(p, b.prefix)
+		b.prefix = b.prefix[n:]
+		return n, nil
+	}
+	return b.page.Events.Read(p)
+}
+
+// Close releases the page.
+func (b *pageBody) Close() error {
+	b.page.Release()
 	return nil
 }
 

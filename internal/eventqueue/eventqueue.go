@@ -3,9 +3,10 @@
 package eventqueue
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"io"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -15,11 +16,20 @@ const MaxRead = 10000
 
 // Store keeps one Redis list per tenant. Each element is an event's final JSON bytes.
 type Store struct {
-	rdb redis.UniversalClient
+	rdb  redis.UniversalClient
+	fast *lrangeReader // nil: every read goes through go-redis
 }
 
-// New returns a Store on rdb (the connection named by EVENTQUEUE_QUEUE_CONNECTION).
-func New(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
+// New returns a Store on rdb (the connection named by EVENTQUEUE_QUEUE_CONNECTION). Close
+// releases the read path's own connections; rdb stays the caller's to close.
+func New(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb, fast: newLRangeReader(rdb)} }
+
+// Close closes the idle connections of the read path.
+func (s *Store) Close() {
+	if s.fast != nil {
+		s.fast.close()
+	}
+}
 
 // Key is the list of tenantID. The braces are a Redis Cluster hash tag: everything of one
 // tenant lives in one slot.
@@ -77,20 +87,32 @@ func (s *Store) Read(ctx context.Context, tenantID uint64) ([]string, error) {
 	return events, nil
 }
 
-// ReadTo writes up to MaxRead events from the front of the queue to out, separated by commas
-// (the inside of a JSON array), and returns how many it wrote. It is one LRANGE whose reply is
-// streamed from the connection to out: the events are copied once, never decoded. header is
-// called with the count before the first event is written, so a document that states the
-// count first can be produced in one pass. On error, out may hold a partial result.
-func (s *Store) ReadTo(ctx context.Context, tenantID uint64, out io.Writer, header func(count int)) (int, error) {
-	w := &respArrayWriter{out: out, header: header}
+// ReadPage returns up to MaxRead events from the front of the queue, oldest first, without
+// removing them: one LRANGE whose reply is parsed as it arrives, the events never decoded nor
+// copied (see Page). The caller releases the page.
+func (s *Store) ReadPage(ctx context.Context, tenantID uint64) (*Page, error) {
+	if s.fast != nil {
+		page, err := s.fast.lrange(ctx, Key(tenantID), MaxRead-1)
+		if !errors.Is(err, errUseClient) {
+			if err != nil {
+				return nil, fmt.Errorf("eventqueue: read: %w", err)
+			}
+			return page, nil
+		}
+	}
+	// A client the fast path does not mirror, or a cluster redirect: go-redis's raw reply,
+	// copied once.
+	var out bytes.Buffer
+	page := &Page{}
+	w := &respArrayWriter{out: &out, header: func(n int) { page.Count = n }}
 	if err := s.rdb.Process(ctx, redis.NewRawWriteToCmd(ctx, w, "lrange", Key(tenantID), 0, MaxRead-1)); err != nil {
-		return 0, fmt.Errorf("eventqueue: read: %w", err)
+		return nil, fmt.Errorf("eventqueue: read: %w", err)
 	}
 	if err := w.finish(); err != nil {
-		return 0, fmt.Errorf("eventqueue: read: %w", err)
+		return nil, fmt.Errorf("eventqueue: read: %w", err)
 	}
-	return w.count, nil
+	page.add(out.Bytes())
+	return page, nil
 }
 
 // Trim removes the first count events (one LTRIM, atomic); events behind them stay, whenever

@@ -43,5 +43,6 @@ func Open(cfg config.Config) (*Infra, error) {
 
 // Close closes every connection.
 func (in *Infra) Close() error {
+	in.Queue.Close()
 	return errors.Join(in.Redis.Close(), database.Close(in.DB))
 }

@@ -1,0 +1,198 @@
+package eventqueue
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/eventq/eventq/internal/testenv"
+)
+
+func pageString(t *testing.T, p *Page) string {
+	t.Helper()
+	var b bytes.Buffer
+	if _, err := p.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() != p.Size {
+		t.Fatalf("page size %d, wrote %d bytes", p.Size, b.Len())
+	}
+	return b.String()
+}
+
+// The fast reader parses replies that straddle its 256 KiB chunks at every kind of place (a
+// header, an element, the CRLF after it), elements larger than a chunk, empty elements and
+// payloads holding RESP-looking bytes; it returns exactly what go-redis's path returns.
+func TestReadPageMatchesTheStoredElements(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rdb := r.Client()
+	store := New(rdb)
+	defer store.Close()
+	if store.fast == nil {
+		t.Fatal("no fast reader for a plain client")
+	}
+	slow := &Store{rdb: rdb}
+	ctx := context.Background()
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	var want []string
+	add := func(e string) {
+		want = append(want, e)
+		if err := store.Append(ctx, 7, []byte(e)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("")
+	add(`{"crlf":"\r\n$3\r\n*2\r\n"}`)
+	add(strings.Repeat("a", 600<<10)) // larger than two chunks
+	add("")
+	for len(want) < 3000 {
+		size := rng.IntN(700)
+		if rng.IntN(50) == 0 {
+			size = rng.IntN(90 << 10)
+		}
+		add(fmt.Sprintf("%d:%s", len(want), strings.Repeat("x", size)))
+	}
+
+	for range 3 { // the second and third reuse the pooled connection
+		page, err := store.ReadPage(ctx, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := pageString(t, page)
+		page.Release()
+		if page.Count != 0 {
+			t.Fatal("Release kept the page's fields")
+		}
+		if got != strings.Join(want, ",") {
+			t.Fatalf("page differs from the stored elements (%d bytes, want %d)", len(got), len(strings.Join(want, ",")))
+		}
+	}
+	page, err := slow.ReadPage(ctx, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page.Count != len(want) || pageString(t, page) != strings.Join(want, ",") {
+		t.Fatal("the go-redis path returns something else")
+	}
+
+	empty, err := store.ReadPage(ctx, 8)
+	if err != nil || empty.Count != 0 || empty.Size != 0 {
+		t.Fatalf("empty queue: %+v, %v", empty, err)
+	}
+}
+
+func TestReadPageAfterRedisRestartsAndAfterAnErrorReply(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rdb := r.Client()
+	store := New(rdb)
+	defer store.Close()
+	ctx := context.Background()
+	if err := store.Append(ctx, 1, []byte(`{"a":1}`), []byte(`{"b":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	read := func() string {
+		t.Helper()
+		page, err := store.ReadPage(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer page.Release()
+		return pageString(t, page)
+	}
+	if got := read(); got != `{"a":1},{"b":2}` {
+		t.Fatalf("got %q", got)
+	}
+
+	// An error reply leaves the connection usable.
+	rdb.Set(ctx, Key(2), "not a list", 0)
+	if _, err := store.ReadPage(ctx, 2); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("wrong type: %v", err)
+	}
+	if got := read(); got != `{"a":1},{"b":2}` {
+		t.Fatalf("after an error reply: %q", got)
+	}
+
+	// The pooled connection dies with the server (AOF keeps the list); the next read redials.
+	r.Stop()
+	r.Start()
+	if got := read(); got != `{"a":1},{"b":2}` {
+		t.Fatalf("after a restart: %q", got)
+	}
+
+	// A cancelled context fails the read; the next one works.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := store.ReadPage(cancelled, 1); err == nil {
+		t.Fatal("read with a cancelled context succeeded")
+	}
+	if got := read(); got != `{"a":1},{"b":2}` {
+		t.Fatalf("after a cancelled read: %q", got)
+	}
+}
+
+// The fast reader's own connections authenticate and select the URL's database.
+func TestReadPageAuthenticatesAndSelectsTheDatabase(t *testing.T) {
+	r := testenv.StartRedis(t)
+	if err := r.Client().ConfigSet(context.Background(), "requirepass", "s3cret").Err(); err != nil {
+		t.Fatal(err)
+	}
+	opt, err := redis.ParseURL(fmt.Sprintf("redis://:s3cret@127.0.0.1:%d/3", r.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	store := New(rdb)
+	defer store.Close()
+	ctx := context.Background()
+	if err := store.Append(ctx, 1, []byte(`{"db":3}`)); err != nil {
+		t.Fatal(err)
+	}
+	page, err := store.ReadPage(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pageString(t, page); got != `{"db":3}` {
+		t.Fatalf("got %q", got)
+	}
+
+	opt.Password = "wrong"
+	bad := New(redis.NewClient(opt))
+	defer bad.Close()
+	if _, err := bad.ReadPage(ctx, 1); err == nil {
+		t.Fatal("read with a wrong password succeeded")
+	}
+}
+
+// A chunk boundary falls at each byte around the second element: in the first element's
+// CRLF, in the second's header, at its payload's start.
+func TestReadPageAcrossAChunkBoundaryAtEveryOffset(t *testing.T) {
+	r := testenv.StartRedis(t)
+	store := New(r.Client())
+	defer store.Close()
+	ctx := context.Background()
+	for k := -4; k <= 12; k++ {
+		// The reply is "*3\r\n" (4 bytes), "$<size>\r\n" (9 bytes for 6 digits), the payload,
+		// CRLF; the second element's header then starts at 15+size, k bytes before the end of
+		// the first chunk.
+		want := []string{strings.Repeat("p", chunkSize-15-k), "ab", "cdefghijklmnopq"}
+		tenant := uint64(100 + k)
+		if err := store.Append(ctx, tenant, []byte(want[0]), []byte(want[1]), []byte(want[2])); err != nil {
+			t.Fatal(err)
+		}
+		page, err := store.ReadPage(ctx, tenant)
+		if err != nil {
+			t.Fatalf("k=%d: %v", k, err)
+		}
+		if got := pageString(t, page); got != strings.Join(want, ",") || page.Count != 3 {
+			t.Fatalf("k=%d: got %d events, ...%q", k, page.Count, got[max(0, len(got)-40):])
+		}
+		page.Release()
+	}
+}

@@ -1,0 +1,412 @@
+package eventqueue
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// errUseClient means the fast reader cannot serve this read (a cluster redirect, a client it
+// cannot dial by itself); nothing was written and the caller reads through go-redis instead.
+var errUseClient = errors.New("eventqueue: read through go-redis")
+
+// lrangeReader serves the read path's one command, LRANGE, over its own plain connections to
+// the same Redis nodes as the client. It parses the reply as it arrives and copies each
+// element once, from its read buffer to the output; go-redis's raw reply path spends about
+// twice as long per element (BenchmarkReadTo against BenchmarkRawLRANGE).
+type lrangeReader struct {
+	rdb   redis.UniversalClient
+	mu    sync.Mutex
+	pools map[string]*nodePool // by node address
+}
+
+// newLRangeReader returns nil when rdb is not a kind of client it knows how to mirror.
+func newLRangeReader(rdb redis.UniversalClient) *lrangeReader {
+	switch rdb.(type) {
+	case *redis.Client, *redis.ClusterClient:
+		return &lrangeReader{rdb: rdb, pools: map[string]*nodePool{}}
+	}
+	return nil
+}
+
+// node returns the pool of the node that holds key: the client's own address, or on a
+// cluster the master of the key's slot.
+func (l *lrangeReader) node(ctx context.Context, key string) (*nodePool, error) {
+	var opt *redis.Options
+	switch c := l.rdb.(type) {
+	case *redis.Client:
+		opt = c.Options()
+	case *redis.ClusterClient:
+		master, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, errUseClient
+		}
+		opt = master.Options()
+	}
+	if opt.Dialer == nil || opt.CredentialsProvider != nil || opt.CredentialsProviderContext != nil ||
+		opt.StreamingCredentialsProvider != nil || opt.OnConnect != nil {
+		return nil, errUseClient
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p, ok := l.pools[opt.Addr]
+	if !ok {
+		size := max(opt.PoolSize, 1)
+		p = &nodePool{opt: opt, slots: make(chan struct{}, size), idle: make(chan *respConn, size)}
+		l.pools[opt.Addr] = p
+	}
+	return p, nil
+}
+
+// lrange reads LRANGE key 0 stop into a page. A pooled connection that fails (Redis restarted
+// since it was last used) is replaced once.
+func (l *lrangeReader) lrange(ctx context.Context, key string, stop int) (*Page, error) {
+	p, err := l.node(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		c, reused, err := p.get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		page, err := c.lrange(ctx, p.opt.ReadTimeout, key, stop)
+		var rerr redisError
+		switch {
+		case err == nil:
+			p.put(c)
+			return page, nil
+		case errors.As(err, &rerr):
+			p.put(c) // the reply was read whole; the connection is fine
+			if rerr.redirect() {
+				return nil, errUseClient
+			}
+			return nil, err
+		}
+		p.discard(c)
+		if !reused || attempt > 0 || ctx.Err() != nil {
+			return nil, err
+		}
+	}
+}
+
+// close closes every idle connection.
+func (l *lrangeReader) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range l.pools {
+		p.close()
+	}
+}
+
+// nodePool holds at most opt.PoolSize connections to one node.
+type nodePool struct {
+	opt   *redis.Options
+	slots chan struct{}  // one per open connection
+	idle  chan *respConn // open and unused
+}
+
+// get returns an idle connection, or dials one when fewer than PoolSize are open, or waits.
+func (p *nodePool) get(ctx context.Context) (*respConn, bool, error) {
+	select {
+	case c := <-p.idle:
+		return c, true, nil
+	default:
+	}
+	select {
+	case c := <-p.idle:
+		return c, true, nil
+	case p.slots <- struct{}{}:
+		c, err := dial(ctx, p.opt)
+		if err != nil {
+			<-p.slots
+			return nil, false, err
+		}
+		return c, false, nil
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+}
+
+func (p *nodePool) put(c *respConn) { p.idle <- c } // never blocks: idle holds every open one
+
+func (p *nodePool) discard(c *respConn) {
+	c.conn.Close()
+	<-p.slots
+}
+
+func (p *nodePool) close() {
+	for {
+		select {
+		case c := <-p.idle:
+			p.discard(c)
+		default:
+			return
+		}
+	}
+}
+
+// respConn is one plain connection and the chunk it is reading into.
+type respConn struct {
+	conn net.Conn
+	buf  []byte // a chunk
+	r, w int    // unread bytes are buf[r:w]
+	page *Page  // the page being read: it takes every chunk its events point into
+	cmd  []byte
+}
+
+// dial connects with the client's own dialer (TLS included) and authenticates and selects the
+// database as go-redis would.
+func dial(ctx context.Context, opt *redis.Options) (*respConn, error) {
+	conn, err := opt.Dialer(ctx, opt.Network, opt.Addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &respConn{conn: conn}
+	var hello [][]string
+	if opt.Password != "" {
+		if opt.Username != "" {
+			hello = append(hello, []string{"AUTH", opt.Username, opt.Password})
+		} else {
+			hello = append(hello, []string{"AUTH", opt.Password})
+		}
+	}
+	if opt.DB != 0 {
+		hello = append(hello, []string{"SELECT", strconv.Itoa(opt.DB)})
+	}
+	if len(hello) > 0 {
+		if err := c.handshake(ctx, opt.DialTimeout, hello); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// handshake sends cmds in one write and expects +OK to each.
+func (c *respConn) handshake(ctx context.Context, timeout time.Duration, cmds [][]string) (err error) {
+	unwatch := c.watch(ctx, timeout)
+	defer func() {
+		if !unwatch() && err == nil {
+			err = ctx.Err()
+		}
+	}()
+	c.cmd = c.cmd[:0]
+	for _, args := range cmds {
+		c.cmd = appendCommand(c.cmd, args...)
+	}
+	if _, err := c.conn.Write(c.cmd); err != nil {
+		return err
+	}
+	for range cmds {
+		line, err := c.line()
+		if err != nil {
+			return err
+		}
+		if len(line) > 0 && line[0] == '-' {
+			return redisError(line[1:])
+		}
+		if string(line) != "+OK" {
+			return fmt.Errorf("redis: unexpected reply %q", line)
+		}
+	}
+	return nil
+}
+
+// watch sets the connection's deadline from timeout and ctx, and makes ctx's cancellation
+// interrupt a blocked read or write. The returned func undoes both; it reports false when ctx
+// was cancelled meanwhile, as the connection's deadline may then be in the past.
+func (c *respConn) watch(ctx context.Context, timeout time.Duration) func() bool {
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
+		deadline = d
+	}
+	c.conn.SetDeadline(deadline)
+	return context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
+}
+
+// lrange sends LRANGE key 0 stop and reads the reply into a page whose events point into the
+// chunks the reply was read into.
+func (c *respConn) lrange(ctx context.Context, timeout time.Duration, key string, stop int) (result *Page, err error) {
+	unwatch := c.watch(ctx, timeout)
+	page := &Page{}
+	c.page = page
+	defer func() {
+		c.page = nil
+		page.take(c.buf) // the events may point into the last chunk
+		c.buf, c.r, c.w = nil, 0, 0
+		if !unwatch() && err == nil {
+			err = ctx.Err() // the read is complete, but the connection must not be reused
+		}
+		if err != nil {
+			page.Release()
+			result = nil
+		}
+	}()
+	c.cmd = appendCommand(c.cmd[:0], "LRANGE", key, "0", strconv.Itoa(stop))
+	if _, err := c.conn.Write(c.cmd); err != nil {
+		return nil, err
+	}
+	line, err := c.line()
+	if err != nil {
+		return nil, err
+	}
+	if line[0] == '-' {
+		return nil, redisError(line[1:])
+	}
+	n, ok := parseLen(line, '*')
+	if !ok {
+		return nil, fmt.Errorf("redis: unexpected reply %q", line)
+	}
+	page.Count = n
+	page.Events = make(net.Buffers, 0, n+n/16)
+	for i := range n {
+		if line, err = c.line(); err != nil {
+			return nil, err
+		}
+		size, ok := parseLen(line, '$')
+		if !ok {
+			return nil, fmt.Errorf("redis: unexpected element %q", line)
+		}
+		if err := c.element(size, i > 0); err != nil {
+			return nil, err
+		}
+	}
+	return page, nil
+}
+
+// element adds the next size bytes to the page, preceded by a comma if comma is set, and
+// skips the CRLF after them. An element is one slice of a chunk, comma included, unless it
+// straddles two chunks.
+func (c *respConn) element(size int, comma bool) error {
+	p := c.page
+	for left := size; left > 0 || comma; {
+		if c.r == c.w {
+			if err := c.fill(); err != nil {
+				return err
+			}
+		}
+		from, to := c.r, c.r+min(left, c.w-c.r)
+		if comma {
+			if from > 0 { // the byte before is the header's '\n', already consumed
+				from--
+				c.buf[from] = ','
+			} else {
+				p.add(commaBytes)
+			}
+			comma = false
+		}
+		p.add(c.buf[from:to])
+		left -= to - c.r
+		c.r = to
+	}
+	for skip := 2; skip > 0; {
+		if c.r == c.w {
+			if err := c.fill(); err != nil {
+				return err
+			}
+		}
+		k := min(skip, c.w-c.r)
+		c.r, skip = c.r+k, skip-k
+	}
+	return nil
+}
+
+var commaBytes = []byte{','}
+
+// line returns the next CRLF-terminated line, without the CRLF.
+func (c *respConn) line() ([]byte, error) {
+	for {
+		if i := bytes.IndexByte(c.buf[c.r:c.w], '\n'); i >= 0 {
+			line := c.buf[c.r : c.r+i+1]
+			c.r += i + 1
+			if len(line) < 3 || line[len(line)-2] != '\r' {
+				return nil, fmt.Errorf("redis: bad line %q", line)
+			}
+			return line[:len(line)-2], nil
+		}
+		if c.w-c.r == chunkSize {
+			return nil, errors.New("redis: line too long")
+		}
+		if err := c.fill(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// fill reads more bytes. When the chunk is full it moves on to a new one, carrying the unread
+// bytes over; the full chunk goes to the page, whose events may point into it.
+func (c *respConn) fill() error {
+	if c.buf == nil || c.w == len(c.buf) {
+		next := getChunk()
+		c.w = copy(next, c.buf[c.r:c.w])
+		c.r = 0
+		if c.page != nil {
+			c.page.take(c.buf)
+		} else {
+			putChunk(c.buf)
+		}
+		c.buf = next
+	}
+	n, err := c.conn.Read(c.buf[c.w:])
+	c.w += n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+// redisError is an error reply; the connection stays usable after one.
+type redisError string
+
+func (e redisError) Error() string { return "redis: " + string(e) }
+
+// redirect reports whether the reply sends the client to another node.
+func (e redisError) redirect() bool {
+	return bytes.HasPrefix([]byte(e), []byte("MOVED ")) || bytes.HasPrefix([]byte(e), []byte("ASK ")) ||
+		bytes.HasPrefix([]byte(e), []byte("TRYAGAIN")) || bytes.HasPrefix([]byte(e), []byte("CLUSTERDOWN"))
+}
+
+// parseLen parses a "*N" or "$N" header with N ≥ 0.
+func parseLen(line []byte, kind byte) (int, bool) {
+	if len(line) < 2 || line[0] != kind || len(line) > 11 {
+		return 0, false
+	}
+	n := 0
+	for _, b := range line[1:] {
+		if b < '0' || b > '9' {
+			return 0, false
+		}
+		n = n*10 + int(b-'0')
+	}
+	return n, true
+}
+
+// appendCommand appends args as a RESP array of bulk strings.
+func appendCommand(b []byte, args ...string) []byte {
+	b = append(b, '*')
+	b = strconv.AppendInt(b, int64(len(args)), 10)
+	b = append(b, '\r', '\n')
+	for _, a := range args {
+		b = append(b, '$')
+		b = strconv.AppendInt(b, int64(len(a)), 10)
+		b = append(b, '\r', '\n')
+		b = append(b, a...)
+		b = append(b, '\r', '\n')
+	}
+	return b
+}
