@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +70,7 @@ type ingestPlan struct {
 	stepDur  time.Duration
 	factor   float64
 	maxSteps int
+	refine   int             // bisection steps after the first failed one
 	start    map[int]float64 // first rate (requests/s) per batch size
 }
 
@@ -263,7 +265,8 @@ func measureInsertFloor(ctx context.Context, s *stack, tenantID uint64, d time.D
 // benchIngest runs scenario 3 for one batch size against the running services: open-loop
 // steps of plan.stepDur, the rate multiplied by plan.factor after each sustained step, until
 // a step is not sustained (answers below 95% of the offered rate, any error or drop, or p99
-// over 500 ms). If the first step fails the rate is halved instead, up to three times.
+// over 500 ms), then plan.refine bisection steps between the last sustained rate and the
+// first failed one. If the first step fails the rate is halved instead, up to three times.
 func benchIngest(ctx context.Context, s *stack, t *tenant, batch int, plan ingestPlan, floor *InsertFloor) (*Ingest, error) {
 	res := &Ingest{Database: floor.Database, EventsPerRequest: batch, Floor: floor, FloorRowsPerSec: floor.Rows100, Target: 0.5}
 	bodies := trackBodies(t.SiteKey, batch, 64)
@@ -273,12 +276,11 @@ func benchIngest(ctx context.Context, s *stack, t *tenant, batch int, plan inges
 		req.Header.Set("User-Agent", userAgent)
 		return expect(s.http, req, 202)
 	}
-	rate, passed, halvings := plan.start[batch], false, 0
-	for step := 0; step < plan.maxSteps; step++ {
+	step := func(rate float64) (IngestStep, error) {
 		n := max(20, int(rate*plan.stepDur.Seconds()))
 		r := openLoop{Rate: rate, N: n, MaxInFlight: 1024, Do: post}.run(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return IngestStep{}, err
 		}
 		st := IngestStep{
 			OfferedRequestsPerSec: rate, OfferedEventsPerSec: rate * float64(batch),
@@ -296,30 +298,52 @@ func benchIngest(ctx context.Context, s *stack, t *tenant, batch int, plan inges
 			st.Why = fmt.Sprintf("p99 %.0f ms > 500 ms", st.Latency.P99)
 		default:
 			st.Sustainable = true
+			res.RequestsPerSec = rate
+			res.EventsPerSec = min(r.Achieved, rate) * float64(batch)
+			res.API = st.Latency
 		}
 		res.Steps = append(res.Steps, st)
 		s.logf("  ingest %s %d/req: %6.0f req/s offered, %6.0f achieved, p50 %.1f ms, p99 %.1f ms %s",
 			res.Database, batch, rate, r.Achieved, st.Latency.P50, st.Latency.P99, st.Why)
-		if st.Sustainable {
-			passed = true
-			res.RequestsPerSec = rate
-			res.EventsPerSec = min(r.Achieved, rate) * float64(batch)
-			res.API = st.Latency
-			rate *= plan.factor
-		} else if !passed && halvings < 3 {
-			halvings++
-			rate /= 2
-		} else {
-			res.SustainableReason = st.Why
-			break
-		}
-		if err := sleepCtx(ctx, 300*time.Millisecond); err != nil { // let the last step's work settle
-			return nil, err
+		if err := sleepCtx(ctx, 300*time.Millisecond); err != nil { // let the step's work settle
+			return st, err
 		}
 		if !st.Sustainable {
-			if err := settle(ctx, post); err != nil {
-				return nil, err
-			}
+			return st, settle(ctx, post)
+		}
+		return st, nil
+	}
+
+	// Up by plan.factor until a step fails (halving first if the very first one fails), then
+	// plan.refine bisection steps between the last sustained rate and the first failed one.
+	rate, good, bad, halvings := plan.start[batch], 0.0, 0.0, 0
+	for i := 0; i < plan.maxSteps && bad == 0; i++ {
+		st, err := step(rate)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case st.Sustainable:
+			good, rate = rate, rate*plan.factor
+		case good == 0 && halvings < 3:
+			halvings++
+			rate /= 2
+		default:
+			bad = rate
+			res.SustainableReason = st.Why
+		}
+	}
+	for i := 0; i < plan.refine && good > 0 && bad > 0; i++ {
+		mid := math.Sqrt(good * bad)
+		st, err := step(mid)
+		if err != nil {
+			return nil, err
+		}
+		if st.Sustainable {
+			good = mid
+		} else {
+			bad = mid
+			res.SustainableReason = st.Why
 		}
 	}
 	if err := settle(ctx, post); err != nil { // the last step overloaded the api

@@ -114,7 +114,7 @@ var (
 	fullPlan = plan{
 		readIterations: 200, readers: 20, readersFor: 10 * time.Second, trimIterations: 100,
 		floorFor:    3 * time.Second,
-		ingest:      ingestPlan{stepDur: 3 * time.Second, factor: 1.5, maxSteps: 20, start: map[int]float64{1: 200, 50: 8}},
+		ingest:      ingestPlan{stepDur: 3 * time.Second, factor: 1.5, maxSteps: 20, refine: 3, start: map[int]float64{1: 200, 50: 8}},
 		webhookRate: 1000, webhookFor: 20 * time.Second, webhookAloneFor: 5 * time.Second,
 		fulfilSessions: 2000, fulfilRate: 1000, fulfilFloorFor: 3 * time.Second, fulfilWaitAtMost: 2 * time.Minute,
 	}
@@ -281,15 +281,29 @@ func runIngest(ctx context.Context, s *stack, p plan, rep *Report) error {
 		return err
 	}
 	s.logf("  floor %s: %.0f rows/s (100-row), %.0f (50-row), %.0f (1-row)", floor.Database, floor.Rows100, floor.Rows50, floor.Rows1)
+	var results []*Ingest
 	for i, batch := range []int{1, 50} {
 		t := tenants[i+1]
 		in, err := benchIngest(ctx, s, t, batch, p.ingest, floor)
 		if err != nil {
 			return err
 		}
-		rep.Ingest = append(rep.Ingest, in)
+		results = append(results, in)
 		// The api appended every accepted event to the tenant's queue; drop it.
 		s.rdb.Del(ctx, eventqueue.Key(t.ID))
 	}
+	// The floor again, on the fuller table: the ratios use the better of the two figures.
+	again, err := measureInsertFloor(ctx, s, tenants[0].ID, p.floorFor)
+	if err != nil {
+		return err
+	}
+	s.logf("  floor %s again: %.0f rows/s (100-row), %.0f (50-row), %.0f (1-row)", again.Database, again.Rows100, again.Rows50, again.Rows1)
+	floor.Rows100, floor.Rows50, floor.Rows1 = max(floor.Rows100, again.Rows100), max(floor.Rows50, again.Rows50), max(floor.Rows1, again.Rows1)
+	for _, in := range results {
+		in.FloorRowsPerSec = floor.Rows100
+		in.Ratio = in.EventsPerSec / in.FloorRowsPerSec
+		in.Met = in.Ratio >= in.Target
+	}
+	rep.Ingest = append(rep.Ingest, results...)
 	return nil
 }

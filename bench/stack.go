@@ -94,7 +94,9 @@ func newStack(ctx context.Context, logf func(string, ...any), keep bool) (s *sta
 	}
 	s.redisURL = fmt.Sprintf("redis://127.0.0.1:%d/0", port)
 	s.rdb = redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), PoolSize: 64})
-	if s.pg, err = testenv.StartPostgres(); err != nil {
+	// Durable, as in production: every commit waits for its WAL flush, which is what group
+	// commit amortises, and the floor pays the same.
+	if s.pg, err = testenv.StartPostgres("fsync=on", "synchronous_commit=on", "full_page_writes=on"); err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	return s, nil

@@ -123,7 +123,8 @@ func PostgresBin() (string, error) {
 }
 
 // StartPostgres initialises and starts a server and waits until it accepts connections.
-// Durability is off (fsync, synchronous_commit): it is for tests and benchmarks only.
+// Durability is off (fsync, synchronous_commit, full_page_writes) unless extraSettings
+// ("name=value", applied last) turn it back on.
 func StartPostgres(extraSettings ...string) (*Postgres, error) {
 	bin, err := PostgresBin()
 	if err != nil {

@@ -117,15 +117,19 @@ func (in *Ingestor) commitBatch(batch []*commitRequest, n int) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	chunk := insertChunk(database.IsPostgres(in.db))
-	// Prepared statements: full chunks share one SQL text, so parsing happens once per
-	// connection rather than per statement.
-	db := in.db.WithContext(ctx).Session(&gorm.Session{PrepareStmt: true})
 	var err error
-	if len(all) <= chunk { // one statement is atomic by itself: no BEGIN/COMMIT round trips
-		err = db.Create(&all).Error
+	if database.IsPostgres(in.db) {
+		err = copyEvents(ctx, in.db, all)
 	} else {
-		err = db.Transaction(func(tx *gorm.DB) error { return tx.CreateInBatches(&all, chunk).Error })
+		chunk := insertChunk(false)
+		// Prepared statements: full chunks share one SQL text, so parsing happens once per
+		// connection rather than per statement.
+		db := in.db.WithContext(ctx).Session(&gorm.Session{PrepareStmt: true})
+		if len(all) <= chunk { // one statement is atomic by itself: no BEGIN/COMMIT
+			err = db.Create(&all).Error
+		} else {
+			err = db.Transaction(func(tx *gorm.DB) error { return tx.CreateInBatches(&all, chunk).Error })
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("tracking: store events: %w", err)
