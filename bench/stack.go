@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -220,7 +221,10 @@ func (p *proc) start() error {
 	p.log = f
 	p.cmd = exec.Command(p.path)
 	p.cmd.Env = p.env
-	p.cmd.Stdout, p.cmd.Stderr = f, f
+	// Through a pipe, as under a container runtime, rather than straight into a file on the
+	// disk that Postgres fsyncs.
+	out := struct{ io.Writer }{f} // not an *os.File, so exec copies from a pipe
+	p.cmd.Stdout, p.cmd.Stderr = out, out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		f.Close()
