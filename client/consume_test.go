@@ -260,9 +260,10 @@ func TestConsumeRetries(t *testing.T) {
 	e := startAPI(t)
 	ms := time.Millisecond
 
-	// run consumes tn through a proxy with hook until want events are handled and the queue
-	// is empty, and returns the handler's batches and the waits asked for.
-	run := func(t *testing.T, tn tenant, p *proxy, want int) (*recorder, []time.Duration) {
+	// run consumes tn through a proxy with hook until want events are handled, the queue is
+	// empty and at least minWaits waits were asked for, and returns the handler's batches and
+	// the waits.
+	run := func(t *testing.T, tn tenant, p *proxy, want, minWaits int) (*recorder, []time.Duration) {
 		t.Helper()
 		c := New(p.URL, tn.Token)
 		s := fakeTime(c)
@@ -274,7 +275,7 @@ func TestConsumeRetries(t *testing.T) {
 				t.Fatalf("Consume returned early: %v", err)
 			default:
 			}
-			return len(rec.IDs()) >= want && e.QueueLen(tn) == 0
+			return len(rec.IDs()) >= want && e.QueueLen(tn) == 0 && len(s.Waits()) >= minWaits
 		})
 		if err := stop(); err != nil {
 			t.Fatalf("Consume = %v", err)
@@ -293,7 +294,7 @@ func TestConsumeRetries(t *testing.T) {
 			}
 			return false
 		})
-		rec, waits := run(t, tn, p, 3)
+		rec, waits := run(t, tn, p, 3, 3) // two errors, then the idle wait after the batch
 		if !slices.Equal(rec.IDs(), ids) || !slices.Equal(rec.Batches(), []int{3}) {
 			t.Fatalf("handled %v in batches %v", rec.IDs(), rec.Batches())
 		}
@@ -313,7 +314,7 @@ func TestConsumeRetries(t *testing.T) {
 			}
 			return false
 		})
-		_, waits := run(t, tn, p, 2)
+		_, waits := run(t, tn, p, 2, 1)
 		if len(waits) == 0 || waits[0] != 7*time.Second {
 			t.Fatalf("waits %v: want 7s first", waits)
 		}
@@ -330,7 +331,7 @@ func TestConsumeRetries(t *testing.T) {
 			}
 			return false
 		})
-		rec, _ := run(t, tn, p, 3)
+		rec, _ := run(t, tn, p, 3, 0)
 		if got := p.Requests()[:4]; !slices.Equal(got, []string{"GET", "DELETE count=3", "GET", "DELETE count=3"}) {
 			t.Fatalf("requests %v: want the trim retried after a read that finds the batch still there", p.Requests())
 		}
@@ -368,7 +369,7 @@ func TestConsumeRetries(t *testing.T) {
 				lose(w) // ... but the client never learns it
 				return true
 			})
-			rec, _ := run(t, tn, p, 5)
+			rec, _ := run(t, tn, p, 5, 0)
 			if got, want := rec.IDs(), append(first, *later.Load()...); !slices.Equal(got, want) {
 				t.Fatalf("handled %v, want %v", got, want)
 			}
