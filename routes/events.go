@@ -49,15 +49,19 @@ type pageBody struct {
 	conn   net.Conn         // the client's connection
 }
 
-// WriteTo writes the body to w, fasthttp's buffered writer on conn. On a TCP connection the
-// events go out with writev, straight from the buffers Redis's reply was read into.
+// directWrite is the body size from which the events skip fasthttp's write buffer.
+const directWrite = 64 << 10
+
+// WriteTo writes the body to w, fasthttp's buffered writer on conn. A large page on a TCP
+// connection goes out with writev, straight from the buffers Redis's reply was read into; a
+// small one leaves with the headers.
 func (b *pageBody) WriteTo(w io.Writer) (int64, error) {
 	n, err := w.Write(b.prefix)
 	if err != nil {
 		return int64(n), err
 	}
 	bw, buffered := w.(interface{ Flush() error })
-	if tcp, ok := b.conn.(*net.TCPConn); ok && buffered {
+	if tcp, ok := b.conn.(*net.TCPConn); ok && buffered && b.page.Size >= directWrite {
 		if err := bw.Flush(); err != nil {
 			return int64(n), err
 		}
