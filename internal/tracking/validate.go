@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/eventq/eventq/internal/apperr"
@@ -122,10 +123,14 @@ func parseEvents(errs *apperr.FieldErrors, in map[string]any, platform bool) []I
 			}})
 	}
 	events := make([]Input, len(list))
+	prefixes := make([]string, len(list)) // "events.3.": built once, not per rule
+	for i := range list {
+		prefixes[i] = "events." + strconv.Itoa(i) + "."
+	}
 	for _, rule := range rules { // Laravel expands each wildcard rule over all items in turn
 		for i, item := range list {
 			obj, _ := item.(map[string]any)
-			rule.check(errs, fmt.Sprintf("events.%d.%s", i, rule.field), obj[rule.field], &events[i])
+			rule.check(errs, prefixes[i]+rule.field, obj[rule.field], &events[i])
 		}
 	}
 	return events
