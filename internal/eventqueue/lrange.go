@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -377,8 +378,12 @@ func (e redisError) Error() string { return "redis: " + string(e) }
 
 // redirect reports whether the reply sends the client to another node.
 func (e redisError) redirect() bool {
-	return bytes.HasPrefix([]byte(e), []byte("MOVED ")) || bytes.HasPrefix([]byte(e), []byte("ASK ")) ||
-		bytes.HasPrefix([]byte(e), []byte("TRYAGAIN")) || bytes.HasPrefix([]byte(e), []byte("CLUSTERDOWN"))
+	for _, prefix := range []string{"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN"} {
+		if strings.HasPrefix(string(e), prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // parseLen parses a "*N" or "$N" header with N ≥ 0.

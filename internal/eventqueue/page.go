@@ -30,9 +30,10 @@ func (p *Page) take(chunk []byte) {
 	}
 }
 
-// WriteTo writes the events to w, with writev on a TCP connection.
+// WriteTo writes the events to w, with writev on a TCP connection. A page is written once:
+// net.Buffers.WriteTo advances the slices it has written.
 func (p *Page) WriteTo(w io.Writer) (int64, error) {
-	bufs := p.Events // WriteTo consumes the slice it is called on
+	bufs := p.Events
 	return bufs.WriteTo(w)
 }
 
