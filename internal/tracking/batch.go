@@ -13,8 +13,8 @@ import (
 )
 
 // Group commit: concurrent Ingest calls hand their rows to a few committer goroutines, each of
-// which takes every request waiting at that moment and writes them with one multi-row INSERT,
-// then appends the queued ones to Redis in one pipeline. A request is answered only after its
+// which takes every request waiting at that moment and writes them in one statement (a COPY on
+// Postgres; on SQLite, 50-row INSERTs in one transaction when there are more), then appends the queued ones to Redis in one pipeline. A request is answered only after its
 // own rows are committed (and pushed). Under light load a batch is one request, so nothing
 // waits for company; under heavy load the batches grow and the per-row cost falls.
 const (
@@ -23,14 +23,16 @@ const (
 	unmarkBatchMaxIDs = 2000
 )
 
-// insertChunk is the most rows one INSERT statement carries; a batch is several statements in
-// one transaction. The pure-Go SQLite driver binds parameters in time quadratic in their
-// number (12 a row), so its statements stay small; Postgres takes larger ones.
-func insertChunk(isPostgres bool) int {
+// sqliteInsertChunk is the most rows one SQLite INSERT carries: the pure-Go driver binds
+// parameters in time quadratic in their number (12 a row), so its statements stay small.
+const sqliteInsertChunk = 50
+
+// unmarkChunk is the most ids one UPDATE that clears pending marks carries.
+func unmarkChunk(isPostgres bool) int {
 	if isPostgres {
-		return 500
+		return 2000
 	}
-	return 50
+	return 200
 }
 
 type commitRequest struct {
@@ -107,7 +109,7 @@ func (in *Ingestor) commitLoop() {
 	}
 }
 
-// commitBatch writes every row of the batch in one INSERT, then pushes the queued rows to
+// commitBatch writes every row of the batch (one COPY, or INSERTs in one transaction), then pushes the queued rows to
 // Redis, one RPUSH per request, in one pipeline. A failed push leaves its rows pending for
 // Requeue and is not an error: the events are committed.
 func (in *Ingestor) commitBatch(batch []*commitRequest, n int) error {
@@ -121,7 +123,7 @@ func (in *Ingestor) commitBatch(batch []*commitRequest, n int) error {
 	if database.IsPostgres(in.db) {
 		err = copyEvents(ctx, in.db, all)
 	} else {
-		chunk := insertChunk(false)
+		chunk := sqliteInsertChunk
 		// Prepared statements: full chunks share one SQL text, so parsing happens once per
 		// connection rather than per statement.
 		db := in.db.WithContext(ctx).Session(&gorm.Session{PrepareStmt: true})
@@ -178,7 +180,7 @@ func (in *Ingestor) unmarkLoop() {
 	var ids []string
 	flush := func() {
 		for len(ids) > 0 {
-			n := min(len(ids), insertChunk(database.IsPostgres(in.db))*4)
+			n := min(len(ids), unmarkChunk(database.IsPostgres(in.db)))
 			if err := in.markQueued(context.Background(), ids[:n]); err != nil {
 				in.log.Warn("tracking: could not clear pending marks; Requeue may push them again", "events", n, "err", err)
 			}
