@@ -77,8 +77,8 @@ func (s *Server) createCheckout(c *fiber.Ctx) error {
 // through the same path as the webhook worker.
 func (s *Server) checkoutReturn(c *fiber.Ctx) error {
 	ctx := c.UserContext()
-	tenantID, ok := models.ParseID(c.Query("tenant"))
-	sessionID := strings.TrimSpace(c.Query("session_id"))
+	tenantID, ok := models.ParseID(query(c, "tenant"))
+	sessionID := strings.TrimSpace(query(c, "session_id"))
 	if !ok || sessionID == "" || len(sessionID) > 255 {
 		return errNotFound
 	}

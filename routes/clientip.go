@@ -10,6 +10,7 @@ import (
 // clientIP is the caller's address. X-Forwarded-For is believed only when the connection
 // comes from a trusted proxy; then the right-most address that is not itself a trusted proxy
 // is the client, as Symfony's TrustProxies does.
+// A zone (fe80::1%eth0) is dropped: it names an interface of the sender, not an address.
 func clientIP(c *fiber.Ctx, trusted []netip.Prefix) string {
 	remote := c.Context().RemoteIP().String()
 	addr, err := netip.ParseAddr(remote)
@@ -22,8 +23,8 @@ func clientIP(c *fiber.Ctx, trusted []netip.Prefix) string {
 		if err != nil {
 			break
 		}
-		if !isTrusted(hop.Unmap(), trusted) {
-			return hop.Unmap().String()
+		if hop = hop.Unmap().WithZone(""); !isTrusted(hop, trusted) {
+			return hop.String()
 		}
 	}
 	return remote

@@ -59,6 +59,9 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		}
 	case errors.As(err, &fe) && fe.Code < 500:
 		status = fe.Code
+		if status == fiber.StatusRequestEntityTooLarge { // refused before its body was read
+			lingerOnClose(c)
+		}
 		body.Message = messageOf[fe.Code]
 		if body.Message == "" {
 			body.Message = "Bad Request."

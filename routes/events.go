@@ -31,7 +31,7 @@ func (s *Server) readEvents(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	body := &pageBody{page: page, conn: c.Context().Conn()}
+	body := &pageBody{page: page, conn: tcpConn(c.Context().Conn())}
 	body.prefix = append(body.prefix, `{"data":{"count":`...)
 	body.prefix = strconv.AppendInt(body.prefix, int64(page.Count), 10)
 	body.prefix = append(body.prefix, `,"events":[`...)
@@ -46,7 +46,7 @@ func (s *Server) readEvents(c *fiber.Ctx) error {
 type pageBody struct {
 	prefix []byte
 	page   *eventqueue.Page // its Events end with the document's closing bytes
-	conn   net.Conn         // the client's connection
+	conn   *net.TCPConn     // the client's connection, nil when it is not TCP
 }
 
 // directWrite is the body size from which the events skip fasthttp's write buffer.
@@ -61,7 +61,7 @@ func (b *pageBody) WriteTo(w io.Writer) (int64, error) {
 		return int64(n), err
 	}
 	bw, buffered := w.(interface{ Flush() error })
-	if tcp, ok := b.conn.(*net.TCPConn); ok && buffered && b.page.Size >= directWrite {
+	if tcp := b.conn; tcp != nil && buffered && b.page.Size >= directWrite {
 		if err := bw.Flush(); err != nil {
 			return int64(n), err
 		}
@@ -93,7 +93,7 @@ func (b *pageBody) Close() error {
 func (s *Server) trimEvents(c *fiber.Ctx) error {
 	var errs apperr.FieldErrors
 	var count int64
-	if raw := validate.EmptyToNil(string(c.Context().QueryArgs().Peek("count"))); raw == nil {
+	if raw := validate.EmptyToNil(query(c, "count")); raw == nil {
 		validate.Required(&errs, "count")
 	} else {
 		count, _ = validate.Integer(&errs, "count", raw, 1)

@@ -65,6 +65,9 @@ func New(s *Server) *fiber.App {
 		IdleTimeout:           2 * time.Minute,
 		ErrorHandler:          s.handleError,
 		JSONEncoder:           jsonMarshal,
+		// Bodies are read as sent, whatever their content type: a multipart body the
+		// webhook cannot use must still get its 200, not fasthttp's 400.
+		DisablePreParseMultipartForm: true,
 	})
 
 	app.Use(requestid.New(), s.observe)

@@ -2,7 +2,7 @@
 # test.sh — what `make test` and CI run.
 #
 #   1. makes sure go, gcc (for -race), redis-server, redis-cli (the cluster test), the Postgres
-#      server binaries and chromium (the browser test) are installed (apt-get when root;
+#      server binaries, chromium (the browser test) and curl (the 413 test) are installed (apt-get when root;
 #      otherwise it names the Debian packages);
 #   2. gofmt -l must print nothing, go vet ./... must be clean;
 #   3. the whole suite on SQLite with the race detector, then on Postgres.
@@ -14,7 +14,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-bash scripts/ensure-deps.sh go gcc redis-server redis-cli postgres chromium
+bash scripts/ensure-deps.sh go gcc redis-server redis-cli postgres chromium curl
 
 failed=()
 

@@ -103,7 +103,7 @@ func (m *Main) Addr() string { return m.ln.Addr().String() }
 // Run serves until ctx is done, then drains in-flight requests for up to 10 s and closes.
 func (m *Main) Run(ctx context.Context) error {
 	errc := make(chan error, 1)
-	go func() { errc <- m.app.Listener(m.ln) }()
+	go func() { errc <- m.app.Listener(routes.LingeringListener(m.ln)) }()
 	select {
 	case err := <-errc:
 		m.Close()

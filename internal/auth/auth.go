@@ -64,8 +64,8 @@ func NewAuthenticator(db *gorm.DB, clk clock.Clock, log *slog.Logger) *Authentic
 // Authenticate resolves "<id>|<secret>" to its principal. The secret is compared in constant
 // time; expired tokens and tokens that do not belong to a tenant are refused.
 func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Principal, error) {
-	id, secret := splitToken(token)
-	if secret == "" {
+	id, secret, ok := splitToken(token)
+	if !ok {
 		return nil, ErrUnauthenticated
 	}
 	hash := HashSecret(secret)

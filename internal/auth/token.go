@@ -77,10 +77,12 @@ func Can(abilities []string, ability string) bool {
 }
 
 // splitToken splits "<id>|<secret>". A token without "|" is looked up by its hash alone, as
-// Sanctum does.
-func splitToken(token string) (id, secret string) {
+// Sanctum does; one with "|" but an empty id or secret is not a token (ok is false), as
+// Sanctum's find with an empty id finds nothing.
+func splitToken(token string) (id, secret string, ok bool) {
 	if i := strings.IndexByte(token, '|'); i >= 0 {
-		return token[:i], token[i+1:]
+		id, secret = token[:i], token[i+1:]
+		return id, secret, id != "" && secret != ""
 	}
-	return "", token
+	return "", token, token != ""
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/metrics"
+	"github.com/eventq/eventq/internal/validate"
 	"github.com/eventq/eventq/models"
 )
 
@@ -130,23 +131,35 @@ func (in *Ingestor) markQueued(ctx context.Context, ids []string) error {
 		UpdateColumn("queue_pending", false).Error
 }
 
+// Column sizes of the server-set fields (models.TrackedEvent): what Storable cuts them to.
+const (
+	maxHostnameLen  = 255
+	maxIPAddressLen = 45
+)
+
+// newRow builds the row of one validated event. The server-set fields (page hostname and
+// path, user agent, address) come from the URL and the request's headers, which the client
+// controls too: they are made storable rather than refused.
 func newRow(id string, tenantID uint64, ev Input, client Client, now time.Time) models.TrackedEvent {
 	u, _ := url.Parse(ev.URL) // validated
 	path := u.EscapedPath()
 	if path == "" {
 		path = "/"
 	}
-	row := models.TrackedEvent{
-		ID: id, TenantID: tenantID, Type: ev.Type, SessionID: ev.SessionID,
-		AudienceMemberID: ev.AudienceMemberID, URL: ev.URL, PageHostname: u.Hostname(),
-		PagePath: path, UserAgent: client.UserAgent, IPAddress: client.IPAddress,
-		EventSequence: ev.EventSequence, CreatedAt: now,
-	}
+	userAgent, ip := client.UserAgent, client.IPAddress
 	if ev.UserAgent != nil {
-		row.UserAgent = *ev.UserAgent
+		userAgent = *ev.UserAgent
 	}
 	if ev.IPAddress != nil {
-		row.IPAddress = *ev.IPAddress
+		ip = *ev.IPAddress
 	}
-	return row
+	return models.TrackedEvent{
+		ID: id, TenantID: tenantID, Type: ev.Type, SessionID: ev.SessionID,
+		AudienceMemberID: ev.AudienceMemberID, URL: ev.URL,
+		PageHostname:  validate.Storable(u.Hostname(), maxHostnameLen),
+		PagePath:      validate.Storable(path, maxURLLen),
+		UserAgent:     validate.Storable(userAgent, maxUserAgentLen),
+		IPAddress:     validate.Storable(ip, maxIPAddressLen),
+		EventSequence: ev.EventSequence, CreatedAt: now,
+	}
 }

@@ -113,8 +113,9 @@ func parseEvents(errs *apperr.FieldErrors, in map[string]any, platform bool) []I
 				ev.UserAgent = validate.NullableString(errs, p, v, maxUserAgentLen)
 			}},
 			eventRule{"ip_address", func(errs *apperr.FieldErrors, p string, v any, ev *Input) {
-				if s := validate.NullableString(errs, p, v, 45); s != nil {
-					if _, err := netip.ParseAddr(*s); err != nil {
+				if s := validate.NullableString(errs, p, v, maxIPAddressLen); s != nil {
+					// Laravel's ip rule (PHP's FILTER_VALIDATE_IP) has no IPv6 zones.
+					if a, err := netip.ParseAddr(*s); err != nil || a.Zone() != "" {
 						validate.Add(errs, p, "must be a valid IP address.")
 						return
 					}

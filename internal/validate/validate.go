@@ -79,6 +79,10 @@ func str(errs *apperr.FieldErrors, field string, v any, max int) (string, bool) 
 		Add(errs, field, "must be a string.")
 		return "", false
 	}
+	if strings.IndexByte(s, 0) >= 0 { // a NUL, or invalid UTF-8 (see DecodeObject)
+		Add(errs, field, "format is invalid.")
+		return "", false
+	}
 	if utf8.RuneCountInString(s) > max {
 		Add(errs, field, fmt.Sprintf("must not be greater than %d characters.", max))
 		return s, false
@@ -95,8 +99,16 @@ func EmptyToNil(s string) any {
 }
 
 // DecodeObject reads a JSON object as Laravel's request would see it: strings trimmed, empty
-// strings null. Anything that is not a JSON object is an empty input.
+// strings null. Anything that is not a JSON object is an empty input. Invalid UTF-8 inside a
+// string decodes as a NUL character, which every string rule refuses as "format is invalid"
+// (encoding/json would otherwise turn it silently into U+FFFD).
 func DecodeObject(body []byte) map[string]any {
+	if !utf8.Valid(body) {
+		if !json.Valid(body) {
+			return map[string]any{}
+		}
+		body = invalidUTF8AsNUL(body)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
@@ -108,6 +120,46 @@ func DecodeObject(body []byte) map[string]any {
 		return map[string]any{}
 	}
 	return obj
+}
+
+// invalidUTF8AsNUL replaces each invalid byte of a syntactically valid JSON text with the
+// escape \u0000. Outside strings JSON allows only ASCII, and inside one an escape is followed
+// by ASCII, so every invalid byte stands alone in a string and the result stays valid JSON.
+func invalidUTF8AsNUL(body []byte) []byte {
+	out := make([]byte, 0, len(body)+64)
+	for len(body) > 0 {
+		r, size := utf8.DecodeRune(body)
+		if r == utf8.RuneError && size <= 1 {
+			out = append(out, `\u0000`...)
+		} else {
+			out = append(out, body[:size]...)
+		}
+		body = body[size:]
+	}
+	return out
+}
+
+// Storable makes a server-set value storable in every supported database: invalid UTF-8 and
+// NUL characters become U+FFFD, and the result is cut to at most max characters (not bytes),
+// never inside a character.
+func Storable(s string, max int) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	}
+	if len(s) <= max { // bytes >= characters
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == max {
+			return s[:i]
+		}
+		n++
+	}
+	return s
 }
 
 func normalize(v any) any {
