@@ -40,6 +40,7 @@ type commitRequest struct {
 	tenant uint64
 	rows   []models.TrackedEvent
 	queued bool
+	err    error // the request's own outcome, set by commitBatch
 	done   chan error
 }
 
@@ -102,45 +103,70 @@ func (in *Ingestor) commitLoop() {
 				break drain
 			}
 		}
-		err := in.commitBatch(batch, rows)
+		in.commitBatch(batch, rows)
 		for _, r := range batch {
-			r.done <- err
+			r.done <- r.err
 		}
 	}
 }
 
-// commitBatch writes every row of the batch (one COPY, or INSERTs in one transaction), then pushes the queued rows to
-// Redis, one RPUSH per request, in one pipeline. A failed push leaves its rows pending for
-// Requeue and is not an error: the events are committed.
-func (in *Ingestor) commitBatch(batch []*commitRequest, n int) error {
+// commitBatch writes every row of the batch (one COPY, or INSERTs in one transaction), then
+// pushes the queued rows to Redis, one RPUSH per request, in one pipeline. If the database
+// refuses the batch, each request is written again alone, so that only the request whose rows
+// were refused fails (its err is set) and every other one succeeds. A failed push leaves its
+// rows pending for Requeue and is not an error: the events are committed.
+func (in *Ingestor) commitBatch(batch []*commitRequest, n int) {
 	all := make([]models.TrackedEvent, 0, n)
 	for _, r := range batch {
 		all = append(all, r.rows...)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	stored := batch
+	if err := in.store(ctx, all); err != nil {
+		if len(batch) == 1 {
+			batch[0].err = err
+			return
+		}
+		in.log.Warn("tracking: batch refused; writing its requests one by one", "requests", len(batch), "err", err)
+		stored = make([]*commitRequest, 0, len(batch))
+		for _, r := range batch {
+			if r.err = in.store(ctx, r.rows); r.err == nil {
+				stored = append(stored, r)
+			}
+		}
+	}
+	in.push(ctx, stored)
+}
+
+// store writes rows in one atomic statement or transaction: all of them or none.
+func (in *Ingestor) store(ctx context.Context, rows []models.TrackedEvent) error {
 	var err error
 	if database.IsPostgres(in.db) {
-		err = copyEvents(ctx, in.db, all)
+		err = copyEvents(ctx, in.db, rows)
 	} else {
 		chunk := sqliteInsertChunk
 		// Prepared statements: full chunks share one SQL text, so parsing happens once per
 		// connection rather than per statement.
 		db := in.db.WithContext(ctx).Session(&gorm.Session{PrepareStmt: true})
-		if len(all) <= chunk { // one statement is atomic by itself: no BEGIN/COMMIT
-			err = db.Create(&all).Error
+		if len(rows) <= chunk { // one statement is atomic by itself: no BEGIN/COMMIT
+			err = db.Create(&rows).Error
 		} else {
-			err = db.Transaction(func(tx *gorm.DB) error { return tx.CreateInBatches(&all, chunk).Error })
+			err = db.Transaction(func(tx *gorm.DB) error { return tx.CreateInBatches(&rows, chunk).Error })
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("tracking: store events: %w", err)
 	}
-	in.metrics.Ingested(n)
+	in.metrics.Ingested(len(rows))
+	return nil
+}
 
+// push appends the queued rows of the stored requests to their tenants' queues.
+func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 	var appends []eventqueue.Batch
 	var ids []string
-	for _, r := range batch {
+	for _, r := range stored {
 		if !r.queued {
 			continue
 		}
@@ -152,15 +178,14 @@ func (in *Ingestor) commitBatch(batch []*commitRequest, n int) error {
 		appends = append(appends, b)
 	}
 	if len(appends) == 0 {
-		return nil
+		return
 	}
 	if err := in.queue.AppendBatches(ctx, appends); err != nil {
 		in.log.Warn("tracking: queue append failed; the worker will push the events", "events", len(ids), "err", err)
-		return nil
+		return
 	}
 	in.metrics.Queued(len(ids))
 	in.unmark(ids)
-	return nil
 }
 
 // unmark schedules clearing the pending mark of pushed events. It is batched and off the
