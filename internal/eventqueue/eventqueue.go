@@ -36,7 +36,8 @@ func (s *Store) Close() {
 func Key(tenantID uint64) string { return fmt.Sprintf("eventqueue:{tenant:%d}:events", tenantID) }
 
 // Append pushes events to the back of the tenant's queue in the given order, atomically
-// (one RPUSH).
+// (one RPUSH), without deduplication: tests and benchmarks fill queues with it. Ingestion
+// appends with AppendOnce.
 func (s *Store) Append(ctx context.Context, tenantID uint64, events ...[]byte) error {
 	if len(events) == 0 {
 		return nil
@@ -46,32 +47,6 @@ func (s *Store) Append(ctx context.Context, tenantID uint64, events ...[]byte) e
 		args[i] = e
 	}
 	if err := s.rdb.RPush(ctx, Key(tenantID), args...).Err(); err != nil {
-		return fmt.Errorf("eventqueue: append: %w", err)
-	}
-	return nil
-}
-
-// Batch is events of one tenant to append together.
-type Batch struct {
-	TenantID uint64
-	Events   [][]byte
-}
-
-// AppendBatches appends each batch to its tenant's queue (one RPUSH each, so each batch is
-// atomic and in order), all in one pipeline round trip. Batches of one tenant are appended in
-// the order given.
-func (s *Store) AppendBatches(ctx context.Context, batches []Batch) error {
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, b := range batches {
-			args := make([]any, len(b.Events))
-			for i, e := range b.Events {
-				args[i] = e
-			}
-			p.RPush(ctx, Key(b.TenantID), args...)
-		}
-		return nil
-	})
-	if err != nil {
 		return fmt.Errorf("eventqueue: append: %w", err)
 	}
 	return nil

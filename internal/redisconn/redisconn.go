@@ -21,6 +21,8 @@ const readBufferSize = 512 << 10
 type Set map[string]redis.UniversalClient
 
 // Open creates a client per configured connection. No connection is attempted; use Ping.
+// Commands honour their context's deadline (go-redis ignores it by default and waits for its
+// own 3 s read timeout and retries), so a caller can bound a round trip to a hung server.
 // With ClusterAddrs set, the default connection is a Redis Cluster client.
 func Open(cfg config.RedisConfig) (Set, error) {
 	set := Set{}
@@ -34,11 +36,13 @@ func Open(cfg config.RedisConfig) (Set, error) {
 			set[name] = redis.NewClusterClient(&redis.ClusterOptions{
 				Addrs: cfg.ClusterAddrs, Username: opt.Username, Password: opt.Password,
 				TLSConfig: opt.TLSConfig, DialTimeout: 5 * time.Second, ReadBufferSize: readBufferSize,
+				ContextTimeoutEnabled: true,
 			})
 			continue
 		}
 		opt.DialTimeout = 5 * time.Second
 		opt.ReadBufferSize = readBufferSize
+		opt.ContextTimeoutEnabled = true
 		set[name] = redis.NewClient(opt)
 	}
 	return set, nil

@@ -45,7 +45,7 @@ func (r *Redis) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Ito
 
 // Client returns a client closed at the end of the test.
 func (r *Redis) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), ContextTimeoutEnabled: true})
 	r.t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -89,10 +89,29 @@ func (r *Redis) Stop() {
 	if r.cmd == nil {
 		return
 	}
+	r.cmd.Process.Signal(syscall.SIGCONT) // a paused server would never see the SIGTERM
 	r.cmd.Process.Signal(syscall.SIGTERM)
 	r.cmd.Wait()
 	r.cmd = nil
 }
+
+// Kill ends the server with SIGKILL, as a crash would: what it has not written to its
+// append-only file is lost (the tests' servers fsync every write). Safe when stopped.
+func (r *Redis) Kill() {
+	if r.cmd == nil {
+		return
+	}
+	r.cmd.Process.Kill()
+	r.cmd.Wait()
+	r.cmd = nil
+}
+
+// Pause stops the server's process (SIGSTOP): it accepts connections but answers nothing,
+// like a hung server or a network that drops packets. Resume ends the pause.
+func (r *Redis) Pause() { r.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server.
+func (r *Redis) Resume() { r.cmd.Process.Signal(syscall.SIGCONT) }
 
 type quietLogger struct{}
 

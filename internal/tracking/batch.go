@@ -8,7 +8,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/database"
-	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/models"
 )
 
@@ -160,77 +159,4 @@ func (in *Ingestor) store(ctx context.Context, rows []models.TrackedEvent) error
 	}
 	in.metrics.Ingested(len(rows))
 	return nil
-}
-
-// push appends the queued rows of the stored requests to their tenants' queues.
-func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
-	var appends []eventqueue.Batch
-	var ids []string
-	for _, r := range stored {
-		if !r.queued {
-			continue
-		}
-		b := eventqueue.Batch{TenantID: r.tenant, Events: make([][]byte, len(r.rows))}
-		for i := range r.rows {
-			b.Events[i] = r.rows[i].MarshalQueue()
-			ids = append(ids, r.rows[i].ID)
-		}
-		appends = append(appends, b)
-	}
-	if len(appends) == 0 {
-		return
-	}
-	if err := in.queue.AppendBatches(ctx, appends); err != nil {
-		in.log.Warn("tracking: queue append failed; the worker will push the events", "events", len(ids), "err", err)
-		return
-	}
-	in.metrics.Queued(len(ids))
-	in.unmark(ids)
-}
-
-// unmark schedules clearing the pending mark of pushed events. It is batched and off the
-// request path; if the process dies first, Requeue pushes those events again (the one case
-// where an event may be queued twice).
-func (in *Ingestor) unmark(ids []string) {
-	select {
-	case in.pushed <- ids:
-	case <-in.stop:
-	}
-}
-
-func (in *Ingestor) unmarkLoop() {
-	defer in.wg.Done()
-	ticker := time.NewTicker(unmarkInterval)
-	defer ticker.Stop()
-	var ids []string
-	flush := func() {
-		for len(ids) > 0 {
-			n := min(len(ids), unmarkChunk(database.IsPostgres(in.db)))
-			if err := in.markQueued(context.Background(), ids[:n]); err != nil {
-				in.log.Warn("tracking: could not clear pending marks; Requeue may push them again", "events", n, "err", err)
-			}
-			ids = ids[n:]
-		}
-	}
-	for {
-		select {
-		case batch := <-in.pushed:
-			ids = append(ids, batch...)
-			if len(ids) >= unmarkBatchMaxIDs {
-				flush()
-			}
-		case <-ticker.C:
-			flush()
-		case <-in.stop:
-			for {
-				select {
-				case batch := <-in.pushed:
-					ids = append(ids, batch...)
-				default:
-					flush()
-					return
-				}
-			}
-		}
-	}
 }

@@ -45,7 +45,8 @@ type Ingestor struct {
 	metrics  *metrics.Metrics
 
 	requests  chan *commitRequest
-	pushed    chan []string
+	pushed    chan []queuedEvent
+	breaker   breaker
 	stop      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -56,7 +57,7 @@ type Ingestor struct {
 func NewIngestor(db *gorm.DB, flags *features.Flags, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger, m *metrics.Metrics) *Ingestor {
 	in := &Ingestor{db: db, flags: flags, queue: queue, clock: clk, log: log, metrics: m,
 		siteKeys: cache.New[string, uint64](siteKeyTTL),
-		requests: make(chan *commitRequest, 4096), pushed: make(chan []string, 1024), stop: make(chan struct{})}
+		requests: make(chan *commitRequest, 4096), pushed: make(chan []queuedEvent, 1024), stop: make(chan struct{})}
 	in.startCommitters()
 	return in
 }
@@ -106,29 +107,6 @@ func (in *Ingestor) Ingest(ctx context.Context, tenantID uint64, inputs []Input,
 		return nil, err
 	}
 	return ids, nil
-}
-
-// PushPending appends committed rows marked QueuePending to the tenant's queue, in order, and
-// clears their mark. If the append fails the rows stay marked and Requeue pushes them later;
-// the failure is logged, not returned, because the events are safe in the database.
-func (in *Ingestor) PushPending(ctx context.Context, tenantID uint64, rows []models.TrackedEvent) {
-	payloads := make([][]byte, len(rows))
-	ids := make([]string, len(rows))
-	for i := range rows {
-		payloads[i] = rows[i].MarshalQueue()
-		ids[i] = rows[i].ID
-	}
-	if err := in.queue.Append(ctx, tenantID, payloads...); err != nil {
-		in.log.Warn("tracking: queue append failed; the worker will push the events", "tenant_id", tenantID, "events", len(rows), "err", err)
-		return
-	}
-	in.metrics.Queued(len(rows))
-	in.unmark(ids)
-}
-
-func (in *Ingestor) markQueued(ctx context.Context, ids []string) error {
-	return in.db.WithContext(ctx).Model(&models.TrackedEvent{}).Where("id IN ?", ids).
-		UpdateColumn("queue_pending", false).Error
 }
 
 // Column sizes of the server-set fields (models.TrackedEvent): what Storable cuts them to.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -151,4 +152,161 @@ func TestABatchFailsOnlyTheRequestTheDatabaseRefuses(t *testing.T) {
 			t.Fatalf("victim: %d rows, %d queued, want 40", rows, n)
 		}
 	})
+}
+
+// pendingRow stores one event of tenant marked pending, as a request's commit does.
+func (e *ingestEnv) pendingRow(t *testing.T, tenant uint64, session string) models.TrackedEvent {
+	t.Helper()
+	id := fmt.Sprintf("%08x-0000-7000-8000-%012x", time.Now().UnixNano()&0xffffffff, time.Now().UnixNano()&0xffffffffffff)
+	row := newRow(id, tenant, input(session, 1), Client{}, e.Clock.Now().UTC())
+	row.QueuePending = true
+	if err := e.DB.Create(&row).Error; err != nil {
+		t.Fatal(err)
+	}
+	return row
+}
+
+func (e *ingestEnv) appendOnce(t *testing.T, tenant uint64, rows ...models.TrackedEvent) {
+	t.Helper()
+	b := eventqueue.Batch{TenantID: tenant}
+	for _, r := range rows {
+		b.Events = append(b.Events, eventqueue.Event{ID: r.ID, JSON: r.MarshalQueue()})
+	}
+	if err := e.Queue.AppendOnce(context.Background(), e.Clock.Now(), []eventqueue.Batch{b})[0].Err; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *ingestEnv) pending(t *testing.T) int64 {
+	t.Helper()
+	var n int64
+	if err := e.DB.Model(&models.TrackedEvent{}).Where("queue_pending = ?", true).Count(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (e *ingestEnv) mustRequeue(t *testing.T) int {
+	t.Helper()
+	n, err := e.Ingest.Requeue(context.Background(), RequeueMinAge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// An event that reached its queue but whose pending mark was never cleared (the api died in
+// between, or Redis's reply was lost) is not appended again by the re-pusher.
+func TestRequeueDoesNotAppendAnEventAlreadyInItsQueue(t *testing.T) {
+	e := startIngest(t)
+	tenant := e.MustTenant(t)
+	appended := e.pendingRow(t, tenant, "appended-then-crashed")
+	e.appendOnce(t, tenant, appended)
+	missing := e.pendingRow(t, tenant, "never-appended")
+
+	e.Clock.Advance(RequeueMinAge + time.Second)
+	if n := e.mustRequeue(t); n != 1 {
+		t.Fatalf("requeue pushed %d events, want 1", n)
+	}
+	got, err := e.Queue.Read(context.Background(), tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{string(appended.MarshalQueue()), string(missing.MarshalQueue())}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("queue %q\nwant %q", got, want)
+	}
+	if p := e.pending(t); p != 0 {
+		t.Fatalf("%d events still pending", p)
+	}
+	t.Run("and a second re-pusher that read them as pending appends nothing either", func(t *testing.T) {
+		e.appendOnce(t, tenant, appended, missing)
+		if n := e.QueueLen(t, tenant); n != 2 {
+			t.Fatalf("queue length %d, want 2", n)
+		}
+	})
+}
+
+// The deduplication entries of settled events expire AckGrace after their mark is cleared;
+// those of unsettled ones after Retention.
+func TestDeduplicationMemoryIsBounded(t *testing.T) {
+	e := startIngest(t)
+	tenant := e.MustTenant(t)
+	rdb := e.Redis.Client()
+	size := func() int64 {
+		n, err := rdb.ZCard(context.Background(), eventqueue.AppendedKey(tenant)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := e.Ingest.Ingest(context.Background(), tenant, []Input{input("s", 1), input("s", 2)}, Client{}); err != nil {
+		t.Fatal(err)
+	}
+	crashed := e.pendingRow(t, tenant, "crashed")
+	e.appendOnce(t, tenant, crashed) // appended, mark never cleared, never acknowledged
+	testenv.Eventually(t, 5*time.Second, "the two ingested events are settled", func() bool { return e.pending(t) == 1 })
+	if n := size(); n != 3 {
+		t.Fatalf("%d entries, want 3", n)
+	}
+
+	e.Clock.Advance(eventqueue.AckGrace + time.Second)
+	e.appendOnce(t, tenant, e.pendingRow(t, tenant, "later"))
+	if n := size(); n != 2 {
+		t.Fatalf("%d entries after AckGrace, want 2 (the unsettled and the new one)", n)
+	}
+	e.Clock.Advance(eventqueue.Retention)
+	e.appendOnce(t, tenant, e.pendingRow(t, tenant, "much-later"))
+	if n := size(); n != 1 {
+		t.Fatalf("%d entries after Retention, want 1", n)
+	}
+	ttl, err := rdb.PTTL(context.Background(), eventqueue.AppendedKey(tenant)).Result()
+	if err != nil || ttl <= 0 || ttl > eventqueue.Retention {
+		t.Fatalf("set TTL %s (%v): an idle tenant's set must expire", ttl, err)
+	}
+}
+
+// With Redis down, ingestion commits and answers without waiting for Redis: the events stay
+// pending, and the re-pusher appends them in order, once each, when Redis is back.
+func TestIngestionDoesNotWaitForADownRedis(t *testing.T) {
+	e := startIngest(t)
+	tenant := e.MustTenant(t)
+	if _, err := e.Ingest.Ingest(context.Background(), tenant, []Input{input("warm", 0)}, Client{}); err != nil {
+		t.Fatal(err)
+	}
+	e.Redis.Pause() // a hung Redis: connections accepted, nothing answered
+	var ids []string
+	var slowest time.Duration
+	for i := 1; i <= 20; i++ {
+		start := time.Now()
+		got, err := e.Ingest.Ingest(context.Background(), tenant, []Input{input("s", int64(i))}, Client{})
+		if err != nil {
+			t.Fatalf("ingest %d with Redis down: %v", i, err)
+		}
+		slowest = max(slowest, time.Since(start))
+		ids = append(ids, got...)
+	}
+	t.Logf("20 ingestions with Redis hung: slowest %s", slowest)
+	if slowest > time.Second {
+		t.Fatalf("slowest ingestion took %s with Redis hung; the contract allows 1 s", slowest)
+	}
+	if p := e.pending(t); p != 20 {
+		t.Fatalf("%d pending, want 20", p)
+	}
+	e.Redis.Resume()
+	e.Clock.Advance(RequeueMinAge + time.Second)
+	for e.mustRequeue(t) > 0 { // a second pass pushes nothing
+	}
+	got, err := e.Queue.Read(context.Background(), tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 21 {
+		t.Fatalf("queue holds %d events, want 21", len(got))
+	}
+	for i, id := range ids {
+		if !strings.Contains(got[i+1], id) {
+			t.Fatalf("event %d is %s, want %s: pending events are appended in order", i+1, got[i+1], id)
+		}
+	}
 }

@@ -1,0 +1,186 @@
+package tracking
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/models"
+)
+
+// A committed event marked pending reaches its queue through push, right after the commit,
+// or through Requeue, later. Both append with eventqueue.AppendOnce, so an event already in
+// its queue is never appended again, whoever tries and however often. After the append the
+// pending mark is cleared in the background (unmarkLoop), then the append is acknowledged to
+// the queue (Ack), which lets its deduplication entry expire.
+
+// appendTimeout bounds a request's Redis round trip: past it the request is answered and its
+// events stay pending for the re-pusher. breakerCooldown is how long appends are not even
+// tried after a failure, so that an outage costs the requests behind it nothing.
+const (
+	appendTimeout   = 500 * time.Millisecond
+	breakerCooldown = time.Second
+)
+
+// queuedEvent is an appended event whose pending mark is to be cleared.
+type queuedEvent struct {
+	tenant uint64
+	id     string
+}
+
+// PushPending appends committed rows marked QueuePending to the tenant's queue, in order, and
+// clears their mark. If the append fails the rows stay marked and Requeue pushes them later;
+// the failure is logged, not returned, because the events are safe in the database.
+func (in *Ingestor) PushPending(ctx context.Context, tenantID uint64, rows []models.TrackedEvent) {
+	in.push(ctx, []*commitRequest{{tenant: tenantID, rows: rows, queued: true}})
+}
+
+// push appends the queued rows of the stored requests to their tenants' queues, one atomic
+// append per request in one round trip, and schedules clearing the marks of those appended.
+func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
+	var batches []eventqueue.Batch
+	for _, r := range stored {
+		if !r.queued {
+			continue
+		}
+		b := eventqueue.Batch{TenantID: r.tenant, Events: make([]eventqueue.Event, len(r.rows))}
+		for i := range r.rows {
+			b.Events[i] = eventqueue.Event{ID: r.rows[i].ID, JSON: r.rows[i].MarshalQueue()}
+		}
+		batches = append(batches, b)
+	}
+	if len(batches) == 0 {
+		return
+	}
+	now := in.clock.Now()
+	if !in.breaker.allow(now) {
+		return // Redis failed a moment ago: the events stay pending for Requeue
+	}
+	ctx, cancel := context.WithTimeout(ctx, appendTimeout)
+	defer cancel()
+	var done []queuedEvent
+	failed, appended := 0, 0
+	for i, res := range in.queue.AppendOnce(ctx, now, batches) {
+		if res.Err != nil {
+			failed += len(batches[i].Events)
+			in.log.Warn("tracking: queue append failed; the worker will push the events", "tenant_id", batches[i].TenantID, "events", len(batches[i].Events), "err", res.Err)
+			continue
+		}
+		appended += res.Appended
+		for _, e := range batches[i].Events {
+			done = append(done, queuedEvent{batches[i].TenantID, e.ID})
+		}
+	}
+	if failed > 0 {
+		in.breaker.fail(in.clock.Now())
+	}
+	in.metrics.Queued(appended)
+	if len(done) > 0 {
+		in.unmark(done)
+	}
+}
+
+// unmark schedules clearing the pending mark of appended events, batched and off the request
+// path. If the process dies first, Requeue finds them pending and AppendOnce skips them.
+func (in *Ingestor) unmark(events []queuedEvent) {
+	select {
+	case in.pushed <- events:
+	case <-in.stop:
+	}
+}
+
+func (in *Ingestor) unmarkLoop() {
+	defer in.wg.Done()
+	ticker := time.NewTicker(unmarkInterval)
+	defer ticker.Stop()
+	var events []queuedEvent
+	flush := func() {
+		for len(events) > 0 {
+			n := min(len(events), unmarkChunk(database.IsPostgres(in.db)))
+			in.settle(events[:n])
+			events = events[n:]
+		}
+	}
+	for {
+		select {
+		case batch := <-in.pushed:
+			events = append(events, batch...)
+			if len(events) >= unmarkBatchMaxIDs {
+				flush()
+			}
+		case <-ticker.C:
+			flush()
+		case <-in.stop:
+			for {
+				select {
+				case batch := <-in.pushed:
+					events = append(events, batch...)
+				default:
+					flush()
+					return
+				}
+			}
+		}
+	}
+}
+
+// settle clears the pending marks of appended events, then acknowledges them to the queue.
+func (in *Ingestor) settle(events []queuedEvent) {
+	ids := make([]string, len(events))
+	for i, e := range events {
+		ids[i] = e.id
+	}
+	if err := in.markQueued(context.Background(), ids); err != nil {
+		in.log.Warn("tracking: could not clear pending marks; Requeue will find them appended", "events", len(ids), "err", err)
+		return
+	}
+	in.ack(events)
+}
+
+// ack tells each tenant's queue that these events are no longer pending in the database.
+// A failure only keeps their deduplication entries longer (eventqueue.Retention).
+func (in *Ingestor) ack(events []queuedEvent) {
+	now := in.clock.Now()
+	if !in.breaker.allow(now) {
+		return
+	}
+	byTenant := map[uint64][]string{}
+	for _, e := range events {
+		byTenant[e.tenant] = append(byTenant[e.tenant], e.id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
+	defer cancel()
+	for tenant, ids := range byTenant {
+		if err := in.queue.Ack(ctx, now, tenant, ids); err != nil {
+			in.log.Warn("tracking: queue ack failed", "tenant_id", tenant, "events", len(ids), "err", err)
+			return
+		}
+	}
+}
+
+func (in *Ingestor) markQueued(ctx context.Context, ids []string) error {
+	return in.db.WithContext(ctx).Model(&models.TrackedEvent{}).Where("id IN ?", ids).
+		UpdateColumn("queue_pending", false).Error
+}
+
+// breaker remembers a failed append for breakerCooldown. Its zero value is closed.
+type breaker struct {
+	mu        sync.Mutex
+	openUntil time.Time
+}
+
+// allow reports whether Redis may be tried at now.
+func (b *breaker) allow(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !now.Before(b.openUntil)
+}
+
+// fail opens the breaker for breakerCooldown from now.
+func (b *breaker) fail(now time.Time) {
+	b.mu.Lock()
+	b.openUntil = now.Add(breakerCooldown)
+	b.mu.Unlock()
+}
