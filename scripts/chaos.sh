@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# chaos.sh — what `make chaos` runs: the crash and outage tests (internal/e2e/chaos_test.go,
+# build tag chaos) on SQLite and then Postgres. They SIGKILL the api, kill, hang and restart
+# Redis while events are tracked, and print what was acknowledged, lost and duplicated.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/ensure-deps.sh go redis-server postgres
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+for db in sqlite postgres; do
+	printf '\n==> chaos on %s\n' "$db"
+	rc=0
+	EVENTQ_TEST_DB=$db go test -tags chaos -count=1 -timeout 20m -run '^TestChaos' -v ./internal/e2e >"$log" 2>&1 || rc=$?
+	# The figures and the verdicts; the whole log when something failed.
+	if ((rc == 0)); then
+		grep -E '^(--- |\s+chaos_test.go|ok)' "$log" || true
+	else
+		cat "$log"
+		status=1
+	fi
+done
+exit $status
