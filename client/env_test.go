@@ -55,7 +55,7 @@ func startAPI(t *testing.T) *apiEnv {
 	db, dbURL := testenv.DB(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	base := "http://" + addr
-	testenv.NewProcess(t, apiBin, append(os.Environ(), "HTTP_ADDR="+addr, "APP_URL="+base, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL())).Start()
+	testenv.NewProcess(t, apiBin, append(append(os.Environ(), testenv.NoRateLimits...), "HTTP_ADDR="+addr, "APP_URL="+base, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL())).Start()
 	testenv.WaitHTTP(t, base+"/healthz", 20*time.Second)
 	return &apiEnv{t: t, Base: base, DB: db, Queue: eventqueue.New(r.Client())}
 }

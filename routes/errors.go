@@ -15,6 +15,7 @@ var statusOf = map[apperr.Code]int{
 	apperr.Forbidden:    fiber.StatusForbidden,
 	apperr.NotFound:     fiber.StatusNotFound,
 	apperr.TooLarge:     fiber.StatusRequestEntityTooLarge,
+	apperr.TooMany:      fiber.StatusTooManyRequests,
 	apperr.BadGateway:   fiber.StatusBadGateway,
 	apperr.Internal:     fiber.StatusInternalServerError,
 }

@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -21,6 +22,9 @@ func (s *Server) token(ability string) fiber.Handler {
 		}
 		p, err := s.Auth.Authenticate(c.UserContext(), strings.TrimSpace(token))
 		if err != nil {
+			return err
+		}
+		if err := s.limit(c, limitPlatform, strconv.FormatUint(p.TokenID, 10), s.Limits.Platform); err != nil {
 			return err
 		}
 		if !p.Can(ability) {

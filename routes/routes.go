@@ -14,11 +14,13 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/auth"
+	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/fulfil"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/psp"
+	"github.com/eventq/eventq/internal/ratelimit"
 	"github.com/eventq/eventq/internal/redisconn"
 	"github.com/eventq/eventq/internal/tracking"
 )
@@ -49,6 +51,10 @@ type Server struct {
 	Fulfil *fulfil.Fulfiller
 	// Metrics counts requests and outcomes and serves /metrics.
 	Metrics *metrics.Metrics
+	// Limiter enforces Limits; nil lets everything through.
+	Limiter *ratelimit.Limiter
+	// Limits are the rate limits of the tracking and platform routes.
+	Limits config.Limits
 }
 
 // New returns the Fiber app with every route registered.
@@ -77,7 +83,7 @@ func New(s *Server) *fiber.App {
 
 	public := cors.New(cors.Config{AllowOrigins: "*", AllowMethods: "POST,OPTIONS", MaxAge: 86400})
 	app.Options("/api/track", public)
-	app.Post("/api/track", public, s.trackPublic)
+	app.Post("/api/track", public, s.limitTrackIP, s.trackPublic)
 	app.Get("/tracker.js", s.trackerJS)
 
 	app.Get("/api/platform/events", s.token(auth.AbilityEventsRead), s.readEvents)

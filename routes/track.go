@@ -20,6 +20,9 @@ func (s *Server) trackPublic(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if err := s.limit(c, limitTrack, siteKey, s.Limits.Track); err != nil {
+		return err
+	}
 	tenantID, err := s.Ingest.TenantBySiteKey(c.UserContext(), siteKey)
 	if err != nil {
 		return err

@@ -39,9 +39,15 @@ var siteKeySerial atomic.Int64
 
 func startAPI(t *testing.T, extraEnv ...string) *apiEnv {
 	t.Helper()
-	r := testenv.StartRedis(t)
 	db, dbURL := testenv.DB(t)
-	environ := append([]string{"HTTP_ADDR=127.0.0.1:0", "DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL()}, extraEnv...)
+	return startAPIOn(t, testenv.StartRedis(t), db, dbURL, extraEnv...)
+}
+
+// startAPIOn starts an api process on an existing Redis and database, as a second replica.
+func startAPIOn(t *testing.T, r *testenv.Redis, db *gorm.DB, dbURL string, extraEnv ...string) *apiEnv {
+	t.Helper()
+	environ := append([]string{"HTTP_ADDR=127.0.0.1:0", "DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL()}, testenv.NoRateLimits...)
+	environ = append(environ, extraEnv...)
 	cfg, err := config.Load(environ)
 	if err != nil {
 		t.Fatalf("config: %v", err)

@@ -23,6 +23,7 @@ import (
 	"github.com/eventq/eventq/internal/infra"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/psp"
+	"github.com/eventq/eventq/internal/ratelimit"
 	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/routes"
 )
@@ -88,6 +89,8 @@ func (m *Main) Open() error {
 		PSP:            psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase),
 		Fulfil:         fulfil.New(in.DB, in.Flags, ingest, m.Config.AppURL, m.Log, mx),
 		Metrics:        mx,
+		Limiter:        ratelimit.New(in.Redis[config.DefaultConnection], m.Clock, mx),
+		Limits:         m.Config.Limits,
 	})
 	m.ln, err = net.Listen("tcp", m.Config.HTTPAddr)
 	if err != nil {

@@ -17,6 +17,7 @@ const (
 	Forbidden    Code = "forbidden"    // 403
 	NotFound     Code = "not_found"    // 404
 	TooLarge     Code = "too_large"    // 413
+	TooMany      Code = "too_many"     // 429: a rate limit
 	BadGateway   Code = "bad_gateway"  // 502: the payment provider failed
 	Internal     Code = "internal"     // 500
 )

@@ -21,6 +21,7 @@ var Variables = []string{
 	"HTTP_ADDR", "APP_URL", "DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_ADDRS",
 	"EVENTQUEUE_QUEUE_CONNECTION", "TRUSTED_PROXIES", "WORKER_METRICS_ADDR",
 	"PSP_WEBHOOK_SECRET", "PSP_SECRET_KEY", "PSP_PUBLISHABLE_KEY", "PSP_CONNECT_CLIENT_ID", "PSP_API_BASE",
+	"RATE_LIMIT_TRACK", "RATE_LIMIT_TRACK_IP", "RATE_LIMIT_PLATFORM", "EVENTQUEUE_MAX_LENGTH",
 }
 
 // Config is everything the three binaries read from the environment. The zero value is not
@@ -46,6 +47,8 @@ type Config struct {
 	WorkerMetricsAddr string
 	// PSP is the payment provider's configuration.
 	PSP PSPConfig
+	// Limits are the rate limits and the queue length limit.
+	Limits Limits
 }
 
 // RedisConfig describes every named Redis connection.
@@ -115,6 +118,11 @@ func Load(environ []string) (Config, error) {
 			}
 		}
 	}
+	limits, err := loadLimits(get)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.Limits = limits
 	for _, p := range splitList(get("TRUSTED_PROXIES", "")) {
 		prefix, err := parsePrefix(p)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLoadDefaults(t *testing.T) {
@@ -16,6 +17,7 @@ func TestLoadDefaults(t *testing.T) {
 		Redis: RedisConfig{
 			URLs: map[string]string{"default": "redis://127.0.0.1:6379/0"},
 		},
+		Limits: Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000},
 	}
 	for name, environ := range map[string][]string{
 		"nil environment":             nil,
@@ -208,6 +210,12 @@ func TestLoadRejects(t *testing.T) {
 		{"rejects PSP_API_BASE without host", []string{"PSP_API_BASE=not a url"}, "PSP_API_BASE"},
 		{"rejects PSP_API_BASE that does not parse", []string{"PSP_API_BASE=http://[::1"}, "PSP_API_BASE"},
 		{"rejects WORKER_METRICS_ADDR without port", []string{"WORKER_METRICS_ADDR=localhost"}, "WORKER_METRICS_ADDR"},
+		{"rejects a rate without a unit", []string{"RATE_LIMIT_TRACK=100"}, "RATE_LIMIT_TRACK"},
+		{"rejects a rate per hour", []string{"RATE_LIMIT_TRACK_IP=10/h"}, "RATE_LIMIT_TRACK_IP"},
+		{"rejects a rate of zero", []string{"RATE_LIMIT_PLATFORM=0/m"}, "RATE_LIMIT_PLATFORM"},
+		{"rejects a negative rate", []string{"RATE_LIMIT_PLATFORM=-5/s"}, "RATE_LIMIT_PLATFORM"},
+		{"rejects a queue length of zero", []string{"EVENTQUEUE_MAX_LENGTH=0"}, "EVENTQUEUE_MAX_LENGTH"},
+		{"rejects a queue length that is not a number", []string{"EVENTQUEUE_MAX_LENGTH=1e6"}, "EVENTQUEUE_MAX_LENGTH"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -219,6 +227,27 @@ func TestLoadRejects(t *testing.T) {
 				t.Errorf("Load(%q) error %q does not name %s", tc.environ, err, tc.wantVar)
 			}
 		})
+	}
+}
+
+func TestLoadLimits(t *testing.T) {
+	cfg, err := Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000}
+	if cfg.Limits != want {
+		t.Fatalf("defaults %+v, want %+v", cfg.Limits, want)
+	}
+	cfg, err = Load([]string{"RATE_LIMIT_TRACK=off", "RATE_LIMIT_TRACK_IP=7/m", "RATE_LIMIT_PLATFORM=OFF", "EVENTQUEUE_MAX_LENGTH=50"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Limits.Track.Off() || cfg.Limits.TrackIP != (Rate{7, time.Minute}) || !cfg.Limits.Platform.Off() || cfg.Limits.QueueMaxLength != 50 {
+		t.Fatalf("parsed %+v", cfg.Limits)
+	}
+	if s := cfg.Limits.TrackIP.String(); s != "7/m" {
+		t.Fatalf("String %q", s)
 	}
 }
 

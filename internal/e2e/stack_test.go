@@ -81,6 +81,7 @@ func startStack(t *testing.T, opts ...option) *stack {
 	s := &stack{t: t, DB: db, PSP: fake}
 	env := append(os.Environ(), "DATABASE_URL="+dbURL, "PSP_WEBHOOK_SECRET=whsec_old_rotated,"+webhookSecret,
 		"PSP_SECRET_KEY=sk_test_e2e", "PSP_API_BASE="+fake.URL)
+	env = append(env, testenv.NoRateLimits...)
 	var rdb redis.UniversalClient
 	if o.cluster {
 		c := testenv.StartRedisCluster(t)

@@ -34,6 +34,9 @@ type Metrics struct {
 	EventsTrimmed  prometheus.Counter
 	Webhooks       *prometheus.CounterVec
 	Fulfilments    *prometheus.CounterVec
+	RateLimited    *prometheus.CounterVec
+	RateLimitDown  prometheus.Counter
+	HeldBack       prometheus.Counter
 }
 
 // New registers eventq's collectors, plus the Go runtime and process collectors, on a fresh
@@ -68,9 +71,18 @@ func New() *Metrics {
 		Fulfilments: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eventq_fulfilments_total", Help: "Fulfilment attempts by outcome.",
 		}, []string{"outcome"}),
+		RateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eventq_rate_limited_total", Help: "Requests refused with 429, by route and limit.",
+		}, []string{"route", "limit"}),
+		RateLimitDown: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventq_rate_limit_store_errors_total", Help: "Rate limit checks that could not reach Redis (the request was let through).",
+		}),
+		HeldBack: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventq_events_held_back_total", Help: "Events held back in the database because their tenant's queue was full.",
+		}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.EventsIngested, m.EventsQueued, m.EventsRead,
-		m.EventsTrimmed, m.Webhooks, m.Fulfilments)
+		m.EventsTrimmed, m.Webhooks, m.Fulfilments, m.RateLimited, m.RateLimitDown, m.HeldBack)
 	for _, o := range []string{WebhookVerified, WebhookBadSignature, WebhookIgnoredType, WebhookEnqueued, WebhookDuplicate, WebhookInboxed, WebhookLost} {
 		m.Webhooks.WithLabelValues(o)
 	}
@@ -109,6 +121,23 @@ func (m *Metrics) Fulfilment(outcome string) {
 		m.Fulfilments.WithLabelValues(outcome).Inc()
 	}
 }
+
+// Limited counts one request refused by limit on route.
+func (m *Metrics) Limited(route, limit string) {
+	if m != nil {
+		m.RateLimited.WithLabelValues(route, limit).Inc()
+	}
+}
+
+// RateLimitStoreError counts one rate limit check that could not reach Redis.
+func (m *Metrics) RateLimitStoreError() {
+	if m != nil {
+		m.RateLimitDown.Inc()
+	}
+}
+
+// Held counts n events held back because their queue was full.
+func (m *Metrics) Held(n int) { add(m, func() prometheus.Counter { return m.HeldBack }, n) }
 
 func add(m *Metrics, c func() prometheus.Counter, n int) {
 	if m != nil && n > 0 {

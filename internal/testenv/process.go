@@ -117,3 +117,7 @@ func WaitHTTP(t testing.TB, url string, timeout time.Duration) {
 		return res.StatusCode == 200
 	})
 }
+
+// NoRateLimits switches the api's rate limits off: tests that are not about limits send
+// faster than the defaults allow from one address.
+var NoRateLimits = []string{"RATE_LIMIT_TRACK=off", "RATE_LIMIT_TRACK_IP=off", "RATE_LIMIT_PLATFORM=off"}

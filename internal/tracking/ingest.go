@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/breaker"
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
@@ -46,7 +47,7 @@ type Ingestor struct {
 
 	requests  chan *commitRequest
 	pushed    chan []queuedEvent
-	breaker   breaker
+	breaker   *breaker.Breaker
 	stop      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -56,7 +57,7 @@ type Ingestor struct {
 // m may be nil.
 func NewIngestor(db *gorm.DB, flags *features.Flags, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger, m *metrics.Metrics) *Ingestor {
 	in := &Ingestor{db: db, flags: flags, queue: queue, clock: clk, log: log, metrics: m,
-		siteKeys: cache.New[string, uint64](siteKeyTTL),
+		siteKeys: cache.New[string, uint64](siteKeyTTL), breaker: &breaker.Breaker{Cooldown: breakerCooldown},
 		requests: make(chan *commitRequest, 4096), pushed: make(chan []queuedEvent, 1024), stop: make(chan struct{})}
 	in.startCommitters()
 	return in

@@ -2,7 +2,6 @@ package tracking
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/eventq/eventq/internal/database"
@@ -55,7 +54,7 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 		return
 	}
 	now := in.clock.Now()
-	if !in.breaker.allow(now) {
+	if !in.breaker.Allow(now) {
 		return // Redis failed a moment ago: the events stay pending for Requeue
 	}
 	ctx, cancel := context.WithTimeout(ctx, appendTimeout)
@@ -74,7 +73,7 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 		}
 	}
 	if failed > 0 {
-		in.breaker.fail(in.clock.Now())
+		in.breaker.Fail(in.clock.Now())
 	}
 	in.metrics.Queued(appended)
 	if len(done) > 0 {
@@ -143,7 +142,7 @@ func (in *Ingestor) settle(events []queuedEvent) {
 // A failure only keeps their deduplication entries longer (eventqueue.Retention).
 func (in *Ingestor) ack(events []queuedEvent) {
 	now := in.clock.Now()
-	if !in.breaker.allow(now) {
+	if !in.breaker.Allow(now) {
 		return
 	}
 	byTenant := map[uint64][]string{}
@@ -163,24 +162,4 @@ func (in *Ingestor) ack(events []queuedEvent) {
 func (in *Ingestor) markQueued(ctx context.Context, ids []string) error {
 	return in.db.WithContext(ctx).Model(&models.TrackedEvent{}).Where("id IN ?", ids).
 		UpdateColumn("queue_pending", false).Error
-}
-
-// breaker remembers a failed append for breakerCooldown. Its zero value is closed.
-type breaker struct {
-	mu        sync.Mutex
-	openUntil time.Time
-}
-
-// allow reports whether Redis may be tried at now.
-func (b *breaker) allow(now time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return !now.Before(b.openUntil)
-}
-
-// fail opens the breaker for breakerCooldown from now.
-func (b *breaker) fail(now time.Time) {
-	b.mu.Lock()
-	b.openUntil = now.Add(breakerCooldown)
-	b.mu.Unlock()
 }

@@ -1,0 +1,87 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Rate is a request budget: N requests per Period. The zero value means no limit ("off").
+type Rate struct {
+	N      int
+	Period time.Duration
+}
+
+// Off reports whether the rate limits nothing.
+func (r Rate) Off() bool { return r.N == 0 }
+
+// String is the rate in the variables' format: "100/s", "6000/m" or "off".
+func (r Rate) String() string {
+	switch {
+	case r.Off():
+		return "off"
+	case r.Period == time.Minute:
+		return fmt.Sprintf("%d/m", r.N)
+	}
+	return fmt.Sprintf("%d/s", r.N)
+}
+
+// ParseRate reads "N/s", "N/m" (N a positive integer) or "off".
+func ParseRate(s string) (Rate, error) {
+	if strings.EqualFold(s, "off") {
+		return Rate{}, nil
+	}
+	num, unit, ok := strings.Cut(s, "/")
+	n, err := strconv.Atoi(num)
+	if !ok || err != nil || n < 1 {
+		return Rate{}, fmt.Errorf("%q is not N/s, N/m or off", s)
+	}
+	switch unit {
+	case "s":
+		return Rate{N: n, Period: time.Second}, nil
+	case "m":
+		return Rate{N: n, Period: time.Minute}, nil
+	}
+	return Rate{}, fmt.Errorf("%q is not N/s, N/m or off", s)
+}
+
+// Limits bounds what one client or tenant may cost the others.
+type Limits struct {
+	// Track is the budget of one site key on POST /api/track (RATE_LIMIT_TRACK). Default 1000/s.
+	Track Rate
+	// TrackIP is the budget of one client address on POST /api/track (RATE_LIMIT_TRACK_IP).
+	// Default 100/s.
+	TrackIP Rate
+	// Platform is the budget of one token on /api/platform/* (RATE_LIMIT_PLATFORM).
+	// Default 6000/m.
+	Platform Rate
+	// QueueMaxLength is the most events one tenant's queue holds (EVENTQUEUE_MAX_LENGTH);
+	// events beyond it are held back in the database. Default 1,000,000.
+	QueueMaxLength int64
+}
+
+func loadLimits(get func(name, def string) string) (Limits, error) {
+	var l Limits
+	for _, r := range []struct {
+		name, def string
+		into      *Rate
+	}{
+		{"RATE_LIMIT_TRACK", "1000/s", &l.Track},
+		{"RATE_LIMIT_TRACK_IP", "100/s", &l.TrackIP},
+		{"RATE_LIMIT_PLATFORM", "6000/m", &l.Platform},
+	} {
+		rate, err := ParseRate(get(r.name, r.def))
+		if err != nil {
+			return Limits{}, fmt.Errorf("config: %s: %v", r.name, err)
+		}
+		*r.into = rate
+	}
+	raw := get("EVENTQUEUE_MAX_LENGTH", "1000000")
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || n < 1 {
+		return Limits{}, fmt.Errorf("config: EVENTQUEUE_MAX_LENGTH: %q is not a positive integer", raw)
+	}
+	l.QueueMaxLength = n
+	return l, nil
+}
