@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -18,6 +19,16 @@ const MaxRead = 10000
 type Store struct {
 	rdb  redis.UniversalClient
 	fast *lrangeReader // nil: every read goes through go-redis
+	// MaxLength is the most events AppendOnce lets one queue hold (EVENTQUEUE_MAX_LENGTH);
+	// 0 means no limit. Set it before use.
+	MaxLength int64
+}
+
+func (s *Store) maxLength() int64 {
+	if s.MaxLength <= 0 {
+		return math.MaxInt64 >> 11 // exactly representable in Lua's doubles
+	}
+	return s.MaxLength
 }
 
 // New returns a Store on rdb (the connection named by EVENTQUEUE_QUEUE_CONNECTION). Close

@@ -2,6 +2,7 @@ package eventqueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -44,23 +45,57 @@ func AppendedKey(tenantID uint64) string {
 	return fmt.Sprintf("eventqueue:{tenant:%d}:appended", tenantID)
 }
 
-// appendOnce: KEYS list, appended set; ARGV now (ms), retention (ms), then id, JSON pairs.
-// Appends, in order and in one RPUSH, the events whose id is not in the set, records their
-// ids, and drops entries older than the retention. Returns how many it appended.
+// HeldKey is tenantID's hold mark: while it exists, events of the tenant wait in the database
+// (their queue was full), and new ones are held behind them. Its value changes with every hold.
+func HeldKey(tenantID uint64) string { return fmt.Sprintf("eventqueue:{tenant:%d}:held", tenantID) }
+
+// HeldTenantsKey is the set of tenants with a hold mark, for the re-pusher to find them. It is
+// not in the tenants' slots: it is kept beside the scripts, not by them.
+const HeldTenantsKey = "eventqueue:held-tenants"
+
+// appendOnce: KEYS list, appended set, hold mark; ARGV now (ms), retention (ms), max length,
+// force (1: the caller is draining held events in order), then id, JSON pairs.
+// Without force and with a hold mark, every event is held. Otherwise events whose id is in the
+// set are skipped, the others appended in order while the list is shorter than max length,
+// and from the first that does not fit on, all are held (the hold mark is bumped). Returns
+// {appended, held, marked}: held events are the last ones; marked is 1 when a hold mark exists.
 var appendOnce = redis.NewScript(`
-local now, retention = tonumber(ARGV[1]), tonumber(ARGV[2])
-local fresh = {}
-for i = 3, #ARGV, 2 do
-  if redis.call('ZADD', KEYS[2], 'NX', now, ARGV[i]) == 1 then
+local now, retention, maxlen, force = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
+local n = (#ARGV - 4) / 2
+if not force and redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('INCR', KEYS[3])
+  return {0, n, 1}
+end
+local room = maxlen - redis.call('LLEN', KEYS[1])
+local fresh, held = {}, 0
+for i = 5, #ARGV, 2 do
+  if not redis.call('ZSCORE', KEYS[2], ARGV[i]) then
+    if #fresh >= room then
+      held = n - (i - 5) / 2
+      break
+    end
+    redis.call('ZADD', KEYS[2], now, ARGV[i])
     fresh[#fresh + 1] = ARGV[i + 1]
   end
 end
 if #fresh > 0 then
   redis.call('RPUSH', KEYS[1], unpack(fresh))
 end
+if held > 0 then
+  redis.call('INCR', KEYS[3])
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - retention)
 redis.call('PEXPIRE', KEYS[2], retention)
-return #fresh
+return {#fresh, held, redis.call('EXISTS', KEYS[3])}
+`)
+
+// releaseHold: KEYS hold mark; ARGV the mark's value when the caller found nothing held.
+// Deletes the mark only if no event was held since.
+var releaseHold = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
 `)
 
 // ackAppended: KEYS appended set; ARGV expiry score, then ids. Existing entries only.
@@ -76,16 +111,78 @@ const maxScriptEvents = 1000
 
 // Outcome is what AppendOnce did with one batch.
 type Outcome struct {
-	Appended int   // events appended; the others were in the queue already
-	Err      error // nil when every event of the batch is known to be in the queue
+	Appended int   // events appended; the others were in the queue already, or held
+	Held     int   // the batch's last Held events were held back: they stay pending
+	Marked   bool  // the tenant has a hold mark: events of it wait in the database
+	Err      error // nil when every event of the batch is in the queue or held
 }
 
 // AppendOnce appends each batch to its tenant's queue in order, skipping every event whose id
-// was appended before (see Retention), so appending the same events again is a no-op. Each
-// batch is atomic; all go in one pipeline round trip. out[i] is batch i's outcome: one
+// was appended before (see Retention), so appending the same events again is a no-op. A queue
+// never grows beyond MaxLength: the events that do not fit are held (Outcome.Held), and so are
+// all later ones of the tenant until Drain has put the held ones in, so none is overtaken.
+// Each batch is atomic; all go in one pipeline round trip. out[i] is batch i's outcome: one
 // batch's failure does not fail the others. now is the caller's clock, which ages the
 // deduplication entries.
 func (s *Store) AppendOnce(ctx context.Context, now time.Time, batches []Batch) (out []Outcome) {
+	return s.appendOnce(ctx, now, batches, false)
+}
+
+// Drain is AppendOnce for the re-pusher, which appends held events in their order: it
+// appends while there is room, whether or not the tenant has a hold mark.
+func (s *Store) Drain(ctx context.Context, now time.Time, b Batch) Outcome {
+	return s.appendOnce(ctx, now, []Batch{b}, true)[0]
+}
+
+// ReleaseHold removes tenantID's hold mark if it still has the value mark (see HoldMark),
+// that is if nothing was held since, and then forgets the tenant in HeldTenantsKey. It
+// reports whether the mark is gone.
+func (s *Store) ReleaseHold(ctx context.Context, tenantID uint64, mark string) (bool, error) {
+	if mark != "" {
+		if err := releaseHold.Run(ctx, s.rdb, []string{HeldKey(tenantID)}, mark).Err(); err != nil {
+			return false, fmt.Errorf("eventqueue: release hold: %w", err)
+		}
+	}
+	n, err := s.rdb.Exists(ctx, HeldKey(tenantID)).Result()
+	if err != nil || n > 0 {
+		return false, err
+	}
+	return true, s.rdb.SRem(ctx, HeldTenantsKey, tenantID).Err()
+}
+
+// HoldMark is tenantID's hold mark, or "" when it has none.
+func (s *Store) HoldMark(ctx context.Context, tenantID uint64) (string, error) {
+	v, err := s.rdb.Get(ctx, HeldKey(tenantID)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return v, err
+}
+
+// NoteHeld records tenants with a hold mark in HeldTenantsKey.
+func (s *Store) NoteHeld(ctx context.Context, tenantIDs ...uint64) error {
+	if len(tenantIDs) == 0 {
+		return nil
+	}
+	members := make([]any, len(tenantIDs))
+	for i, t := range tenantIDs {
+		members[i] = t
+	}
+	return s.rdb.SAdd(ctx, HeldTenantsKey, members...).Err()
+}
+
+// HeldTenants lists the tenants recorded in HeldTenantsKey.
+func (s *Store) HeldTenants(ctx context.Context) ([]uint64, error) {
+	var ids []uint64
+	err := s.rdb.SMembers(ctx, HeldTenantsKey).ScanSlice(&ids)
+	return ids, err
+}
+
+func (s *Store) appendOnce(ctx context.Context, now time.Time, batches []Batch, force bool) (out []Outcome) {
+	forceArg := 0
+	if force {
+		forceArg = 1
+	}
 	type call struct {
 		batch int
 		keys  []string
@@ -95,12 +192,12 @@ func (s *Store) AppendOnce(ctx context.Context, now time.Time, batches []Batch) 
 	for i, b := range batches {
 		for start := 0; start < len(b.Events); start += maxScriptEvents {
 			part := b.Events[start:min(start+maxScriptEvents, len(b.Events))]
-			args := make([]any, 0, 2+2*len(part))
-			args = append(args, now.UnixMilli(), Retention.Milliseconds())
+			args := make([]any, 0, 4+2*len(part))
+			args = append(args, now.UnixMilli(), Retention.Milliseconds(), s.maxLength(), forceArg)
 			for _, e := range part {
 				args = append(args, e.ID, e.JSON)
 			}
-			calls = append(calls, call{batch: i, keys: []string{Key(b.TenantID), AppendedKey(b.TenantID)}, args: args})
+			calls = append(calls, call{batch: i, keys: []string{Key(b.TenantID), AppendedKey(b.TenantID), HeldKey(b.TenantID)}, args: args})
 		}
 	}
 	out = make([]Outcome, len(batches))
@@ -116,14 +213,19 @@ func (s *Store) AppendOnce(ctx context.Context, now time.Time, batches []Batch) 
 		if isNoScript(cmd.Err()) { // Redis restarted and forgot the script: send its source
 			cmd = appendOnce.Eval(ctx, s.rdb, c.keys, c.args...)
 		}
-		n, err := cmd.Int()
+		res, err := cmd.Int64Slice()
+		if err == nil && len(res) != 3 {
+			err = fmt.Errorf("script answered %v", res)
+		}
 		if err != nil {
 			if out[c.batch].Err == nil {
 				out[c.batch].Err = fmt.Errorf("eventqueue: append: %w", err)
 			}
 			continue
 		}
-		out[c.batch].Appended += n
+		out[c.batch].Appended += int(res[0])
+		out[c.batch].Held += int(res[1])
+		out[c.batch].Marked = out[c.batch].Marked || res[2] == 1
 	}
 	return out
 }

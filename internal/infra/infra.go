@@ -38,7 +38,9 @@ func Open(cfg config.Config) (*Infra, error) {
 	if !ok { // Validate guarantees it
 		return nil, fmt.Errorf("infra: no redis connection %q", cfg.QueueConnection)
 	}
-	return &Infra{DB: db, Redis: rdb, Queue: eventqueue.New(qc), Flags: features.New(db)}, nil
+	queue := eventqueue.New(qc)
+	queue.MaxLength = cfg.Limits.QueueMaxLength
+	return &Infra{DB: db, Redis: rdb, Queue: queue, Flags: features.New(db)}, nil
 }
 
 // Close closes every connection.

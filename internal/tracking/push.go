@@ -38,6 +38,7 @@ func (in *Ingestor) PushPending(ctx context.Context, tenantID uint64, rows []mod
 
 // push appends the queued rows of the stored requests to their tenants' queues, one atomic
 // append per request in one round trip, and schedules clearing the marks of those appended.
+// Rows held back (their queue is full) stay pending: Requeue appends them as the queue drains.
 func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 	var batches []eventqueue.Batch
 	for _, r := range stored {
@@ -60,22 +61,34 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 	ctx, cancel := context.WithTimeout(ctx, appendTimeout)
 	defer cancel()
 	var done []queuedEvent
-	failed, appended := 0, 0
+	var heldTenants []uint64
+	failed, appended, held := 0, 0, 0
 	for i, res := range in.queue.AppendOnce(ctx, now, batches) {
+		b := batches[i]
 		if res.Err != nil {
-			failed += len(batches[i].Events)
-			in.log.Warn("tracking: queue append failed; the worker will push the events", "tenant_id", batches[i].TenantID, "events", len(batches[i].Events), "err", res.Err)
+			failed += len(b.Events)
+			in.log.Warn("tracking: queue append failed; the worker will push the events", "tenant_id", b.TenantID, "events", len(b.Events), "err", res.Err)
 			continue
 		}
 		appended += res.Appended
-		for _, e := range batches[i].Events {
-			done = append(done, queuedEvent{batches[i].TenantID, e.ID})
+		if res.Held > 0 { // the queue is full, or events wait ahead: these stay pending
+			held += res.Held
+			heldTenants = append(heldTenants, b.TenantID)
+		}
+		for _, e := range b.Events[:len(b.Events)-res.Held] {
+			done = append(done, queuedEvent{b.TenantID, e.ID})
 		}
 	}
 	if failed > 0 {
 		in.breaker.Fail(in.clock.Now())
 	}
 	in.metrics.Queued(appended)
+	in.metrics.Held(held)
+	if len(heldTenants) > 0 {
+		if err := in.queue.NoteHeld(ctx, heldTenants...); err != nil {
+			in.log.Warn("tracking: could not record held tenants; the worker finds them later", "err", err)
+		}
+	}
 	if len(done) > 0 {
 		in.unmark(done)
 	}

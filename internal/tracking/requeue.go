@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -28,15 +30,30 @@ const requeueAppendBy = eventqueue.AckGrace / 2
 
 const requeueBatch = 500
 
-// Requeue pushes stored events that are still marked pending and older than minAge to their
-// tenants' queues, oldest first, and clears the mark. Events of a tenant whose flag has been
-// switched off since are unmarked without a push. Events already in their queue (the process
-// that appended them died before clearing the mark) are not appended again. Concurrent
-// callers on Postgres skip each other's rows. It returns how many events it pushed.
+// Requeue pushes stored events that are still marked pending to their tenants' queues, oldest
+// first, and clears the mark: first every pending event of the tenants whose queue was full
+// (eventqueue.HeldKey), whatever its age, while their queue has room, releasing the hold once
+// none is left; then, for every other tenant, the events older than minAge (a failed append,
+// a crash). Events of a tenant whose flag has been switched off since are unmarked without a
+// push. Events already in their queue (the process that appended them died before clearing the
+// mark) are not appended again. Concurrent callers on Postgres skip each other's rows. It
+// returns how many events it pushed.
 func (in *Ingestor) Requeue(ctx context.Context, minAge time.Duration) (int, error) {
 	total := 0
+	full := map[uint64]bool{} // tenants whose queue filled up during this call
+	held, err := in.queue.HeldTenants(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("tracking: requeue: %w", err)
+	}
+	for _, t := range held {
+		n, err := in.drainHeld(ctx, t, full)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
 	for {
-		n, more, err := in.requeueBatch(ctx, in.clock.Now().UTC().Add(-minAge))
+		n, more, err := in.requeueBatch(ctx, requeueScope{cutoff: in.clock.Now().UTC().Add(-minAge), full: full})
 		total += n
 		if err != nil || !more {
 			return total, err
@@ -44,9 +61,41 @@ func (in *Ingestor) Requeue(ctx context.Context, minAge time.Duration) (int, err
 	}
 }
 
-func (in *Ingestor) requeueBatch(ctx context.Context, cutoff time.Time) (pushed int, more bool, err error) {
+// drainHeld pushes tenant's pending events in order while its queue has room, and releases its
+// hold mark once none is left.
+func (in *Ingestor) drainHeld(ctx context.Context, tenant uint64, full map[uint64]bool) (int, error) {
+	mark, err := in.queue.HoldMark(ctx, tenant) // read before the rows: see ReleaseHold
+	if err != nil {
+		return 0, fmt.Errorf("tracking: requeue: %w", err)
+	}
+	total := 0
+	for {
+		n, more, err := in.requeueBatch(ctx, requeueScope{cutoff: in.clock.Now().UTC().Add(time.Hour), tenant: tenant, full: full})
+		total += n
+		if err != nil || full[tenant] {
+			return total, err
+		}
+		if !more {
+			break
+		}
+	}
+	if _, err := in.queue.ReleaseHold(ctx, tenant, mark); err != nil {
+		return total, fmt.Errorf("tracking: requeue: %w", err)
+	}
+	return total, nil
+}
+
+// requeueScope selects the pending events of one requeue batch.
+type requeueScope struct {
+	cutoff time.Time       // created before
+	tenant uint64          // of this tenant only, unless 0
+	full   map[uint64]bool // not of these tenants (their queue is full); tenants filling up are added
+}
+
+func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushed int, more bool, err error) {
 	var pushErr error
 	var done []queuedEvent // pushed (or no longer wanted) and unmarked once run commits
+	var marked []uint64    // tenants found with a hold mark
 	// On Postgres the rows are locked (SKIP LOCKED) for the duration, so concurrent workers
 	// share the backlog. SQLite has one writer for the whole database: holding its write lock
 	// across Redis round trips would stall ingestion, so there the rows are read and unmarked
@@ -57,8 +106,14 @@ func (in *Ingestor) requeueBatch(ctx context.Context, cutoff time.Time) (pushed 
 		run = func(f func(*gorm.DB) error, _ ...*sql.TxOptions) error { return f(in.db.WithContext(ctx)) }
 	}
 	err = run(func(tx *gorm.DB) error {
-		q := tx.Where("queue_pending = ? AND created_at < ?", true, cutoff).
+		q := tx.Where("queue_pending = ? AND created_at < ?", true, scope.cutoff).
 			Order("created_at, id").Limit(requeueBatch)
+		if scope.tenant != 0 {
+			q = q.Where("tenant_id = ?", scope.tenant)
+		}
+		if len(scope.full) > 0 {
+			q = q.Where("tenant_id NOT IN ?", slices.Collect(maps.Keys(scope.full)))
+		}
 		if database.IsPostgres(tx) {
 			q = q.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"})
 		}
@@ -86,20 +141,28 @@ func (in *Ingestor) requeueBatch(ctx context.Context, cutoff time.Time) (pushed 
 				pushErr = err
 				continue
 			}
+			keep := byTenant[t]
 			if active {
-				b := eventqueue.Batch{TenantID: t, Events: make([]eventqueue.Event, len(byTenant[t]))}
-				for i, ev := range byTenant[t] {
+				b := eventqueue.Batch{TenantID: t, Events: make([]eventqueue.Event, len(keep))}
+				for i, ev := range keep {
 					b.Events[i] = eventqueue.Event{ID: ev.ID, JSON: ev.MarshalQueue()}
 				}
-				res := in.queue.AppendOnce(appendCtx, in.clock.Now(), []eventqueue.Batch{b})[0]
+				res := in.queue.Drain(appendCtx, in.clock.Now(), b)
 				if res.Err != nil {
 					pushErr = res.Err
 					continue
 				}
 				pushed += res.Appended
 				in.metrics.Queued(res.Appended)
+				keep = keep[:len(keep)-res.Held] // the held ones stay pending
+				if res.Held > 0 {
+					scope.full[t] = true
+				}
+				if res.Marked {
+					marked = append(marked, t)
+				}
 			}
-			for _, ev := range byTenant[t] {
+			for _, ev := range keep {
 				done = append(done, queuedEvent{t, ev.ID})
 			}
 		}
@@ -120,6 +183,11 @@ func (in *Ingestor) requeueBatch(ctx context.Context, cutoff time.Time) (pushed 
 	if err == nil {
 		in.ack(done)
 		err = pushErr
+	}
+	if len(marked) > 0 { // a mark whose tenant was not recorded (a crash between the two)
+		if nerr := in.queue.NoteHeld(ctx, marked...); nerr != nil && err == nil {
+			err = fmt.Errorf("tracking: requeue: %w", nerr)
+		}
 	}
 	return pushed, more, err
 }
