@@ -58,12 +58,16 @@ type stack struct {
 type stackOptions struct {
 	cluster       bool
 	apis, workers int
+	env           []string
 }
 
 type option func(*stackOptions)
 
 // onCluster runs the stack on a three-master Redis Cluster.
 func onCluster() option { return func(o *stackOptions) { o.cluster = true } }
+
+// withEnv adds environment variables to every api and worker.
+func withEnv(vars ...string) option { return func(o *stackOptions) { o.env = append(o.env, vars...) } }
 
 // processes runs apis api and workers worker processes.
 func processes(apis, workers int) option {
@@ -82,6 +86,7 @@ func startStack(t *testing.T, opts ...option) *stack {
 	env := append(os.Environ(), "DATABASE_URL="+dbURL, "PSP_WEBHOOK_SECRET=whsec_old_rotated,"+webhookSecret,
 		"PSP_SECRET_KEY=sk_test_e2e", "PSP_API_BASE="+fake.URL)
 	env = append(env, testenv.NoRateLimits...)
+	env = append(env, o.env...)
 	var rdb redis.UniversalClient
 	if o.cluster {
 		c := testenv.StartRedisCluster(t)
