@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"sort"
 	"sync"
@@ -239,4 +240,89 @@ func (s *stack) readyz() int {
 	}
 	res.Body.Close()
 	return res.StatusCode
+}
+
+// paced sends one request every interval (open loop: a slow answer does not delay the next)
+// until ctx ends, and returns the statuses and latencies.
+func paced(ctx context.Context, interval time.Duration, send func() (int, error)) (statuses map[int]int, latencies []time.Duration) {
+	statuses = map[int]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return statuses, latencies
+		case <-tick.C:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				start := time.Now()
+				status, err := send()
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					status = -1
+				}
+				statuses[status]++
+				latencies = append(latencies, time.Since(start))
+			}()
+		}
+	}
+}
+
+func p99of(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d[len(d)*99/100]
+}
+
+// One tenant floods POST /api/track at ten times its per-site-key budget while another tracks
+// at a normal rate: the second's requests all succeed, at the latency they had alone.
+func TestChaosAFloodingTenantDoesNotHurtAnother(t *testing.T) {
+	s := startStack(t, withEnv("RATE_LIMIT_TRACK=100/s", "RATE_LIMIT_TRACK_IP=off"))
+	flooder, victim := s.MustShop("", true), s.MustShop("", true)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	send := func(sh shop) func() (int, error) {
+		body, _ := json.Marshal(map[string]any{"site_key": sh.Tenant.SiteKey, "events": []any{
+			map[string]any{"type": "page_view", "session_id": "s", "url": "https://shop.example/", "event_sequence": 1}}})
+		return func() (int, error) {
+			res, err := client.Post(s.Base+"/api/track", "application/json", bytes.NewReader(body))
+			if err != nil {
+				return 0, err
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			return res.StatusCode, nil
+		}
+	}
+	victimFor := func(d time.Duration) (map[int]int, []time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		return paced(ctx, 20*time.Millisecond, send(victim)) // 50 requests/s
+	}
+	aloneStatuses, aloneLat := victimFor(10 * time.Second)
+
+	floodCtx, stopFlood := context.WithCancel(context.Background())
+	floodDone := make(chan map[int]int)
+	go func() { st, _ := paced(floodCtx, time.Millisecond, send(flooder)); floodDone <- st }() // 1,000/s
+	time.Sleep(time.Second)
+	floodedStatuses, floodedLat := victimFor(10 * time.Second)
+	stopFlood()
+	flood := <-floodDone
+
+	t.Logf("fairness (%s): victim alone: %v, p99 %s; victim during a flood of 1,000 requests/s against a 100/s budget: %v, p99 %s; flooder: %v",
+		testenv.Backend(), aloneStatuses, p99of(aloneLat), floodedStatuses, p99of(floodedLat), flood)
+	for _, st := range []map[int]int{aloneStatuses, floodedStatuses} {
+		if len(st) != 1 || st[202] == 0 {
+			t.Fatalf("the victim's statuses %v: every request must be accepted", st)
+		}
+	}
+	if flood[429] < flood[202] {
+		t.Fatalf("flooder statuses %v: most of a 10x flood must be refused", flood)
+	}
 }
