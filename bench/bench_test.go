@@ -99,6 +99,15 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		positive("fulfilment.webhook_to_purchase.p50", f.Latency.P50)
 		positive("fulfilment.floor_transactions_per_second", f.FloorTxPerSec)
 	}
+	if l := rep.Limits; l == nil {
+		t.Error("no rate_limits")
+	} else if len(l.IngestOn) != 1 || len(l.IngestOff) != 1 {
+		t.Errorf("rate_limits turns: %d on, %d off, want 1 each in -quick", len(l.IngestOn), len(l.IngestOff))
+	} else {
+		positive("rate_limits.ingest_on", l.IngestOn[0])
+		positive("rate_limits.ingest_off", l.IngestOff[0])
+		positive("rate_limits.read_on_median", l.ReadOnP50[0])
+	}
 	if len(rep.Rows) == 0 {
 		t.Error("the report has no table")
 	}

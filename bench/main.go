@@ -8,7 +8,8 @@
 // Scenarios: (1) GET /api/platform/events of 10,000 queued events vs LRANGE, alone and with 20
 // concurrent readers; (2) DELETE ?count=10000 vs LTRIM; (3) POST /api/track, 1 and 50 events
 // per request, on Postgres and SQLite, vs the database's multi-row insert floor; (4) webhook
-// acknowledgement at 1,000/s vs GET /healthz; (5) fulfilment of paid sessions on Postgres.
+// acknowledgement at 1,000/s vs GET /healthz; (5) fulfilment of paid sessions on Postgres;
+// (6) ingestion and the queue read with the rate limits on vs off.
 package main
 
 import (
@@ -83,11 +84,12 @@ type plan struct {
 	fulfilRate       float64
 	fulfilFloorFor   time.Duration
 	fulfilWaitAtMost time.Duration
+	limitTurns       int // turns of the rate limit scenario, each mode
 	only             set // scenarios to run; empty runs them all
 }
 
 // scenarios are the names -only accepts.
-var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook"}
+var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits"}
 
 // set is a set of scenario names.
 type set map[string]bool
@@ -117,6 +119,7 @@ var (
 		ingest:      ingestPlan{stepDur: 3 * time.Second, factor: 1.5, maxSteps: 20, refine: 3, start: map[int]float64{1: 200, 50: 8}},
 		webhookRate: 1000, webhookFor: 20 * time.Second, webhookAloneFor: 5 * time.Second,
 		fulfilSessions: 2000, fulfilRate: 1000, fulfilFloorFor: 3 * time.Second, fulfilWaitAtMost: 2 * time.Minute,
+		limitTurns: 2,
 	}
 	quickPlan = plan{
 		readIterations: 20, readers: 20, readersFor: time.Second, trimIterations: 10,
@@ -124,6 +127,7 @@ var (
 		ingest:      ingestPlan{stepDur: 500 * time.Millisecond, factor: 2, maxSteps: 4, start: map[int]float64{1: 400, 50: 10}},
 		webhookRate: 1000, webhookFor: 3 * time.Second, webhookAloneFor: time.Second,
 		fulfilSessions: 200, fulfilRate: 1000, fulfilFloorFor: 300 * time.Millisecond, fulfilWaitAtMost: 30 * time.Second,
+		limitTurns: 1,
 	}
 )
 
@@ -154,6 +158,12 @@ func run(ctx context.Context, o options) (*Report, error) {
 	}
 	if p.runs("ingest-sqlite") {
 		if err := runSQLitePhase(ctx, s, p, rep); err != nil {
+			return nil, err
+		}
+	}
+	if p.runs("limits") {
+		s.logf("rate limits: ingestion and queue read with the limits off and on, %d turns each", p.limitTurns)
+		if rep.Limits, err = benchLimits(ctx, s, p); err != nil {
 			return nil, err
 		}
 	}

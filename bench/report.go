@@ -29,6 +29,7 @@ type Report struct {
 	Ingest          []*Ingest            `json:"ingest"`
 	Webhook         *Webhook             `json:"webhook"`
 	Fulfilment      *Fulfilment          `json:"fulfilment"`
+	Limits          *LimitsCost          `json:"rate_limits"`
 	Rows            []Row                `json:"table"`
 }
 
@@ -156,6 +157,9 @@ func (r *Report) buildRows() {
 		add(name, "s until all committed", fu.ElapsedSeconds, nil, nil, "", nil)
 		add(name, "webhook→purchase p50 ms", fu.Latency.P50, nil, nil, "≤ 50 ms", b(fu.MetP50))
 		add(name, "webhook→purchase p99 ms", fu.Latency.P99, nil, nil, "", nil)
+	}
+	if l := r.Limits; l != nil {
+		l.rows(add)
 	}
 	r.Rows = rows
 }

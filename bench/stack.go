@@ -45,6 +45,10 @@ type stack struct {
 	rdb      *redis.Client
 	pg       *testenv.Postgres
 
+	// extraEnv is added to the api's and worker's environment by startServices.
+	extraEnv []string
+	starts   int
+
 	// Set by startServices.
 	dbURL  string
 	db     *gorm.DB
@@ -156,6 +160,8 @@ func (s *stack) startServices(ctx context.Context, dbURL string) error {
 	if strings.HasPrefix(dbURL, "postgres") {
 		phase = "postgres"
 	}
+	s.starts++
+	phase = fmt.Sprintf("%s-%d", phase, s.starts) // each start keeps its own logs
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -165,6 +171,7 @@ func (s *stack) startServices(ctx context.Context, dbURL string) error {
 	env := append(os.Environ(), "DATABASE_URL="+dbURL, "REDIS_URL="+s.redisURL,
 		"PSP_WEBHOOK_SECRET="+webhookSecret, "APP_URL="+s.base)
 	env = append(env, testenv.NoRateLimits...) // the load comes from one address, far above the defaults
+	env = append(env, s.extraEnv...)
 	s.api = &proc{name: "api", path: filepath.Join(s.binDir, "api"), env: append(env, "HTTP_ADDR="+addr),
 		logPath: filepath.Join(s.dir, "api-"+phase+".log")}
 	if err := s.api.start(); err != nil {
