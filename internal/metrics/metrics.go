@@ -37,6 +37,7 @@ type Metrics struct {
 	RateLimited    *prometheus.CounterVec
 	RateLimitDown  prometheus.Counter
 	HeldBack       prometheus.Counter
+	FullQueues     *prometheus.GaugeVec
 }
 
 // New registers eventq's collectors, plus the Go runtime and process collectors, on a fresh
@@ -80,9 +81,13 @@ func New() *Metrics {
 		HeldBack: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "eventq_events_held_back_total", Help: "Events held back in the database because their tenant's queue was full.",
 		}),
+		FullQueues: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "eventq_held_queue_length",
+			Help: "Queue length of each tenant with events held back, as of the re-pusher's last pass (worker). Only such tenants have a series, so the label set stays small.",
+		}, []string{"tenant_id"}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.EventsIngested, m.EventsQueued, m.EventsRead,
-		m.EventsTrimmed, m.Webhooks, m.Fulfilments, m.RateLimited, m.RateLimitDown, m.HeldBack)
+		m.EventsTrimmed, m.Webhooks, m.Fulfilments, m.RateLimited, m.RateLimitDown, m.HeldBack, m.FullQueues)
 	for _, o := range []string{WebhookVerified, WebhookBadSignature, WebhookIgnoredType, WebhookEnqueued, WebhookDuplicate, WebhookInboxed, WebhookLost} {
 		m.Webhooks.WithLabelValues(o)
 	}
@@ -138,6 +143,17 @@ func (m *Metrics) RateLimitStoreError() {
 
 // Held counts n events held back because their queue was full.
 func (m *Metrics) Held(n int) { add(m, func() prometheus.Counter { return m.HeldBack }, n) }
+
+// HeldQueues replaces the eventq_held_queue_length series with lengths, keyed by tenant id.
+func (m *Metrics) HeldQueues(lengths map[string]int64) {
+	if m == nil {
+		return
+	}
+	m.FullQueues.Reset()
+	for tenant, n := range lengths {
+		m.FullQueues.WithLabelValues(tenant).Set(float64(n))
+	}
+}
 
 func add(m *Metrics, c func() prometheus.Counter, n int) {
 	if m != nil && n > 0 {

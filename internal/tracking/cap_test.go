@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -132,4 +135,30 @@ func TestTwoProcessesCannotOvershootTheCap(t *testing.T) {
 func waitPending(t *testing.T, e *ingestEnv, n int64) {
 	t.Helper()
 	testenv.Eventually(t, 5*time.Second, fmt.Sprintf("%d events are pending", n), func() bool { return e.pending(t) == n })
+}
+
+// The worker reports the queue length of each tenant whose queue is full, and only of those.
+func TestFullQueuesAreReportedAndOnlyThey(t *testing.T) {
+	e := startIngest(t)
+	e.Queue.MaxLength = 3
+	m := metrics.New()
+	e.Ingest = NewIngestor(e.DB, e.Flags, e.Queue, e.Clock, slog.New(slog.NewTextHandler(io.Discard, nil)), m)
+	t.Cleanup(e.Ingest.Close)
+	full, fine := e.MustTenant(t), e.MustTenant(t)
+	e.mustIngest(t, full, 5)
+	e.mustIngest(t, fine, 2)
+	e.mustRequeue(t)
+	if n := testutil.CollectAndCount(m.FullQueues); n != 1 {
+		t.Fatalf("%d series, want 1 (the full tenant's)", n)
+	}
+	if v := testutil.ToFloat64(m.FullQueues.WithLabelValues(models.FormatID(full))); v != 3 {
+		t.Fatalf("reported length %v, want 3", v)
+	}
+	if err := e.Queue.Trim(context.Background(), full, 3); err != nil {
+		t.Fatal(err)
+	}
+	e.mustRequeue(t)
+	if n := testutil.CollectAndCount(m.FullQueues); n != 0 {
+		t.Fatalf("%d series once the held events are in, want 0", n)
+	}
 }

@@ -45,13 +45,20 @@ func (in *Ingestor) Requeue(ctx context.Context, minAge time.Duration) (int, err
 	if err != nil {
 		return 0, fmt.Errorf("tracking: requeue: %w", err)
 	}
+	lengths := map[string]int64{}
 	for _, t := range held {
 		n, err := in.drainHeld(ctx, t, full)
 		total += n
 		if err != nil {
 			return total, err
 		}
+		if full[t] {
+			if lengths[models.FormatID(t)], err = in.queue.Len(ctx, t); err != nil {
+				return total, err
+			}
+		}
 	}
+	in.metrics.HeldQueues(lengths)
 	for {
 		n, more, err := in.requeueBatch(ctx, requeueScope{cutoff: in.clock.Now().UTC().Add(-minAge), full: full})
 		total += n
