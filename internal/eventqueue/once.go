@@ -66,19 +66,26 @@ if not force and redis.call('EXISTS', KEYS[3]) == 1 then
   redis.call('INCR', KEYS[3])
   return {0, n, 1}
 end
+local ids = {}
+for i = 1, n do
+  ids[i] = ARGV[3 + 2 * i]
+end
+local seen = redis.call('ZMSCORE', KEYS[2], unpack(ids))
 local room = maxlen - redis.call('LLEN', KEYS[1])
-local fresh, held = {}, 0
-for i = 5, #ARGV, 2 do
-  if not redis.call('ZSCORE', KEYS[2], ARGV[i]) then
+local fresh, entries, held = {}, {}, 0
+for i = 1, n do
+  if not seen[i] then
     if #fresh >= room then
-      held = n - (i - 5) / 2
+      held = n - i + 1
       break
     end
-    redis.call('ZADD', KEYS[2], now, ARGV[i])
-    fresh[#fresh + 1] = ARGV[i + 1]
+    fresh[#fresh + 1] = ARGV[4 + 2 * i]
+    entries[#entries + 1] = now
+    entries[#entries + 1] = ids[i]
   end
 end
 if #fresh > 0 then
+  redis.call('ZADD', KEYS[2], unpack(entries))
   redis.call('RPUSH', KEYS[1], unpack(fresh))
 end
 if held > 0 then
@@ -100,10 +107,12 @@ return 0
 
 // ackAppended: KEYS appended set; ARGV expiry score, then ids. Existing entries only.
 var ackAppended = redis.NewScript(`
+local entries = {}
 for i = 2, #ARGV do
-  redis.call('ZADD', KEYS[1], 'XX', 'LT', ARGV[1], ARGV[i])
+  entries[#entries + 1] = ARGV[1]
+  entries[#entries + 1] = ARGV[i]
 end
-return 0
+return redis.call('ZADD', KEYS[1], 'XX', 'LT', unpack(entries))
 `)
 
 // maxScriptEvents bounds the events of one script call (Lua's unpack has a stack limit).
