@@ -7,8 +7,8 @@ import (
 )
 
 // TrackedEvent is one event recorded through the client library. Every event is stored;
-// QueuePending marks an event that belongs in its tenant's queue but is not known to be
-// there yet (the worker pushes those).
+// Queued marks an event that belongs in its tenant's queue (the flag was active when it was
+// accepted), QueuePending one that is not known to be there yet (the worker pushes those).
 type TrackedEvent struct {
 	ID               string    `gorm:"primaryKey;size:36"`
 	TenantID         uint64    `gorm:"not null;index:tracked_events_tenant_created,priority:1"`
@@ -21,6 +21,7 @@ type TrackedEvent struct {
 	UserAgent        string    `gorm:"type:text;not null"`
 	IPAddress        string    `gorm:"size:45;not null"`
 	EventSequence    int64     `gorm:"not null"`
+	Queued           bool      `gorm:"not null;default:false"`
 	QueuePending     bool      `gorm:"not null;default:false;index"`
 	CreatedAt        time.Time `gorm:"index:tracked_events_tenant_created,priority:2"`
 }
@@ -63,4 +64,14 @@ func (e *TrackedEvent) MarshalQueue() []byte {
 		panic(err)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// QueueFront is the durable record of a tenant's queue front: how many events were ever
+// trimmed from it (Front, the queue's front offset) and the id of the last one (TrimmedThrough), written within a
+// second of each trim, so that a queue Redis lost can be rebuilt from the stored events.
+type QueueFront struct {
+	TenantID       uint64 `gorm:"primaryKey;autoIncrement:false"`
+	Front          int64  `gorm:"not null"`
+	TrimmedThrough string `gorm:"size:36;not null"`
+	UpdatedAt      time.Time
 }

@@ -1,9 +1,13 @@
 package routes
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -13,32 +17,105 @@ import (
 	"github.com/eventq/eventq/internal/validate"
 )
 
-var emptyRead = []byte(`{"data":{"count":0,"events":[]}}`)
+// maxWait is the longest a read of an empty queue may be held (the wait parameter, seconds).
+const maxWait = 20
 
-// readEvents answers GET /api/platform/events: up to 10,000 events from the front of the
-// tenant's queue, without removing them. The stored JSON of each event is written as is.
+// readEvents answers GET /api/platform/events: up to limit (default and most 10,000) events
+// from the front of the tenant's queue, without removing them, with the queue's front offset
+// in Queue-Offset. With wait, a read of an empty queue is held until an event arrives or wait
+// seconds pass. The stored JSON of each event is written as is, compressed if asked.
 func (s *Server) readEvents(c *fiber.Ctx) error {
+	var errs apperr.FieldErrors
+	limit := validate.OptionalInteger(&errs, "limit", query(c, "limit"), 1, eventqueue.MaxRead, eventqueue.MaxRead)
+	wait := validate.OptionalInteger(&errs, "wait", query(c, "wait"), 0, maxWait, 0)
+	if err := errs.Err(); err != nil {
+		return err
+	}
 	tenantID := principal(c).TenantID
 	active, err := s.Flags.Active(c.UserContext(), features.UseQueueEvents, tenantID)
 	if err != nil {
 		return err
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	c.Vary(fiber.HeaderAcceptEncoding)
 	if !active {
-		return c.Send(emptyRead)
+		if wait > 0 { // nothing will arrive: answer when the wait is over, as for an empty queue
+			holdFor(c.UserContext(), time.Duration(wait)*time.Second, s.Waiter)
+		}
+		return sendEncoded(c, &eventqueue.Page{})
 	}
-	page, err := s.Queue.ReadPage(c.UserContext(), tenantID)
+	page, err := s.readWaiting(c.UserContext(), tenantID, int(limit), time.Duration(wait)*time.Second)
 	if err != nil {
 		return err
 	}
-	body := &pageBody{page: page, conn: tcpConn(c.Context().Conn())}
-	body.prefix = append(body.prefix, `{"data":{"count":`...)
-	body.prefix = strconv.AppendInt(body.prefix, int64(page.Count), 10)
-	body.prefix = append(body.prefix, `,"events":[`...)
-	page.Events = append(page.Events, []byte("]}}"))
-	c.Response().SetBodyStream(body, len(body.prefix)+page.Size+3)
+	c.Set(headerQueueOffset, strconv.FormatInt(page.Offset, 10))
 	s.Metrics.Read(page.Count)
+	if encoding(c) != "" {
+		defer page.Release()
+		return sendEncoded(c, page)
+	}
+	body := &pageBody{page: page, conn: tcpConn(c.Context().Conn())}
+	body.prefix = appendPagePrefix(body.prefix, page)
+	page.Events = append(page.Events, pageSuffix)
+	c.Response().SetBodyStream(body, len(body.prefix)+page.Size+len(pageSuffix))
 	return nil
+}
+
+// headerQueueOffset carries a queue's front offset on reads and trims.
+const headerQueueOffset = "Queue-Offset"
+
+var pageSuffix = []byte("]}}")
+
+// appendPagePrefix appends the response document's bytes before the page's events.
+func appendPagePrefix(b []byte, page *eventqueue.Page) []byte {
+	b = append(b, `{"data":{"count":`...)
+	b = strconv.AppendInt(b, int64(page.Count), 10)
+	return append(b, `,"events":[`...)
+}
+
+// readWaiting reads the queue's front; when it is empty and wait > 0, it waits for the
+// tenant's next append (or wait, or the server's shutdown) and reads again.
+func (s *Server) readWaiting(ctx context.Context, tenantID uint64, limit int, wait time.Duration) (*eventqueue.Page, error) {
+	page, err := s.Queue.ReadPage(ctx, tenantID, limit)
+	if err != nil || page.Count > 0 || wait <= 0 || s.Waiter == nil {
+		return page, err
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		wake, release := s.Waiter.Watch(ctx, tenantID)
+		page.Release()
+		page, err = s.Queue.ReadPage(ctx, tenantID, limit)
+		if err != nil || page.Count > 0 || wake == nil {
+			release()
+			return page, err
+		}
+		select {
+		case <-wake:
+			release()
+		case <-deadline.C:
+			release()
+			return page, nil
+		case <-ctx.Done():
+			release()
+			return page, nil
+		}
+	}
+}
+
+// holdFor waits d, or until ctx is done or the server shuts down (waiter closes).
+func holdFor(ctx context.Context, d time.Duration, waiter *eventqueue.Waiter) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var stop <-chan struct{}
+	if waiter != nil {
+		stop = waiter.Closing()
+	}
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-stop:
+	}
 }
 
 // pageBody is a queue read's response body: the page's events inside the JSON document.
@@ -88,7 +165,9 @@ func (b *pageBody) Close() error {
 	return nil
 }
 
-// trimEvents answers DELETE /api/platform/events?count=N: removes exactly the first N events.
+// trimEvents answers DELETE /api/platform/events?count=N[&offset=O]: removes the first N
+// events, or with an offset (a read's Queue-Offset) those up to absolute position O+N that are
+// still there, so a retried trim removes nothing more. Answers 204 with the new front offset.
 // With UseQueueEvents inactive it is a no-op.
 func (s *Server) trimEvents(c *fiber.Ctx) error {
 	var errs apperr.FieldErrors
@@ -97,6 +176,12 @@ func (s *Server) trimEvents(c *fiber.Ctx) error {
 		validate.Required(&errs, "count")
 	} else {
 		count, _ = validate.Integer(&errs, "count", raw, 1)
+	}
+	offset := int64(-1)
+	if raw := query(c, "offset"); raw != "" {
+		if n, ok := validate.Integer(&errs, "offset", raw, 0); ok {
+			offset = n
+		}
 	}
 	if err := errs.Err(); err != nil {
 		return err
@@ -107,10 +192,20 @@ func (s *Server) trimEvents(c *fiber.Ctx) error {
 		return err
 	}
 	if active {
-		if err := s.Queue.Trim(c.UserContext(), tenantID, count); err != nil {
+		trimmed, err := s.Queue.Trim(c.UserContext(), tenantID, count, offset)
+		var ahead *eventqueue.ErrOffsetAhead
+		if errors.As(err, &ahead) {
+			errs.Add("offset", fmt.Sprintf("The offset field must not be greater than %d.", ahead.Front))
+			return errs.Err()
+		}
+		if err != nil {
 			return err
 		}
-		s.Metrics.Trimmed(count)
+		if s.Trims != nil {
+			s.Trims.Record(tenantID, trimmed)
+		}
+		c.Set(headerQueueOffset, strconv.FormatInt(trimmed.Front, 10))
+		s.Metrics.Trimmed(trimmed.Count)
 	}
 	return c.SendStatus(fiber.StatusNoContent)
 }

@@ -36,6 +36,10 @@ type Server struct {
 	Auth           *auth.Authenticator
 	Flags          *features.Flags
 	Queue          *eventqueue.Store
+	// Waiter holds reads of an empty queue until an event arrives; nil answers them at once.
+	Waiter *eventqueue.Waiter
+	// Trims records each trim's new front durably, for rebuilding a lost queue; may be nil.
+	Trims *tracking.TrimLog
 	Ingest         *tracking.Ingestor
 	Log            *slog.Logger
 	TrustedProxies []netip.Prefix

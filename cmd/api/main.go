@@ -19,6 +19,7 @@ import (
 	"github.com/eventq/eventq/internal/auth"
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
+	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/fulfil"
 	"github.com/eventq/eventq/internal/infra"
 	"github.com/eventq/eventq/internal/metrics"
@@ -60,6 +61,8 @@ type Main struct {
 	ln     net.Listener
 	tasks  *asynq.Client
 	ingest *tracking.Ingestor
+	waiter *eventqueue.Waiter
+	trims  *tracking.TrimLog
 }
 
 // NewMain returns a Main with the real clock; tests may replace fields before Open.
@@ -79,8 +82,11 @@ func (m *Main) Open() error {
 	mx.Registry.MustRegister(asynqmetrics.NewQueueMetricsCollector(asynq.NewInspectorFromRedisClient(in.Redis[config.DefaultConnection])))
 	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log, mx)
 	m.ingest = ingest
+	m.waiter = eventqueue.NewWaiter(in.Redis[m.Config.QueueConnection], m.Log)
+	m.trims = tracking.NewTrimLog(in.DB, m.Log)
 	m.app = routes.New(&routes.Server{
 		DB: in.DB, Redis: in.Redis, Flags: in.Flags, Queue: in.Queue, Log: m.Log, Ingest: ingest,
+		Waiter: m.waiter, Trims: m.trims,
 		Auth:           auth.NewAuthenticator(in.DB, m.Clock, m.Log),
 		TrustedProxies: m.Config.TrustedProxies,
 		AppURL:         m.Config.AppURL,
@@ -94,7 +100,7 @@ func (m *Main) Open() error {
 	})
 	m.ln, err = net.Listen("tcp", m.Config.HTTPAddr)
 	if err != nil {
-		in.Close()
+		m.Close()
 		return fmt.Errorf("api: listen on HTTP_ADDR %s: %w", m.Config.HTTPAddr, err)
 	}
 	return nil
@@ -119,6 +125,10 @@ func (m *Main) Run(ctx context.Context) error {
 // Close stops the server and closes connections. Safe to call more than once.
 func (m *Main) Close() error {
 	var errs []error
+	if m.waiter != nil { // first: waiting reads are answered now, not at the shutdown's timeout
+		m.waiter.Close()
+		m.waiter = nil
+	}
 	if m.app != nil {
 		errs = append(errs, m.app.ShutdownWithTimeout(10*time.Second))
 		m.app = nil
@@ -126,6 +136,10 @@ func (m *Main) Close() error {
 	if m.ingest != nil { // after the server: in-flight requests finish their commits
 		m.ingest.Close()
 		m.ingest = nil
+	}
+	if m.trims != nil { // after the server: the last trims' fronts are written
+		m.trims.Close()
+		m.trims = nil
 	}
 	if m.Infra != nil {
 		errs = append(errs, m.Infra.Close())

@@ -1,11 +1,18 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/spf13/cobra"
 
+	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/infra"
+	"github.com/eventq/eventq/internal/metrics"
+	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/internal/redisconn"
 	"github.com/eventq/eventq/models"
 )
@@ -25,7 +32,7 @@ func (c *cli) queueCommand() *cobra.Command {
 		Use:   "stats",
 		Short: "Print the queue's length and how many stored events wait to enter it",
 		Long: `Prints {"tenant_id","length","offset","held_back"}: the events in the tenant's queue in
-Redis, the queue's front offset (0: offsets are not kept yet), and the stored events not yet
+Redis, the queue's front offset (how many events were ever trimmed), and the stored events not yet
 in the queue: held back while it is full (EVENTQUEUE_MAX_LENGTH), or waiting for the worker
 after a failed append.`,
 		Args: cobra.NoArgs,
@@ -49,6 +56,9 @@ after a failed append.`,
 			if out.Length, err = store.Len(cmd.Context(), tenant.ID); err != nil {
 				return err
 			}
+			if out.Offset, err = store.Offset(cmd.Context(), tenant.ID); err != nil {
+				return err
+			}
 			err = db.WithContext(cmd.Context()).Model(&models.TrackedEvent{}).
 				Where("tenant_id = ? AND queue_pending = ?", tenant.ID, true).Count(&out.HeldBack).Error
 			if err != nil {
@@ -58,6 +68,69 @@ after a failed append.`,
 		},
 	}
 	stats.Flags().StringVar(&tenantID, "tenant", "", "tenant id (required)")
-	cmd.AddCommand(stats)
+	cmd.AddCommand(stats, c.queueRebuildCommand())
+	return cmd
+}
+
+// rebuildResult is the output of queue rebuild.
+type rebuildResult struct {
+	Tenants  int   `json:"tenants"`
+	Restored int64 `json:"restored"`
+}
+
+func (c *cli) queueRebuildCommand() *cobra.Command {
+	var tenantID string
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "rebuild (--tenant ID | --all)",
+		Short: "Put a queue Redis lost back from the stored events",
+		Long: `Replaces the tenant's queue (or the queue of every tenant with UseQueueEvents active) with
+the stored events that had been queued and not trimmed, in order, and restores its front
+offset. Run it after Redis lost the queues (a restart without persistence, a failover to a
+replica that was behind, FLUSHALL). The last second of trims before the loss may not have
+been recorded: those events come back. Prints {"tenants","restored"}.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if all == (tenantID != "") {
+				return errors.New("give either --tenant ID or --all")
+			}
+			cfg, err := c.config()
+			if err != nil {
+				return err
+			}
+			in, err := infra.Open(cfg)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			var tenants []uint64
+			if all {
+				if tenants, err = in.Flags.ActiveTenants(cmd.Context(), features.UseQueueEvents); err != nil {
+					return err
+				}
+			} else {
+				_, tenant, err := c.tenant(cmd, tenantID)
+				if err != nil {
+					return err
+				}
+				tenants = []uint64{tenant.ID}
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, clock.Real{}, log, metrics.New())
+			defer ingest.Close()
+			out := rebuildResult{}
+			for _, t := range tenants {
+				n, err := ingest.Rebuild(cmd.Context(), t)
+				if err != nil {
+					return fmt.Errorf("tenant %d: %w", t, err)
+				}
+				out.Tenants++
+				out.Restored += n
+			}
+			return c.print(out)
+		},
+	}
+	cmd.Flags().StringVar(&tenantID, "tenant", "", "tenant id")
+	cmd.Flags().BoolVar(&all, "all", false, "every tenant with UseQueueEvents active")
 	return cmd
 }

@@ -2,6 +2,7 @@ package database
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/go-gormigrate/gormigrate/v2"
 	"gorm.io/gorm"
@@ -23,6 +24,26 @@ func migrations() []*gormigrate.Migration {
 		ID: "2026112102_payments",
 		Migrate: func(tx *gorm.DB) error {
 			return tx.AutoMigrate(&models.Purchase{}, &models.Entitlement{}, &models.WebhookInbox{})
+		},
+	}, {
+		ID: "2026112301_queue_fronts",
+		Migrate: func(tx *gorm.DB) error {
+			// Events stored before this migration are taken as queued if their tenant's flag
+			// is active now: the closest the database can tell.
+			if err := tx.Migrator().AddColumn(&models.TrackedEvent{}, "Queued"); err != nil {
+				return err
+			}
+			var flags []models.Feature
+			if err := tx.Where("name = ? AND value = ?", "UseQueueEvents", "true").Find(&flags).Error; err != nil {
+				return err
+			}
+			for _, f := range flags {
+				_, id, _ := strings.Cut(f.Scope, "|")
+				if err := tx.Model(&models.TrackedEvent{}).Where("tenant_id = ?", id).Update("queued", true).Error; err != nil {
+					return err
+				}
+			}
+			return tx.AutoMigrate(&models.QueueFront{})
 		},
 	}}
 }

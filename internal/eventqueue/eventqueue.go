@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -63,6 +64,9 @@ func (s *Store) Append(ctx context.Context, tenantID uint64, events ...[]byte) e
 	return nil
 }
 
+// OffsetKey holds tenantID's front offset: how many events were ever trimmed from its queue.
+func OffsetKey(tenantID uint64) string { return fmt.Sprintf("eventqueue:{tenant:%d}:offset", tenantID) }
+
 // Read returns up to MaxRead events from the front of the queue, oldest first, without
 // removing them (one LRANGE). The strings are the stored JSON documents, untouched.
 func (s *Store) Read(ctx context.Context, tenantID uint64) ([]string, error) {
@@ -73,12 +77,16 @@ func (s *Store) Read(ctx context.Context, tenantID uint64) ([]string, error) {
 	return events, nil
 }
 
-// ReadPage returns up to MaxRead events from the front of the queue, oldest first, without
-// removing them: one LRANGE whose reply is parsed as it arrives, the events never decoded nor
-// copied (see Page). The caller releases the page.
-func (s *Store) ReadPage(ctx context.Context, tenantID uint64) (*Page, error) {
+// ReadPage returns up to limit (at most MaxRead) events from the front of the queue, oldest
+// first, without removing them, and the queue's front offset, read in the same transaction:
+// one MULTI/EXEC whose reply is parsed as it arrives, the events never decoded nor copied (see
+// Page). The caller releases the page.
+func (s *Store) ReadPage(ctx context.Context, tenantID uint64, limit int) (*Page, error) {
+	if limit <= 0 || limit > MaxRead {
+		limit = MaxRead
+	}
 	if s.fast != nil {
-		page, err := s.fast.lrange(ctx, Key(tenantID), MaxRead-1)
+		page, err := s.fast.lrange(ctx, Key(tenantID), OffsetKey(tenantID), limit-1)
 		if !errors.Is(err, errUseClient) {
 			if err != nil {
 				return nil, fmt.Errorf("eventqueue: read: %w", err)
@@ -86,28 +94,107 @@ func (s *Store) ReadPage(ctx context.Context, tenantID uint64) (*Page, error) {
 			return page, nil
 		}
 	}
-	// A client the fast path does not mirror, or a cluster redirect: go-redis's raw reply,
-	// copied once.
-	var out bytes.Buffer
-	page := &Page{}
-	w := &respArrayWriter{out: &out, header: func(n int) { page.Count = n }}
-	if err := s.rdb.Process(ctx, redis.NewRawWriteToCmd(ctx, w, "lrange", Key(tenantID), 0, MaxRead-1)); err != nil {
+	// A client the fast path does not mirror, or a cluster redirect: go-redis, copied once.
+	var offset *redis.StringCmd
+	var events *redis.StringSliceCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		offset = p.Get(ctx, OffsetKey(tenantID))
+		events = p.LRange(ctx, Key(tenantID), 0, int64(limit-1))
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("eventqueue: read: %w", err)
 	}
-	if err := w.finish(); err != nil {
-		return nil, fmt.Errorf("eventqueue: read: %w", err)
+	page := &Page{Count: len(events.Val())}
+	if page.Offset, err = offset.Int64(); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("eventqueue: read: offset: %w", err)
+	}
+	var out bytes.Buffer
+	for i, e := range events.Val() {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		out.WriteString(e)
 	}
 	page.add(out.Bytes())
 	return page, nil
 }
 
-// Trim removes the first count events (one LTRIM, atomic); events behind them stay, whenever
-// they arrived. Trimming more than the queue holds empties it.
-func (s *Store) Trim(ctx context.Context, tenantID uint64, count int64) error {
-	if err := s.rdb.LTrim(ctx, Key(tenantID), count, -1).Err(); err != nil {
-		return fmt.Errorf("eventqueue: trim: %w", err)
+// Trimmed is what Trim did.
+type Trimmed struct {
+	Count  int64  // events removed
+	Front  int64  // the front offset afterwards
+	LastID string // id of the last event removed, "" when none was or it had no id
+}
+
+// ErrOffsetAhead is Trim's error when the caller's offset is beyond the queue's front: the
+// queue was lost or rebuilt since the caller read it. Front is the current front offset.
+type ErrOffsetAhead struct{ Front int64 }
+
+func (e *ErrOffsetAhead) Error() string {
+	return fmt.Sprintf("eventqueue: offset beyond the front (%d)", e.Front)
+}
+
+// trim: KEYS list, offset; ARGV count, the caller's offset or "". Removes the first count
+// events, or with an offset O those up to absolute position O+count not removed yet, and
+// advances the front offset by what it removed. Returns {removed, front, id of the last
+// removed event or nil}, or {-1, front} when O is beyond the front.
+var trim = redis.NewScript(`
+local front = tonumber(redis.call('GET', KEYS[2]) or '0')
+local n = tonumber(ARGV[1])
+if ARGV[2] ~= '' then
+  local o = tonumber(ARGV[2])
+  if o > front then
+    return {-1, front}
+  end
+  n = o + n - front
+end
+n = math.min(n, redis.call('LLEN', KEYS[1]))
+if n <= 0 then
+  return {0, front}
+end
+local last = redis.call('LINDEX', KEYS[1], n - 1)
+redis.call('LTRIM', KEYS[1], n, -1)
+front = redis.call('INCRBY', KEYS[2], n)
+return {n, front, string.match(last, '^{"id":"([^"]*)"') or false}
+`)
+
+// Trim removes the first count events, atomically; events behind them stay, whenever they
+// arrived. With offset ≥ 0 (a read's Page.Offset), it removes only the events up to absolute
+// position offset+count that are still there, so a retried Trim removes nothing more; an
+// offset beyond the front is *ErrOffsetAhead. offset < 0 trims count events unconditionally.
+// Trimming more than the queue holds empties it.
+func (s *Store) Trim(ctx context.Context, tenantID uint64, count, offset int64) (Trimmed, error) {
+	arg := ""
+	if offset >= 0 {
+		arg = strconv.FormatInt(offset, 10)
 	}
-	return nil
+	res, err := trim.Run(ctx, s.rdb, []string{Key(tenantID), OffsetKey(tenantID)}, count, arg).Slice()
+	if err != nil {
+		return Trimmed{}, fmt.Errorf("eventqueue: trim: %w", err)
+	}
+	if len(res) < 2 {
+		return Trimmed{}, fmt.Errorf("eventqueue: trim: script answered %v", res)
+	}
+	n, _ := res[0].(int64)
+	front, _ := res[1].(int64)
+	if n < 0 {
+		return Trimmed{}, &ErrOffsetAhead{Front: front}
+	}
+	out := Trimmed{Count: n, Front: front}
+	if len(res) > 2 {
+		out.LastID, _ = res[2].(string)
+	}
+	return out, nil
+}
+
+// Offset returns tenantID's front offset.
+func (s *Store) Offset(ctx context.Context, tenantID uint64) (int64, error) {
+	n, err := s.rdb.Get(ctx, OffsetKey(tenantID)).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("eventqueue: offset: %w", err)
+	}
+	return n, nil
 }
 
 // Len returns the queue's length.

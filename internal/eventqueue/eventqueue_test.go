@@ -60,7 +60,7 @@ func TestReadPageMatchesTheStoredElements(t *testing.T) {
 	}
 
 	for range 3 { // the second and third reuse the pooled connection
-		page, err := store.ReadPage(ctx, 7)
+		page, err := store.ReadPage(ctx, 7, MaxRead)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func TestReadPageMatchesTheStoredElements(t *testing.T) {
 			t.Fatalf("page differs from the stored elements (%d bytes, want %d)", len(got), len(strings.Join(want, ",")))
 		}
 	}
-	page, err := slow.ReadPage(ctx, 7)
+	page, err := slow.ReadPage(ctx, 7, MaxRead)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestReadPageMatchesTheStoredElements(t *testing.T) {
 		t.Fatal("the go-redis path returns something else")
 	}
 
-	empty, err := store.ReadPage(ctx, 8)
+	empty, err := store.ReadPage(ctx, 8, MaxRead)
 	if err != nil || empty.Count != 0 || empty.Size != 0 {
 		t.Fatalf("empty queue: %+v, %v", empty, err)
 	}
@@ -98,7 +98,7 @@ func TestReadPageAfterRedisRestartsAndAfterAnErrorReply(t *testing.T) {
 	}
 	read := func() string {
 		t.Helper()
-		page, err := store.ReadPage(ctx, 1)
+		page, err := store.ReadPage(ctx, 1, MaxRead)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func TestReadPageAfterRedisRestartsAndAfterAnErrorReply(t *testing.T) {
 
 	// An error reply leaves the connection usable.
 	rdb.Set(ctx, Key(2), "not a list", 0)
-	if _, err := store.ReadPage(ctx, 2); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if _, err := store.ReadPage(ctx, 2, MaxRead); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("wrong type: %v", err)
 	}
 	if got := read(); got != `{"a":1},{"b":2}` {
@@ -128,7 +128,7 @@ func TestReadPageAfterRedisRestartsAndAfterAnErrorReply(t *testing.T) {
 	// A cancelled context fails the read; the next one works.
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := store.ReadPage(cancelled, 1); err == nil {
+	if _, err := store.ReadPage(cancelled, 1, MaxRead); err == nil {
 		t.Fatal("read with a cancelled context succeeded")
 	}
 	if got := read(); got != `{"a":1},{"b":2}` {
@@ -154,7 +154,7 @@ func TestReadPageAuthenticatesAndSelectsTheDatabase(t *testing.T) {
 	if err := store.Append(ctx, 1, []byte(`{"db":3}`)); err != nil {
 		t.Fatal(err)
 	}
-	page, err := store.ReadPage(ctx, 1)
+	page, err := store.ReadPage(ctx, 1, MaxRead)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestReadPageAuthenticatesAndSelectsTheDatabase(t *testing.T) {
 	opt.Password = "wrong"
 	bad := New(redis.NewClient(opt))
 	defer bad.Close()
-	if _, err := bad.ReadPage(ctx, 1); err == nil {
+	if _, err := bad.ReadPage(ctx, 1, MaxRead); err == nil {
 		t.Fatal("read with a wrong password succeeded")
 	}
 }
@@ -186,7 +186,7 @@ func TestReadPageAcrossAChunkBoundaryAtEveryOffset(t *testing.T) {
 		if err := store.Append(ctx, tenant, []byte(want[0]), []byte(want[1]), []byte(want[2])); err != nil {
 			t.Fatal(err)
 		}
-		page, err := store.ReadPage(ctx, tenant)
+		page, err := store.ReadPage(ctx, tenant, MaxRead)
 		if err != nil {
 			t.Fatalf("k=%d: %v", k, err)
 		}

@@ -67,9 +67,9 @@ func (l *lrangeReader) node(ctx context.Context, key string) (*nodePool, error) 
 	return p, nil
 }
 
-// lrange reads LRANGE key 0 stop into a page. A pooled connection that fails (Redis restarted
-// since it was last used) is replaced once.
-func (l *lrangeReader) lrange(ctx context.Context, key string, stop int) (*Page, error) {
+// lrange reads the front offset and LRANGE key 0 stop into a page, atomically. A pooled
+// connection that fails (Redis restarted since it was last used) is replaced once.
+func (l *lrangeReader) lrange(ctx context.Context, key, offsetKey string, stop int) (*Page, error) {
 	p, err := l.node(ctx, key)
 	if err != nil {
 		return nil, err
@@ -79,7 +79,7 @@ func (l *lrangeReader) lrange(ctx context.Context, key string, stop int) (*Page,
 		if err != nil {
 			return nil, err
 		}
-		page, err := c.lrange(ctx, p.opt.ReadTimeout, key, stop)
+		page, err := c.lrange(ctx, p.opt.ReadTimeout, key, offsetKey, stop)
 		var rerr redisError
 		switch {
 		case err == nil:
@@ -237,9 +237,10 @@ func (c *respConn) watch(ctx context.Context, timeout time.Duration) func() bool
 	return context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
 }
 
-// lrange sends LRANGE key 0 stop and reads the reply into a page whose events point into the
-// chunks the reply was read into.
-func (c *respConn) lrange(ctx context.Context, timeout time.Duration, key string, stop int) (result *Page, err error) {
+// lrange reads, in one transaction (MULTI, GET offsetKey, LRANGE key 0 stop, EXEC), the
+// queue's front offset and its first stop+1 events into a page whose events point into the
+// chunks the reply was read into. Both keys are in one slot, so this works on a cluster.
+func (c *respConn) lrange(ctx context.Context, timeout time.Duration, key, offsetKey string, stop int) (result *Page, err error) {
 	unwatch := c.watch(ctx, timeout)
 	page := &Page{}
 	c.page = page
@@ -255,12 +256,45 @@ func (c *respConn) lrange(ctx context.Context, timeout time.Duration, key string
 			result = nil
 		}
 	}()
-	c.cmd = appendCommand(c.cmd[:0], "LRANGE", key, "0", strconv.Itoa(stop))
+	c.cmd = appendCommand(c.cmd[:0], "MULTI")
+	c.cmd = appendCommand(c.cmd, "GET", offsetKey)
+	c.cmd = appendCommand(c.cmd, "LRANGE", key, "0", strconv.Itoa(stop))
+	c.cmd = appendCommand(c.cmd, "EXEC")
 	if _, err := c.conn.Write(c.cmd); err != nil {
 		return nil, err
 	}
+	// +OK, +QUEUED twice (or an error each, e.g. a redirect), then EXEC's reply.
+	var queueErr error
+	for _, want := range []string{"+OK", "+QUEUED", "+QUEUED"} {
+		line, err := c.line()
+		if err != nil {
+			return nil, err
+		}
+		if line[0] == '-' {
+			if queueErr == nil {
+				queueErr = redisError(line[1:])
+			}
+		} else if string(line) != want {
+			return nil, fmt.Errorf("redis: unexpected reply %q", line)
+		}
+	}
 	line, err := c.line()
 	if err != nil {
+		return nil, err
+	}
+	if line[0] == '-' {
+		if queueErr != nil { // EXECABORT: the first error says why
+			return nil, queueErr
+		}
+		return nil, redisError(line[1:])
+	}
+	if string(line) != "*2" {
+		return nil, fmt.Errorf("redis: unexpected reply %q", line)
+	}
+	if page.Offset, err = c.integer(); err != nil {
+		return nil, err
+	}
+	if line, err = c.line(); err != nil {
 		return nil, err
 	}
 	if line[0] == '-' {
@@ -285,6 +319,32 @@ func (c *respConn) lrange(ctx context.Context, timeout time.Duration, key string
 		}
 	}
 	return page, nil
+}
+
+// integer reads a bulk string holding a decimal integer, or a nil bulk string (0).
+func (c *respConn) integer() (int64, error) {
+	line, err := c.line()
+	if err != nil {
+		return 0, err
+	}
+	if string(line) == "$-1" {
+		return 0, nil
+	}
+	if line[0] == '-' {
+		return 0, redisError(line[1:])
+	}
+	size, ok := parseLen(line, '$')
+	if !ok || size > 20 {
+		return 0, fmt.Errorf("redis: unexpected reply %q", line)
+	}
+	if line, err = c.line(); err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(string(line), 10, 64)
+	if err != nil || len(line) != size {
+		return 0, fmt.Errorf("redis: not an integer: %q", line)
+	}
+	return n, nil
 }
 
 // element adds the next size bytes to the page, preceded by a comma if comma is set, and

@@ -53,16 +53,17 @@ func HeldKey(tenantID uint64) string { return fmt.Sprintf("eventqueue:{tenant:%d
 // not in the tenants' slots: it is kept beside the scripts, not by them.
 const HeldTenantsKey = "eventqueue:held-tenants"
 
-// appendOnce: KEYS list, appended set, hold mark; ARGV now (ms), retention (ms), max length,
-// force (1: the caller is draining held events in order), then id, JSON pairs.
-// Without force and with a hold mark, every event is held. Otherwise events whose id is in the
+// appendOnce: KEYS list, appended set, hold mark, wake channel, rebuild lock; ARGV now (ms),
+// retention (ms), max length, force (1: the caller is draining held events in order), then id,
+// JSON pairs. During a rebuild, or without force and with a hold mark, every event is held. Otherwise events whose id is in the
 // set are skipped, the others appended in order while the list is shorter than max length,
-// and from the first that does not fit on, all are held (the hold mark is bumped). Returns
+// and from the first that does not fit on, all are held (the hold mark is bumped). Appending
+// to an empty list publishes on the wake channel, for readers waiting on it (see Waiter). Returns
 // {appended, held, marked}: held events are the last ones; marked is 1 when a hold mark exists.
 var appendOnce = redis.NewScript(`
 local now, retention, maxlen, force = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
 local n = (#ARGV - 4) / 2
-if not force and redis.call('EXISTS', KEYS[3]) == 1 then
+if redis.call('EXISTS', KEYS[5]) == 1 or (not force and redis.call('EXISTS', KEYS[3]) == 1) then
   redis.call('INCR', KEYS[3])
   return {0, n, 1}
 end
@@ -71,7 +72,8 @@ for i = 1, n do
   ids[i] = ARGV[3 + 2 * i]
 end
 local seen = redis.call('ZMSCORE', KEYS[2], unpack(ids))
-local room = maxlen - redis.call('LLEN', KEYS[1])
+local length = redis.call('LLEN', KEYS[1])
+local room = maxlen - length
 local fresh, entries, held = {}, {}, 0
 for i = 1, n do
   if not seen[i] then
@@ -87,6 +89,9 @@ end
 if #fresh > 0 then
   redis.call('ZADD', KEYS[2], unpack(entries))
   redis.call('RPUSH', KEYS[1], unpack(fresh))
+  if length == 0 then
+    redis.call('SPUBLISH', KEYS[4], '1')
+  end
 end
 if held > 0 then
   redis.call('INCR', KEYS[3])
@@ -206,7 +211,7 @@ func (s *Store) appendOnce(ctx context.Context, now time.Time, batches []Batch, 
 			for _, e := range part {
 				args = append(args, e.ID, e.JSON)
 			}
-			calls = append(calls, call{batch: i, keys: []string{Key(b.TenantID), AppendedKey(b.TenantID), HeldKey(b.TenantID)}, args: args})
+			calls = append(calls, call{batch: i, keys: []string{Key(b.TenantID), AppendedKey(b.TenantID), HeldKey(b.TenantID), WakeChannel(b.TenantID), RebuildKey(b.TenantID)}, args: args})
 		}
 	}
 	out = make([]Outcome, len(batches))
@@ -260,4 +265,47 @@ func (s *Store) Ack(ctx context.Context, now time.Time, tenantID uint64, ids []s
 
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// RebuildKey is set while tenantID's queue is being rebuilt: every append is held, drains too.
+func RebuildKey(tenantID uint64) string {
+	return fmt.Sprintf("eventqueue:{tenant:%d}:rebuilding", tenantID)
+}
+
+// rebuildLock is how long a rebuild may hold a tenant's appends before the lock lapses (a
+// crashed rebuild must not stop its queue for good).
+const rebuildLock = 10 * time.Minute
+
+// beginRebuild: KEYS list, appended set, hold mark, offset, rebuild lock; ARGV front offset,
+// lock ms. Holds every append (lock and hold mark), empties the queue and its deduplication
+// set, and sets the front offset.
+var beginRebuild = redis.NewScript(`
+redis.call('SET', KEYS[5], '1', 'PX', ARGV[2])
+redis.call('INCR', KEYS[3])
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('SET', KEYS[4], ARGV[1])
+return 1
+`)
+
+// BeginRebuild empties tenantID's queue to rebuild it from the database, with front as its
+// front offset. Until EndRebuild, every append of the tenant is held (Outcome.Held), draining
+// included; afterwards the tenant has a hold mark, so its held events go in, in order, before
+// any new one (see Drain).
+func (s *Store) BeginRebuild(ctx context.Context, tenantID uint64, front int64) error {
+	keys := []string{Key(tenantID), AppendedKey(tenantID), HeldKey(tenantID), OffsetKey(tenantID), RebuildKey(tenantID)}
+	if err := beginRebuild.Run(ctx, s.rdb, keys, front, rebuildLock.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("eventqueue: rebuild: %w", err)
+	}
+	if err := s.NoteHeld(ctx, tenantID); err != nil {
+		return fmt.Errorf("eventqueue: rebuild: %w", err)
+	}
+	return nil
+}
+
+// EndRebuild lets appends of tenantID through again (behind its hold mark).
+func (s *Store) EndRebuild(ctx context.Context, tenantID uint64) error {
+	if err := s.rdb.Del(ctx, RebuildKey(tenantID)).Err(); err != nil {
+		return fmt.Errorf("eventqueue: rebuild: %w", err)
+	}
+	return nil
 }

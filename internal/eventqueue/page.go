@@ -11,6 +11,7 @@ import (
 // and the HTTP client. Release hands the buffers back once the page is written.
 type Page struct {
 	Count  int         // events
+	Offset int64       // the queue's front offset: absolute position of the first event
 	Events net.Buffers // the events, comma-separated, in order
 	Size   int         // bytes in Events
 	chunks [][]byte

@@ -37,7 +37,7 @@ func BenchmarkReadPage(b *testing.B) {
 	b.ReportAllocs()
 	size := 0
 	for b.Loop() {
-		page, err := store.ReadPage(context.Background(), 1)
+		page, err := store.ReadPage(context.Background(), 1, MaxRead)
 		if err != nil || page.Count != MaxRead {
 			b.Fatal(err)
 		}

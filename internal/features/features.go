@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/eventq/eventq/internal/cache"
@@ -59,6 +61,23 @@ func (f *Flags) Active(ctx context.Context, feature string, tenantID uint64) (bo
 	}
 	f.cache.Add(key, active)
 	return active, nil
+}
+
+// ActiveTenants lists the tenants feature is on for, read from the database (no cache).
+func (f *Flags) ActiveTenants(ctx context.Context, feature string) ([]uint64, error) {
+	var rows []models.Feature
+	if err := f.db.WithContext(ctx).Where("name = ? AND value = ?", feature, "true").Order("id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("features: %w", err)
+	}
+	var ids []uint64
+	for _, r := range rows {
+		if _, id, ok := strings.Cut(r.Scope, "|"); ok {
+			if n, err := strconv.ParseUint(id, 10, 64); err == nil {
+				ids = append(ids, n)
+			}
+		}
+	}
+	return ids, nil
 }
 
 // Set stores feature's value for tenantID (an upsert on name+scope).

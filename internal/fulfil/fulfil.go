@@ -132,7 +132,7 @@ func (f *Fulfiller) fulfil(ctx context.Context, s Session) (Result, error) {
 			return fmt.Errorf("fulfil: entitlement: %w", err)
 		}
 		event = f.purchaseEvent(tenant, member, &p, s)
-		event.QueuePending = queued
+		event.Queued, event.QueuePending = queued, queued
 		if err := tx.Create(&event).Error; err != nil {
 			return fmt.Errorf("fulfil: event: %w", err)
 		}

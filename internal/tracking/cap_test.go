@@ -74,7 +74,7 @@ func TestAFullQueueHoldsBackAndLosesNothing(t *testing.T) {
 			t.Fatalf("queue holds %d events, above the cap", len(got))
 		}
 		consumed = append(consumed, got...)
-		if err := e.Queue.Trim(context.Background(), tenant, int64(len(got))); err != nil {
+		if _, err := e.Queue.Trim(context.Background(), tenant, int64(len(got)), -1); err != nil {
 			t.Fatal(err)
 		}
 		if round == 0 { // a newer event arrives while older ones are held: it queues behind them
@@ -154,7 +154,7 @@ func TestFullQueuesAreReportedAndOnlyThey(t *testing.T) {
 	if v := testutil.ToFloat64(m.FullQueues.WithLabelValues(models.FormatID(full))); v != 3 {
 		t.Fatalf("reported length %v, want 3", v)
 	}
-	if err := e.Queue.Trim(context.Background(), full, 3); err != nil {
+	if _, err := e.Queue.Trim(context.Background(), full, 3, -1); err != nil {
 		t.Fatal(err)
 	}
 	e.mustRequeue(t)

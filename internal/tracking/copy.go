@@ -13,7 +13,7 @@ import (
 
 // trackedEventColumns are the columns copyEvents writes, in the order of copyValues.
 var trackedEventColumns = []string{"id", "tenant_id", "type", "session_id", "audience_member_id", "url",
-	"page_hostname", "page_path", "user_agent", "ip_address", "event_sequence", "queue_pending", "created_at"}
+	"page_hostname", "page_path", "user_agent", "ip_address", "event_sequence", "queued", "queue_pending", "created_at"}
 
 // copyEvents writes rows to Postgres with one COPY: a single statement, so atomic and
 // committed when it returns, without the parsing and per-parameter work of a multi-row INSERT.
@@ -42,7 +42,8 @@ func copyEvents(ctx context.Context, db *gorm.DB, rows []models.TrackedEvent) er
 				rows = rows[1:]
 				values[0], values[1], values[2], values[3] = e.ID, int64(e.TenantID), e.Type, e.SessionID
 				values[4], values[5], values[6], values[7] = e.AudienceMemberID, e.URL, e.PageHostname, e.PagePath
-				values[8], values[9], values[10], values[11], values[12] = e.UserAgent, e.IPAddress, e.EventSequence, e.QueuePending, e.CreatedAt
+				values[8], values[9], values[10] = e.UserAgent, e.IPAddress, e.EventSequence
+				values[11], values[12], values[13] = e.Queued, e.QueuePending, e.CreatedAt
 				return values, nil
 			}))
 		return err

@@ -101,7 +101,7 @@ func (in *Ingestor) Ingest(ctx context.Context, tenantID uint64, inputs []Input,
 			return nil, fmt.Errorf("tracking: id: %w", err)
 		}
 		rows[i] = newRow(id.String(), tenantID, ev, client, now)
-		rows[i].QueuePending = queued
+		rows[i].Queued, rows[i].QueuePending = queued, queued
 		ids[i] = rows[i].ID
 	}
 	if err := in.commit(ctx, tenantID, rows, queued); err != nil {

@@ -52,6 +52,23 @@ func Integer(errs *apperr.FieldErrors, field string, v any, min int64) (int64, b
 	return n, true
 }
 
+// OptionalInteger applies "nullable|integer|min:min|max:max" to a query parameter: raw "" is
+// absent and gives def.
+func OptionalInteger(errs *apperr.FieldErrors, field, raw string, min, max, def int64) int64 {
+	if raw == "" {
+		return def
+	}
+	n, ok := Integer(errs, field, raw, min)
+	if !ok {
+		return def
+	}
+	if n > max {
+		Add(errs, field, fmt.Sprintf("must not be greater than %d.", max))
+		return def
+	}
+	return n
+}
+
 // RequiredString applies "required|string|max:max" and returns the string.
 func RequiredString(errs *apperr.FieldErrors, field string, v any, max int) (string, bool) {
 	if v == nil {

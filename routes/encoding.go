@@ -1,0 +1,108 @@
+package routes
+
+import (
+	"bytes"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/eventq/eventq/internal/eventqueue"
+)
+
+// Queue reads are compressed when the client asks (Accept-Encoding: zstd or gzip); identity
+// stays the default and keeps the zero-copy path of pageBody.
+
+// encoding is the content coding to answer c with: "zstd" when accepted, else "gzip" when
+// accepted, else "" (identity). A coding with q=0 is refused; other q-values are not ranked.
+func encoding(c *fiber.Ctx) string {
+	header := c.Get(fiber.HeaderAcceptEncoding)
+	if header == "" {
+		return ""
+	}
+	var zstdOK, gzipOK bool
+	for _, part := range strings.Split(header, ",") {
+		name, params, _ := strings.Cut(part, ";")
+		name = strings.ToLower(strings.TrimSpace(name))
+		if refused(params) {
+			continue
+		}
+		switch name {
+		case "zstd":
+			zstdOK = true
+		case "gzip", "x-gzip":
+			gzipOK = true
+		}
+	}
+	switch {
+	case zstdOK:
+		return "zstd"
+	case gzipOK:
+		return "gzip"
+	}
+	return ""
+}
+
+// refused reports whether the parameters of an Accept-Encoding element say q=0.
+func refused(params string) bool {
+	for _, p := range strings.Split(params, ";") {
+		k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+			q, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return err == nil && q == 0
+		}
+	}
+	return false
+}
+
+var (
+	zstdEncoders = sync.Pool{New: func() any {
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			panic(err) // only for invalid options
+		}
+		return enc
+	}}
+	gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
+)
+
+// sendEncoded answers with the read's whole document, compressed as encoding(c) says (or as
+// is when the client asked for nothing we offer).
+func sendEncoded(c *fiber.Ctx, page *eventqueue.Page) error {
+	coding := encoding(c)
+	var out bytes.Buffer
+	var w io.Writer = &out
+	var finish func() error
+	switch coding {
+	case "zstd":
+		enc := zstdEncoders.Get().(*zstd.Encoder)
+		defer zstdEncoders.Put(enc)
+		enc.Reset(&out)
+		w, finish = enc, enc.Close
+	case "gzip":
+		gz := gzipWriters.Get().(*gzip.Writer)
+		defer gzipWriters.Put(gz)
+		gz.Reset(&out)
+		w, finish = gz, gz.Close
+	}
+	if _, err := w.Write(appendPagePrefix(nil, page)); err != nil {
+		return err
+	}
+	if _, err := page.WriteTo(w); err != nil {
+		return err
+	}
+	if _, err := w.Write(pageSuffix); err != nil {
+		return err
+	}
+	if finish != nil {
+		if err := finish(); err != nil {
+			return err
+		}
+		c.Set(fiber.HeaderContentEncoding, coding)
+	}
+	return c.Send(out.Bytes())
+}
