@@ -31,15 +31,15 @@ const maxBodyBytes = 1 << 20
 
 // Server holds what the handlers need. Every field is required.
 type Server struct {
-	DB             *gorm.DB
-	Redis          redisconn.Set
-	Auth           *auth.Authenticator
-	Flags          *features.Flags
-	Queue          *eventqueue.Store
+	DB    *gorm.DB
+	Redis redisconn.Set
+	Auth  *auth.Authenticator
+	Flags *features.Flags
+	Queue *eventqueue.Store
 	// Waiter holds reads of an empty queue until an event arrives; nil answers them at once.
 	Waiter *eventqueue.Waiter
 	// Trims records each trim's new front durably, for rebuilding a lost queue; may be nil.
-	Trims *tracking.TrimLog
+	Trims          *tracking.TrimLog
 	Ingest         *tracking.Ingestor
 	Log            *slog.Logger
 	TrustedProxies []netip.Prefix

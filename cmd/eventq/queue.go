@@ -12,8 +12,8 @@ import (
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/infra"
 	"github.com/eventq/eventq/internal/metrics"
-	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/internal/redisconn"
+	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/models"
 )
 
