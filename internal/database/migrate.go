@@ -30,8 +30,12 @@ func migrations() []*gormigrate.Migration {
 		Migrate: func(tx *gorm.DB) error {
 			// Events stored before this migration are taken as queued if their tenant's flag
 			// is active now: the closest the database can tell.
-			if err := tx.Migrator().AddColumn(&models.TrackedEvent{}, "Queued"); err != nil {
-				return err
+			// (A database created by this version got the column from the first migration,
+			// which migrates the current model.)
+			if !tx.Migrator().HasColumn(&models.TrackedEvent{}, "Queued") {
+				if err := tx.Migrator().AddColumn(&models.TrackedEvent{}, "Queued"); err != nil {
+					return err
+				}
 			}
 			var flags []models.Feature
 			if err := tx.Where("name = ? AND value = ?", "UseQueueEvents", "true").Find(&flags).Error; err != nil {
