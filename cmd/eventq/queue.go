@@ -118,13 +118,12 @@ been recorded: those events come back. Prints {"tenants","restored"}.`,
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, clock.Real{}, log, metrics.New())
 			defer ingest.Close()
-			out := rebuildResult{}
-			for _, t := range tenants {
-				n, err := ingest.Rebuild(cmd.Context(), t)
-				if err != nil {
-					return fmt.Errorf("tenant %d: %w", t, err)
-				}
-				out.Tenants++
+			restored, err := ingest.Rebuild(cmd.Context(), tenants...)
+			if err != nil {
+				return err
+			}
+			out := rebuildResult{Tenants: len(tenants)}
+			for _, n := range restored {
 				out.Restored += n
 			}
 			return c.print(out)

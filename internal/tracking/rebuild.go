@@ -11,26 +11,64 @@ import (
 	"github.com/eventq/eventq/models"
 )
 
-// Rebuild puts tenantID's queue back from the database after Redis lost it (a restart without
-// persistence, a failover, FLUSHALL): every stored event that had been queued and not trimmed,
-// in acceptance order, with the recorded front offset (see TrimLog). It returns how many
-// events it restored.
+// rebuildSettle is how long Rebuild waits, with appends held, for requests in flight when it
+// began: one whose append went in just before it emptied the queue clears the event's pending
+// mark right after (within the append timeout), and would otherwise undo Rebuild's mark.
+const rebuildSettle = 4 * appendTimeout
+
+// Rebuild puts the queues of tenants back from the database after Redis lost them (a restart
+// without persistence, a failover, FLUSHALL): every stored event that had been queued and not
+// trimmed, in acceptance order, with the recorded front offset (see TrimLog). It returns how
+// many events it restored, per tenant.
 //
-// Steps: the tenant's appends are held and its queue emptied (eventqueue.Store.BeginRebuild);
-// the events queued after the last recorded trim are marked pending again; then the lock is
-// lifted and the pending events are drained in order, as the re-pusher drains a full queue,
-// before any event accepted meanwhile. Whatever does not fit under the queue's length limit
-// stays pending, held, and goes in as the consumer trims.
-func (in *Ingestor) Rebuild(ctx context.Context, tenantID uint64) (int64, error) {
-	var front models.QueueFront
-	err := in.db.WithContext(ctx).Where("tenant_id = ?", tenantID).Take(&front).Error
-	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
-		return 0, fmt.Errorf("tracking: rebuild: %w", err)
+// Steps: each tenant's appends are held and its queue emptied (eventqueue.Store.BeginRebuild);
+// the events queued after its last recorded trim are marked pending again, and once more after
+// rebuildSettle; then the hold is lifted and the pending events are drained in order, as the
+// re-pusher drains a full queue, before any event accepted meanwhile. Whatever does not fit
+// under the queue's length limit stays pending, held, and goes in as the consumer trims.
+func (in *Ingestor) Rebuild(ctx context.Context, tenants ...uint64) (map[uint64]int64, error) {
+	restored := map[uint64]int64{}
+	fronts := map[uint64]models.QueueFront{}
+	for _, t := range tenants {
+		var front models.QueueFront
+		err := in.db.WithContext(ctx).Where("tenant_id = ?", t).Take(&front).Error
+		if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+			return restored, fmt.Errorf("tracking: rebuild: %w", err)
+		}
+		fronts[t] = front
+		if err := in.queue.BeginRebuild(ctx, t, front.Front); err != nil {
+			return restored, err
+		}
 	}
-	if err := in.queue.BeginRebuild(ctx, tenantID, front.Front); err != nil {
-		return 0, err
+	for _, t := range tenants {
+		n, err := in.markForRebuild(ctx, t, fronts[t])
+		if err != nil {
+			return restored, err
+		}
+		restored[t] = n
 	}
-	q := in.db.WithContext(ctx).Model(&models.TrackedEvent{}).Where("tenant_id = ? AND queued = ?", tenantID, true)
+	select {
+	case <-time.After(rebuildSettle):
+	case <-ctx.Done():
+		return restored, ctx.Err()
+	}
+	for _, t := range tenants {
+		if _, err := in.markForRebuild(ctx, t, fronts[t]); err != nil {
+			return restored, err
+		}
+		if err := in.queue.EndRebuild(ctx, t); err != nil {
+			return restored, err
+		}
+		if _, err := in.drainHeld(ctx, t, map[uint64]bool{}); err != nil {
+			return restored, err
+		}
+	}
+	return restored, nil
+}
+
+// markForRebuild marks pending every event of tenant queued after front, and counts them.
+func (in *Ingestor) markForRebuild(ctx context.Context, tenant uint64, front models.QueueFront) (int64, error) {
+	q := in.db.WithContext(ctx).Model(&models.TrackedEvent{}).Where("tenant_id = ? AND queued = ?", tenant, true)
 	if front.TrimmedThrough != "" {
 		q = q.Where("id > ?", front.TrimmedThrough)
 		// Ids sort by time: bound the scan on the (tenant_id, created_at) index.
@@ -43,12 +81,5 @@ func (in *Ingestor) Rebuild(ctx context.Context, tenantID uint64) (int64, error)
 	if res.Error != nil {
 		return 0, fmt.Errorf("tracking: rebuild: %w", res.Error)
 	}
-	restored := res.RowsAffected
-	if err := in.queue.EndRebuild(ctx, tenantID); err != nil {
-		return restored, err
-	}
-	if _, err := in.drainHeld(ctx, tenantID, map[uint64]bool{}); err != nil {
-		return restored, err
-	}
-	return restored, nil
+	return res.RowsAffected, nil
 }
