@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/models"
 )
 
 func TestQueueStats(t *testing.T) {
@@ -34,4 +36,45 @@ func TestQueueStats(t *testing.T) {
 			t.Fatalf("exit %d, stderr %q", code, stderr)
 		}
 	})
+}
+
+// queue rebuild puts back the queued events after the recorded front, in order, with the
+// offset; stats then shows them.
+func TestQueueRebuild(t *testing.T) {
+	e := newCLI(t)
+	r := testenv.StartRedis(t)
+	e.environ = append(e.environ, "REDIS_URL="+r.URL())
+	tenant, other := e.mustTenant("Acme"), e.mustTenant("Other")
+	e.MustRun("feature", "activate", "UseQueueEvents", "--tenant", tenant)
+	base := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	var events []models.TrackedEvent
+	for n := 1; n <= 5; n++ {
+		ev := e.insertEvent(tenant, n, base.Add(time.Duration(n)*time.Second), nil)
+		e.db.Model(&ev).Update("queued", true)
+		events = append(events, ev)
+	}
+	e.insertEvent(other, 6, base, nil) // not queued: its flag is off
+	tid := events[0].TenantID
+	if err := e.db.Create(&models.QueueFront{TenantID: tid, Front: 2, TrimmedThrough: events[1].ID}).Error; err != nil {
+		t.Fatal(err)
+	}
+	if got := e.MustRun("queue", "rebuild", "--all"); string(got) != `{"tenants":1,"restored":3}` {
+		t.Fatalf("rebuild --all: %s", got)
+	}
+	want := fmt.Sprintf(`{"tenant_id":%q,"length":3,"offset":2,"held_back":0}`, tenant)
+	if got := e.MustRun("queue", "stats", "--tenant", tenant); string(got) != want {
+		t.Fatalf("stats %s, want %s", got, want)
+	}
+	raw, err := eventqueue.New(r.Client()).Read(context.Background(), tid)
+	if err != nil || len(raw) != 3 || !strings.Contains(raw[0], events[2].ID) || !strings.Contains(raw[2], events[4].ID) {
+		t.Fatalf("queue %v (%v)", raw, err)
+	}
+	if got := e.MustRun("queue", "rebuild", "--tenant", tenant); string(got) != `{"tenants":1,"restored":3}` {
+		t.Fatalf("rebuild --tenant: %s", got)
+	}
+	for _, args := range [][]string{{"queue", "rebuild"}, {"queue", "rebuild", "--all", "--tenant", tenant}} {
+		if code, _, stderr := e.Run(args...); code == 0 || !strings.Contains(stderr, "either --tenant ID or --all") {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, stderr)
+		}
+	}
 }
