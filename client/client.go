@@ -46,6 +46,7 @@ import (
 // Default settings of a Client made by New without options.
 const (
 	DefaultTimeout    = 30 * time.Second       // per HTTP request
+	DefaultLongPoll   = 20 * time.Second       // how long Consume's reads wait on an empty queue
 	DefaultMinBackoff = 200 * time.Millisecond // first wait on an empty queue or a transient error
 	DefaultMaxBackoff = 10 * time.Second       // the waits double up to this cap
 )
@@ -62,6 +63,7 @@ type Client struct {
 	log        *slog.Logger
 	minBackoff time.Duration
 	maxBackoff time.Duration
+	longPoll   time.Duration
 
 	// sleep waits d or until ctx is done, returning ctx.Err() in that case. Tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
@@ -94,6 +96,17 @@ func WithBackoff(min, max time.Duration) Option {
 	}
 }
 
+// WithLongPoll sets how long Consume's reads wait on an empty queue for an event to arrive
+// (the server's wait parameter, at most 20s); 0 turns long polling off, so Consume backs off
+// between reads of an empty queue instead. The default is 20s. An HTTP client given with
+// WithHTTPClient must allow requests that long.
+func WithLongPoll(d time.Duration) Option {
+	return func(c *Client) { c.longPoll = min(max(d, 0), MaxWait) }
+}
+
+// MaxWait is the longest wait the server accepts.
+const MaxWait = 20 * time.Second
+
 // New returns a Client for the installation at baseURL (e.g. "https://events.example.com";
 // a path prefix is kept) authenticating with token, a personal access token "<id>|<secret>"
 // with the abilities events:read and events:delete.
@@ -105,6 +118,7 @@ func New(baseURL, token string, opts ...Option) *Client {
 		log:        slog.New(slog.DiscardHandler),
 		minBackoff: DefaultMinBackoff,
 		maxBackoff: DefaultMaxBackoff,
+		longPoll:   DefaultLongPoll,
 		sleep:      sleepContext,
 		jitter:     func(n time.Duration) time.Duration { return rand.N(n) },
 	}
@@ -118,17 +132,33 @@ func New(baseURL, token string, opts ...Option) *Client {
 }
 
 // Batch is the result of one read: Count events from the front of the queue, oldest first.
-// Count is the number to pass to Trim once the events are processed.
+// Count is the number to pass to Trim once the events are processed. Offset is the absolute
+// position of the first event (how many events were ever trimmed from the queue), for
+// TrimAt; HasOffset is false when the server does not report offsets (an older server, or the
+// tenant's UseQueueEvents flag is off).
 type Batch struct {
-	Count  int
-	Events []Event
+	Count     int
+	Events    []Event
+	Offset    int64
+	HasOffset bool
 }
 
 // Read returns up to 10,000 events from the front of the tenant's queue without removing
 // them (GET /api/platform/events). Reading again before a trim returns the same events first.
 // When the tenant's UseQueueEvents flag is off, the batch is empty.
 func (c *Client) Read(ctx context.Context) (Batch, error) {
-	body, err := c.do(ctx, http.MethodGet, eventsPath, http.StatusOK)
+	return c.ReadWait(ctx, 0)
+}
+
+// ReadWait is Read with long polling: when the queue is empty, the server holds the request
+// until an event arrives or wait passes (whole seconds, at most MaxWait), then answers. A
+// server without long polling answers at once.
+func (c *Client) ReadWait(ctx context.Context, wait time.Duration) (Batch, error) {
+	path := eventsPath
+	if secs := int(min(wait, MaxWait) / time.Second); secs > 0 {
+		path += "?wait=" + strconv.Itoa(secs)
+	}
+	body, header, err := c.do(ctx, http.MethodGet, path, http.StatusOK)
 	if err != nil {
 		return Batch{}, fmt.Errorf("read events: %w", err)
 	}
@@ -148,7 +178,14 @@ func (c *Client) Read(ctx context.Context) (Batch, error) {
 	if events == nil {
 		events = []Event{}
 	}
-	return Batch{Count: res.Data.Count, Events: events}, nil
+	b := Batch{Count: res.Data.Count, Events: events}
+	if v := header.Get("Queue-Offset"); v != "" {
+		if b.Offset, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return Batch{}, fmt.Errorf("read events: malformed Queue-Offset %q", v)
+		}
+		b.HasOffset = true
+	}
+	return b, nil
 }
 
 // Trim removes exactly the first count events from the tenant's queue
@@ -162,39 +199,62 @@ func (c *Client) Trim(ctx context.Context, count int) error {
 	if count < 1 {
 		return fmt.Errorf("trim events: count must be at least 1, got %d", count)
 	}
-	_, err := c.do(ctx, http.MethodDelete, eventsPath+"?count="+strconv.Itoa(count), http.StatusNoContent)
+	_, _, err := c.do(ctx, http.MethodDelete, eventsPath+"?count="+strconv.Itoa(count), http.StatusNoContent)
 	if err != nil {
 		return fmt.Errorf("trim events: %w", err)
 	}
 	return nil
 }
 
+// TrimAt removes the events of a batch read at offset (Batch.Offset): those up to absolute
+// position offset+count that are still in the queue (DELETE ?count=N&offset=O). Unlike Trim it
+// is idempotent: repeating it after a timeout or a lost answer removes nothing more. When the
+// queue's front is behind offset (the queue was lost and rebuilt since the read), the server
+// answers 422 on offset: IsOffsetAhead reports it, and the consumer should read again.
+func (c *Client) TrimAt(ctx context.Context, count int, offset int64) error {
+	if count < 1 {
+		return fmt.Errorf("trim events: count must be at least 1, got %d", count)
+	}
+	path := eventsPath + "?count=" + strconv.Itoa(count) + "&offset=" + strconv.FormatInt(offset, 10)
+	if _, _, err := c.do(ctx, http.MethodDelete, path, http.StatusNoContent); err != nil {
+		return fmt.Errorf("trim events: %w", err)
+	}
+	return nil
+}
+
+// IsOffsetAhead reports whether err is TrimAt's 422 for an offset beyond the queue's front.
+func IsOffsetAhead(err error) bool {
+	ae, ok := errors.AsType[*APIError](err)
+	return ok && ae.Status == http.StatusUnprocessableEntity && len(ae.Errors["offset"]) > 0
+}
+
 // maxBody bounds a response body: 10,000 events of at most a few KiB each fit many times.
 const maxBody = 512 << 20
 
-// do sends one request and returns the body of a response with status want. Any other status
-// is an *APIError; a failure to send or to read the answer is a *NetworkError.
-func (c *Client) do(ctx context.Context, method, path string, want int) ([]byte, error) {
+// do sends one request and returns the body and header of a response with status want. Any
+// other status is an *APIError; a failure to send or to read the answer is a *NetworkError.
+// Bodies come gzip-compressed when the server offers it (net/http asks and decompresses).
+func (c *Client) do(ctx context.Context, method, path string, want int) ([]byte, http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "eventq-client-go/1")
 	res, err := c.http.Do(req)
 	if err != nil {
-		return nil, &NetworkError{Err: stripURL(err)}
+		return nil, nil, &NetworkError{Err: stripURL(err)}
 	}
 	defer res.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxBody))
 	if err != nil {
-		return nil, &NetworkError{Err: err}
+		return nil, nil, &NetworkError{Err: err}
 	}
 	if res.StatusCode != want {
-		return nil, newAPIError(res, body)
+		return nil, nil, newAPIError(res, body)
 	}
-	return body, nil
+	return body, res.Header, nil
 }
 
 // stripURL drops the method and URL that *url.Error repeats: the caller names the operation.

@@ -161,7 +161,7 @@ func TestErrors(t *testing.T) {
 	t.Run("validation error carries the field errors", func(t *testing.T) {
 		tn := e.MustTenant(true)
 		c := New(e.Base, tn.Token)
-		_, err := c.do(ctx, "DELETE", eventsPath+"?count=abc", http.StatusNoContent)
+		_, _, err := c.do(ctx, "DELETE", eventsPath+"?count=abc", http.StatusNoContent)
 		ae, ok := errors.AsType[*APIError](err)
 		if !ok || ae.Status != 422 || ae.Message != "The count field must be an integer." ||
 			len(ae.Errors["count"]) != 1 || IsTransient(err) {

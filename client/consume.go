@@ -16,15 +16,22 @@ const FinalTrimTimeout = 10 * time.Second
 // the whole batch and, once it returns nil, trim exactly batch.Count events; repeat. Batches
 // reach the handler one at a time, in queue order.
 //
-// Waiting: after an empty read Consume waits a random duration between half and all of
+// Waiting: reads long-poll (WithLongPoll, 20s by default): on an empty queue the server holds
+// the read until an event arrives, so a new event reaches the handler within milliseconds and
+// an idle consumer sends one request per 20s. Against a server without long polling, or with
+// it turned off, after an empty read Consume waits a random duration between half and all of
 // min·2ⁿ (n empty reads in a row), capped at max (WithBackoff; 200ms and 10s by default). A
 // non-empty read resets the wait. Every wait ends at once when ctx is cancelled.
 //
 // Errors: a transient error (IsTransient) of a read or trim is retried after the same kind of
 // wait, or after the server's Retry-After when it sent one (429, 503). A permanent error is
-// returned. Because a trim is not idempotent, a trim whose outcome is unknown is never simply
-// repeated: Consume reads the queue first and trims again only if the batch is still at its
-// front, so events that arrived behind the batch are never removed unprocessed.
+// returned. Trims use the batch's offset (TrimAt), so a trim whose outcome is unknown is
+// simply repeated: it removes nothing more. Against a server without offsets a trim is not
+// idempotent, so one whose outcome is unknown is never simply repeated: Consume reads the
+// queue first and trims again only if the batch is still at its front. Either way events that
+// arrived behind the batch are never removed unprocessed. If the queue was rebuilt since the
+// read (the server refuses the offset), the batch counts as done and Consume reads again; the
+// rebuilt queue may deliver some of its events a second time.
 //
 // Handler errors: when handler returns an error, Consume returns that error unchanged and
 // does not trim — the batch is delivered again by the next read (at least once).
@@ -38,7 +45,7 @@ const FinalTrimTimeout = 10 * time.Second
 func (c *Client) Consume(ctx context.Context, handler func(ctx context.Context, batch Batch) error) error {
 	b := backoff{min: c.minBackoff, max: c.maxBackoff, jitter: c.jitter}
 	for {
-		batch, err := c.Read(ctx)
+		batch, err := c.ReadWait(ctx, c.longPoll)
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -51,6 +58,9 @@ func (c *Client) Consume(ctx context.Context, handler func(ctx context.Context, 
 			}
 			continue
 		case batch.Count == 0:
+			if batch.HasOffset && c.longPoll >= time.Second {
+				continue // the server waited for us
+			}
 			if c.wait(ctx, &b, nil) != nil {
 				return nil
 			}
@@ -94,9 +104,17 @@ func (c *Client) ack(ctx context.Context, b *backoff, batch Batch) error {
 	return nil
 }
 
-// trimOnce trims batch.Count events, first checking with a read that the batch is still at
-// the front of the queue when verify is set.
+// trimOnce trims batch: with its offset when it has one, else batch.Count events, first
+// checking with a read that the batch is still at the front of the queue when verify is set.
 func (c *Client) trimOnce(ctx context.Context, batch Batch, verify bool) error {
+	if batch.HasOffset {
+		err := c.TrimAt(ctx, batch.Count, batch.Offset)
+		if IsOffsetAhead(err) {
+			c.log.WarnContext(ctx, "eventq client: the queue was rebuilt since the read; reading again", "offset", batch.Offset)
+			return nil
+		}
+		return err
+	}
 	if verify {
 		front, err := c.Read(ctx)
 		if err != nil {

@@ -256,6 +256,8 @@ func TestConsume(t *testing.T) {
 	})
 }
 
+// Against a server without offsets and long polling (an older eventq), Consume backs off on an
+// empty queue and never repeats a trim the server may have applied.
 func TestConsumeRetries(t *testing.T) {
 	e := startAPI(t)
 	ms := time.Millisecond
@@ -287,7 +289,7 @@ func TestConsumeRetries(t *testing.T) {
 		tn := e.MustTenant(true)
 		ids := e.MustTrack(tn, "s-1", 3)
 		var failed atomic.Int32
-		p := newProxy(t, e.Base, func(w http.ResponseWriter, r *http.Request, _ http.HandlerFunc) bool {
+		p := newLegacyProxy(t, e.Base, func(w http.ResponseWriter, r *http.Request, _ http.HandlerFunc) bool {
 			if r.Method == "GET" && failed.Add(1) <= 2 {
 				answer(w, 503, "Server Error.")
 				return true
@@ -307,7 +309,7 @@ func TestConsumeRetries(t *testing.T) {
 		tn := e.MustTenant(true)
 		e.MustTrack(tn, "s-1", 2)
 		var limited atomic.Bool
-		p := newProxy(t, e.Base, func(w http.ResponseWriter, r *http.Request, _ http.HandlerFunc) bool {
+		p := newLegacyProxy(t, e.Base, func(w http.ResponseWriter, r *http.Request, _ http.HandlerFunc) bool {
 			if !limited.Swap(true) {
 				answer(w, 429, "Too Many Attempts.", "Retry-After", "7")
 				return true
@@ -324,7 +326,7 @@ func TestConsumeRetries(t *testing.T) {
 		tn := e.MustTenant(true)
 		e.MustTrack(tn, "s-1", 3)
 		var failed atomic.Bool
-		p := newProxy(t, e.Base, func(w http.ResponseWriter, r *http.Request, _ http.HandlerFunc) bool {
+		p := newLegacyProxy(t, e.Base, func(w http.ResponseWriter, r *http.Request, _ http.HandlerFunc) bool {
 			if r.Method == "DELETE" && !failed.Swap(true) {
 				answer(w, 503, "Server Error.")
 				return true
@@ -352,7 +354,7 @@ func TestConsumeRetries(t *testing.T) {
 			first := e.MustTrack(tn, "s-1", 3)
 			var lost atomic.Bool
 			var later atomic.Pointer[[]string]
-			p := newProxy(t, e.Base, func(w http.ResponseWriter, r *http.Request, forward http.HandlerFunc) bool {
+			p := newLegacyProxy(t, e.Base, func(w http.ResponseWriter, r *http.Request, forward http.HandlerFunc) bool {
 				if r.Method != "DELETE" || lost.Swap(true) {
 					return false
 				}
@@ -378,4 +380,66 @@ func TestConsumeRetries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Against this server Consume long-polls: an event tracked while it waits is handled without
+// any back-off; and a trim whose answer was lost is simply sent again with its offset,
+// removing nothing more.
+func TestConsumeWithOffsetsAndLongPolling(t *testing.T) {
+	e := startAPI(t)
+
+	t.Run("an event tracked while the read waits is handled without back-off", func(t *testing.T) {
+		tn := e.MustTenant(true)
+		p := newProxy(t, e.Base, nil)
+		c := New(p.URL, tn.Token)
+		s := fakeTime(c)
+		rec := &recorder{}
+		stop, _ := consume(t, c, rec.handle)
+		testenv.Eventually(t, 5*time.Second, "the first read waits", func() bool { return p.Count("GET wait=20") >= 1 })
+		ids := e.MustTrack(tn, "s-1", 2)
+		testenv.Eventually(t, 5*time.Second, "the events are handled", func() bool { return len(rec.IDs()) == 2 })
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(rec.IDs(), ids) || len(s.Waits()) != 0 {
+			t.Fatalf("handled %v, waits %v: want the events and no back-off", rec.IDs(), s.Waits())
+		}
+	})
+
+	t.Run("a trim whose answer was lost is repeated with its offset and removes nothing more", func(t *testing.T) {
+		tn := e.MustTenant(true)
+		first := e.MustTrack(tn, "s-1", 3)
+		var lost atomic.Bool
+		var later atomic.Pointer[[]string]
+		p := newProxy(t, e.Base, func(w http.ResponseWriter, r *http.Request, forward http.HandlerFunc) bool {
+			if r.Method != "DELETE" || lost.Swap(true) {
+				return false
+			}
+			ids, err := e.Track(tn, pageView("s-2", 0), pageView("s-2", 1)) // behind the batch
+			if err != nil {
+				t.Error(err)
+			}
+			later.Store(&ids)
+			forward(httptest.NewRecorder(), r) // applied ...
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close() // ... but the answer is lost
+			return true
+		})
+		c := New(p.URL, tn.Token)
+		fakeTime(c)
+		rec := &recorder{}
+		stop, _ := consume(t, c, rec.handle)
+		testenv.Eventually(t, 10*time.Second, "every event is handled and trimmed", func() bool {
+			return len(rec.IDs()) >= 5 && e.QueueLen(tn) == 0
+		})
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := rec.IDs(), append(first, *later.Load()...); !slices.Equal(got, want) {
+			t.Fatalf("handled %v, want %v", got, want)
+		}
+		if p.Count("DELETE count=3&offset=0") != 2 || p.Count("GET wait=20") == 0 {
+			t.Fatalf("requests %v: want the offset trim sent twice", p.Requests())
+		}
+	})
 }

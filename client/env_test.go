@@ -166,14 +166,38 @@ type proxy struct {
 
 func newProxy(t *testing.T, target string, hook func(w http.ResponseWriter, r *http.Request, forward http.HandlerFunc) bool) *proxy {
 	t.Helper()
+	return startProxy(t, target, false, hook)
+}
+
+// newLegacyProxy is newProxy in front of what looks like a server from before offsets and long
+// polling: the wait and offset parameters are dropped and Queue-Offset is not answered.
+func newLegacyProxy(t *testing.T, target string, hook func(w http.ResponseWriter, r *http.Request, forward http.HandlerFunc) bool) *proxy {
+	t.Helper()
+	return startProxy(t, target, true, hook)
+}
+
+func startProxy(t *testing.T, target string, legacy bool, hook func(w http.ResponseWriter, r *http.Request, forward http.HandlerFunc) bool) *proxy {
+	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ErrorLog = log.New(io.Discard, "", 0) // requests cancelled by the client are expected
+	if legacy {
+		rp.ModifyResponse = func(res *http.Response) error {
+			res.Header.Del("Queue-Offset")
+			return nil
+		}
+	}
 	p := &proxy{hook: hook}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if legacy {
+			q := r.URL.Query()
+			q.Del("wait")
+			q.Del("offset")
+			r.URL.RawQuery = q.Encode()
+		}
 		p.mu.Lock()
 		p.log = append(p.log, strings.TrimSpace(r.Method+" "+r.URL.RawQuery))
 		p.mu.Unlock()

@@ -28,9 +28,11 @@ on stdout as one line of JSON, byte for byte as the API served it. A batch is tr
 the queue only after its lines are flushed to stdout, so delivery is at least once: if the
 command dies between the two, the next run prints the batch again.
 
-Without --once it runs until SIGINT or SIGTERM (exit 0), waiting with back-off while the
-queue is empty and retrying transient errors. With --once it handles at most one batch:
-an empty queue prints nothing and exits 0.
+Without --once it runs until SIGINT or SIGTERM (exit 0): reads wait on the server for up to
+20 s while the queue is empty (long polling; against a server without it, with back-off),
+trims carry the read's offset so a retried trim removes nothing more, and transient errors
+are retried. With --once it handles at most one batch: an empty queue prints nothing and
+exits 0.
 
 --url and --token default to EVENTQ_URL and EVENTQ_TOKEN. The token needs the abilities
 events:read and events:delete.`,
@@ -78,6 +80,9 @@ func consumeOnce(ctx context.Context, api *client.Client, out *bufio.Writer) err
 	}
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), client.FinalTrimTimeout)
 	defer cancel()
+	if b.HasOffset {
+		return api.TrimAt(tctx, b.Count, b.Offset)
+	}
 	return api.Trim(tctx, b.Count)
 }
 
