@@ -108,6 +108,31 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		positive("rate_limits.ingest_off", l.IngestOff[0])
 		positive("rate_limits.read_on_median", l.ReadOnP50[0])
 	}
+	if l := rep.LongPoll; l == nil {
+		t.Error("no long_poll")
+	} else {
+		positive("long_poll.latency.p99", l.Latency.P99)
+		positive("long_poll.rss_waiting", l.RSSWaitingMiB)
+		if l.Latency.N != l.Wakeups || l.Errors != 0 {
+			t.Errorf("long_poll: %d of %d wake-ups measured, %d errors", l.Latency.N, l.Wakeups, l.Errors)
+		}
+	}
+	if c := rep.Compression; c == nil || len(c.Codings) != 3 {
+		t.Errorf("compression: %+v, want identity, gzip and zstd", c)
+	} else {
+		for _, k := range c.Codings {
+			positive("compression."+k.Coding+".wire_bytes", float64(k.WireBytes))
+		}
+		if !(c.Codings[1].WireBytes < c.Codings[0].WireBytes && c.Codings[2].WireBytes < c.Codings[0].WireBytes) {
+			t.Errorf("compressed pages are not smaller: %+v", c.Codings)
+		}
+	}
+	if len(rep.Rebuild) != 2 {
+		t.Errorf("rebuild: %d databases, want postgres and sqlite", len(rep.Rebuild))
+	}
+	for _, rb := range rep.Rebuild {
+		positive("rebuild."+rb.Database+".events_per_second", rb.EventsPerSec)
+	}
 	if len(rep.Rows) == 0 {
 		t.Error("the report has no table")
 	}

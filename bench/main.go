@@ -9,7 +9,9 @@
 // concurrent readers; (2) DELETE ?count=10000 vs LTRIM; (3) POST /api/track, 1 and 50 events
 // per request, on Postgres and SQLite, vs the database's multi-row insert floor; (4) webhook
 // acknowledgement at 1,000/s vs GET /healthz; (5) fulfilment of paid sessions on Postgres;
-// (6) ingestion and the queue read with the rate limits on vs off.
+// (6) ingestion and the queue read with the rate limits on vs off; (7) long-poll wake-up, a
+// track answering a waiting read while 1,000 others wait; (8) the full queue read with gzip and
+// zstd against identity; (9) rebuilding a lost queue from each database.
 package main
 
 import (
@@ -85,11 +87,15 @@ type plan struct {
 	fulfilFloorFor   time.Duration
 	fulfilWaitAtMost time.Duration
 	limitTurns       int // turns of the rate limit scenario, each mode
+	longPollWaiters  int // consumers waiting beside the measured one
+	longPollWakeups  int
+	codingIterations int // full-queue reads per content coding
+	rebuildEvents    int // stored events a rebuild restores, per database
 	only             set // scenarios to run; empty runs them all
 }
 
 // scenarios are the names -only accepts.
-var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits"}
+var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits", "longpoll", "compression", "rebuild"}
 
 // set is a set of scenario names.
 type set map[string]bool
@@ -119,7 +125,7 @@ var (
 		ingest:      ingestPlan{stepDur: 3 * time.Second, factor: 1.5, maxSteps: 20, refine: 3, start: map[int]float64{1: 200, 50: 8}},
 		webhookRate: 1000, webhookFor: 20 * time.Second, webhookAloneFor: 5 * time.Second,
 		fulfilSessions: 2000, fulfilRate: 1000, fulfilFloorFor: 3 * time.Second, fulfilWaitAtMost: 2 * time.Minute,
-		limitTurns: 2,
+		limitTurns: 2, longPollWaiters: 1000, longPollWakeups: 300, codingIterations: 30, rebuildEvents: 100000,
 	}
 	quickPlan = plan{
 		readIterations: 20, readers: 20, readersFor: time.Second, trimIterations: 10,
@@ -127,7 +133,7 @@ var (
 		ingest:      ingestPlan{stepDur: 500 * time.Millisecond, factor: 2, maxSteps: 4, start: map[int]float64{1: 400, 50: 10}},
 		webhookRate: 1000, webhookFor: 3 * time.Second, webhookAloneFor: time.Second,
 		fulfilSessions: 200, fulfilRate: 1000, fulfilFloorFor: 300 * time.Millisecond, fulfilWaitAtMost: 30 * time.Second,
-		limitTurns: 1,
+		limitTurns: 1, longPollWaiters: 100, longPollWakeups: 30, codingIterations: 5, rebuildEvents: 5000,
 	}
 )
 
@@ -156,7 +162,7 @@ func run(ctx context.Context, o options) (*Report, error) {
 	if err := runPostgresPhase(ctx, s, p, rep); err != nil {
 		return nil, err
 	}
-	if p.runs("ingest-sqlite") {
+	if p.runs("ingest-sqlite") || p.runs("rebuild") {
 		if err := runSQLitePhase(ctx, s, p, rep); err != nil {
 			return nil, err
 		}
@@ -237,6 +243,12 @@ func runPostgresPhase(ctx context.Context, s *stack, p plan, rep *Report) error 
 			return err
 		}
 	}
+	if p.runs("compression") {
+		s.logf("compression: %d full-queue reads each with identity, gzip and zstd", p.codingIterations)
+		if rep.Compression, err = benchCompression(ctx, s, readers[0], p.codingIterations); err != nil {
+			return err
+		}
+	}
 	if p.runs("trim") {
 		s.logf("trim: %d DELETEs of a refilled queue, interleaved with LTRIM", p.trimIterations)
 		if rep.Trim, err = benchTrim(ctx, s, trimmer, payloads, p.trimIterations); err != nil {
@@ -260,9 +272,31 @@ func runPostgresPhase(ctx context.Context, s *stack, p plan, rep *Report) error 
 	}
 	if p.runs("webhook") {
 		s.logf("webhook: %.0f/s for %s (worker running)", p.webhookRate, p.webhookFor)
-		rep.Webhook, err = benchWebhook(ctx, s, ackShop, p.webhookRate, p.webhookFor, p.webhookAloneFor)
+		if rep.Webhook, err = benchWebhook(ctx, s, ackShop, p.webhookRate, p.webhookFor, p.webhookAloneFor); err != nil {
+			return err
+		}
 	}
-	return err
+	if p.runs("longpoll") {
+		s.logf("long poll: %d wake-ups with %d other reads waiting", p.longPollWakeups, p.longPollWaiters)
+		if rep.LongPoll, err = benchLongPoll(ctx, s, p.longPollWaiters, p.longPollWakeups); err != nil {
+			return err
+		}
+	}
+	return runRebuild(ctx, s, p, rep, "postgres")
+}
+
+// runRebuild measures scenario 9 on the current database.
+func runRebuild(ctx context.Context, s *stack, p plan, rep *Report, database string) error {
+	if !p.runs("rebuild") {
+		return nil
+	}
+	s.logf("rebuild: %d stored events of a lost queue, %s", p.rebuildEvents, database)
+	r, err := benchRebuild(ctx, s, database, p.rebuildEvents)
+	if err != nil {
+		return err
+	}
+	rep.Rebuild = append(rep.Rebuild, r)
+	return nil
 }
 
 // runSQLitePhase runs the ingestion scenario on SQLite.
@@ -271,7 +305,12 @@ func runSQLitePhase(ctx context.Context, s *stack, p plan, rep *Report) error {
 		return err
 	}
 	defer s.stopServices()
-	return runIngest(ctx, s, p, rep)
+	if p.runs("ingest-sqlite") {
+		if err := runIngest(ctx, s, p, rep); err != nil {
+			return err
+		}
+	}
+	return runRebuild(ctx, s, p, rep, "sqlite")
 }
 
 // runIngest measures the insert floor of the current database, then ingestion with 1 and

@@ -192,7 +192,7 @@ func benchQueueRead(ctx context.Context, s *stack, t *tenant, iterations int) (*
 	}
 	defer raw.close()
 	var body bytes.Buffer
-	res := &QueueRead{Events: queueEvents, Iterations: iterations, Target: 1.5}
+	res := &QueueRead{Events: queueEvents, Iterations: iterations, Target: 1.2}
 
 	// Check once that the api answers the whole queue, then warm up both sides.
 	size, err := s.readAPI(ctx, t.Token, &body)

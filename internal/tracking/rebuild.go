@@ -11,10 +11,10 @@ import (
 	"github.com/eventq/eventq/models"
 )
 
-// rebuildSettle is how long Rebuild waits, with appends held, for requests in flight when it
+// RebuildSettle is how long Rebuild waits, with appends held, for requests in flight when it
 // began: one whose append went in just before it emptied the queue clears the event's pending
 // mark right after (within the append timeout), and would otherwise undo Rebuild's mark.
-const rebuildSettle = 4 * appendTimeout
+const RebuildSettle = 4 * appendTimeout
 
 // Rebuild puts the queues of tenants back from the database after Redis lost them (a restart
 // without persistence, a failover, FLUSHALL): every stored event that had been queued and not
@@ -23,7 +23,7 @@ const rebuildSettle = 4 * appendTimeout
 //
 // Steps: each tenant's appends are held and its queue emptied (eventqueue.Store.BeginRebuild);
 // the events queued after its last recorded trim are marked pending again, and once more after
-// rebuildSettle; then the hold is lifted and the pending events are drained in order, as the
+// RebuildSettle; then the hold is lifted and the pending events are drained in order, as the
 // re-pusher drains a full queue, before any event accepted meanwhile. Whatever does not fit
 // under the queue's length limit stays pending, held, and goes in as the consumer trims.
 func (in *Ingestor) Rebuild(ctx context.Context, tenants ...uint64) (map[uint64]int64, error) {
@@ -48,7 +48,7 @@ func (in *Ingestor) Rebuild(ctx context.Context, tenants ...uint64) (map[uint64]
 		restored[t] = n
 	}
 	select {
-	case <-time.After(rebuildSettle):
+	case <-time.After(RebuildSettle):
 	case <-ctx.Done():
 		return restored, ctx.Err()
 	}
