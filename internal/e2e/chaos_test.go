@@ -12,6 +12,8 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -307,6 +309,8 @@ func TestChaosAFloodingTenantDoesNotHurtAnother(t *testing.T) {
 	}
 	aloneStatuses, aloneLat := victimFor(10 * time.Second)
 
+	failOpen0 := metricValue(t, s.Base, "eventq_rate_limit_store_errors_total")
+	floodStart := time.Now()
 	floodCtx, stopFlood := context.WithCancel(context.Background())
 	floodDone := make(chan map[int]int)
 	go func() { st, _ := paced(floodCtx, time.Millisecond, send(flooder)); floodDone <- st }() // 1,000/s
@@ -314,6 +318,10 @@ func TestChaosAFloodingTenantDoesNotHurtAnother(t *testing.T) {
 	floodedStatuses, floodedLat := victimFor(10 * time.Second)
 	stopFlood()
 	flood := <-floodDone
+	floodFor := time.Since(floodStart)
+	// Under overload the limiter lets a request through when Redis does not answer its check
+	// within 100 ms (fail open, counted): those do not count against the limit's accuracy.
+	failOpen := metricValue(t, s.Base, "eventq_rate_limit_store_errors_total") - failOpen0
 
 	t.Logf("fairness (%s): victim alone: %v, p99 %s; victim during a flood of 1,000 requests/s against a 100/s budget: %v, p99 %s; flooder: %v",
 		testenv.Backend(), aloneStatuses, p99of(aloneLat), floodedStatuses, p99of(floodedLat), flood)
@@ -322,7 +330,31 @@ func TestChaosAFloodingTenantDoesNotHurtAnother(t *testing.T) {
 			t.Fatalf("the victim's statuses %v: every request must be accepted", st)
 		}
 	}
-	if flood[429] < flood[202] {
-		t.Fatalf("flooder statuses %v: most of a 10x flood must be refused", flood)
+	budget := 100*floodFor.Seconds() + 100 // the rate over the flood, plus one second of burst
+	t.Logf("flood of %s: budget %.0f, %d accepted, %.0f let through by a failed limit check", floodFor.Round(time.Millisecond), budget, flood[202], failOpen)
+	if float64(flood[202])-failOpen > 1.2*budget || flood[429] == 0 {
+		t.Fatalf("flooder statuses %v: beyond its budget of %.0f (with %.0f failed checks let through)", flood, budget, failOpen)
 	}
+}
+
+// metricValue reads one unlabelled counter or gauge from the api's /metrics.
+func metricValue(t *testing.T, base, name string) float64 {
+	t.Helper()
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("%s not in /metrics", name)
+	return 0
 }

@@ -76,7 +76,7 @@ func New() *Metrics {
 			Name: "eventq_rate_limited_total", Help: "Requests refused with 429, by route and limit.",
 		}, []string{"route", "limit"}),
 		RateLimitDown: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eventq_rate_limit_store_errors_total", Help: "Rate limit checks that could not reach Redis (the request was let through).",
+			Name: "eventq_rate_limit_store_errors_total", Help: "Requests let through unchecked because the rate limit store failed (the check timed out or failed, or did so less than a second before).",
 		}),
 		HeldBack: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "eventq_events_held_back_total", Help: "Events held back in the database because their tenant's queue was full.",

@@ -52,7 +52,8 @@ func (l *Limiter) Allow(ctx context.Context, key string, rate config.Rate) Decis
 	if l == nil || rate.Off() {
 		return Decision{Allowed: true}
 	}
-	if !l.store.Allow(l.clock.Now()) {
+	if !l.store.Allow(l.clock.Now()) { // the store failed just before: let through, and count it
+		l.metrics.RateLimitStoreError()
 		return Decision{Allowed: true}
 	}
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
