@@ -90,8 +90,8 @@ func cpuTime(pid int) time.Duration {
 	if len(fields) < 13 {
 		return 0
 	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64) // field 14
-	stime, _ := strconv.ParseInt(fields[12], 10, 64) // field 15
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)      // field 14
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)      // field 15
 	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ is 100 on Linux
 }
 
