@@ -3,13 +3,22 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/metrics"
+	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/internal/tracking"
+	"github.com/eventq/eventq/models"
 )
 
 // Offsets: a read says where its first event is; a trim with that offset is safe to retry,
@@ -235,4 +244,51 @@ func TestWaitWithTheFlagOff(t *testing.T) {
 	if res.Header.Get("Queue-Offset") != "" {
 		t.Fatalf("Queue-Offset %q with the flag off", res.Header.Get("Queue-Offset"))
 	}
+}
+
+// After Redis restarts empty, a rebuild restores exactly the events the consumer had not
+// trimmed, in order, from the offset the api recorded; a trim with an offset from before the
+// loss beyond the restored front is refused.
+func TestRebuildAfterAnEmptyRedisRestart(t *testing.T) {
+	e := startAPI(t)
+	tn := e.MustTenant(true)
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, e.MustTrack(tn, pageView("s", 2*i), pageView("s", 2*i+1))...)
+	}
+	e.Do("GET", "/api/platform/events?limit=4", tn.Token, nil)
+	if res := e.Do("DELETE", "/api/platform/events?count=4&offset=0", tn.Token, nil); res.Status != 204 {
+		t.Fatalf("DELETE: %d", res.Status)
+	}
+	testenv.Eventually(t, 5*time.Second, "the api recorded the trim", func() bool {
+		var f models.QueueFront
+		return e.DB.Take(&f, "tenant_id = ?", tn.ID).Error == nil && f.Front == 4
+	})
+	testenv.Eventually(t, 5*time.Second, "no event is pending", func() bool {
+		var n int64
+		e.DB.Model(&models.TrackedEvent{}).Where("queue_pending = ?", true).Count(&n)
+		return n == 0
+	})
+	e.Redis.Wipe()
+	if n := e.QueueLen(tn); n != 0 {
+		t.Fatalf("queue length %d after an empty restart", n)
+	}
+	in := tracking.NewIngestor(e.DB, features.New(e.DB), e.Queue, clock.Real{}, slog.New(slog.DiscardHandler), metrics.New())
+	defer in.Close()
+	restored, err := in.Rebuild(context.Background(), tn.ID)
+	if err != nil || restored[tn.ID] != 6 {
+		t.Fatalf("rebuild: %v %v", restored, err)
+	}
+	res := e.Do("GET", "/api/platform/events", tn.Token, nil)
+	got := e.MustRead(tn)
+	if res.Header.Get("Queue-Offset") != "4" || got.Data.Count != 6 {
+		t.Fatalf("after the rebuild: offset %q, %d events", res.Header.Get("Queue-Offset"), got.Data.Count)
+	}
+	for i, ev := range got.Data.Events {
+		if ev.ID != ids[4+i] {
+			t.Fatalf("event %d is %s, want %s", i, ev.ID, ids[4+i])
+		}
+	}
+	assertBody(t, e.Do("DELETE", "/api/platform/events?count=2&offset=6", tn.Token, nil), 422,
+		`{"message":"The offset field must not be greater than 4.","errors":{"offset":["The offset field must not be greater than 4."]}}`)
 }

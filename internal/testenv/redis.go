@@ -7,7 +7,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -81,6 +83,23 @@ func StartRedisServer(port int, dir string, args ...string) (*exec.Cmd, error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return cmd, nil
+}
+
+// Wipe restarts the server empty, as one without persistence would come back: its files are
+// deleted between the stop and the start.
+func (r *Redis) Wipe() {
+	r.t.Helper()
+	r.Stop()
+	entries, err := os.ReadDir(r.dir)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(r.dir, e.Name())); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	r.Start()
 }
 
 // Stop shuts the server down (SIGTERM) and waits for it to exit; its data survives in the
