@@ -243,3 +243,49 @@ func TestRebuildHoldsEveryAppend(t *testing.T) {
 		t.Fatalf("held tenants %v", ids)
 	}
 }
+
+// Reads racing trims always pair events with the offset of their first one: the first event
+// of every read is the one at that absolute position.
+func TestReadsRacingTrimsReturnTheirFrontOffset(t *testing.T) {
+	s := New(testenv.StartRedis(t).Client())
+	defer s.Close()
+	ctx := context.Background()
+	const total = 3000
+	for i := 0; i < total; i += 500 {
+		appendN(t, s, 11, i+10000, i+10500) // event at absolute position p is ev(10000+p)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < total; i++ {
+			if _, err := s.Trim(ctx, 11, 1, -1); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	reads := 0
+	for {
+		select {
+		case <-done:
+			if reads == 0 {
+				t.Fatal("no read ran beside the trims")
+			}
+			return
+		default:
+		}
+		page, err := s.ReadPage(ctx, 11, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := pageString(t, page)
+		if page.Count > 0 {
+			want := fmt.Sprintf(`{"id":"%s"`, ev(10000+int(page.Offset)).ID)
+			if body[:len(want)] != want {
+				t.Fatalf("offset %d, first event %.60s, want %s", page.Offset, body, want)
+			}
+		}
+		page.Release()
+		reads++
+	}
+}
