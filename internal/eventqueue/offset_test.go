@@ -208,8 +208,18 @@ func TestWaiterWakesOnAppendToAnEmptyQueue(t *testing.T) {
 // While a rebuild holds a tenant, every append is held, draining included; the queue is
 // emptied and takes the given front offset.
 func TestRebuildHoldsEveryAppend(t *testing.T) {
-	s := New(testenv.StartRedis(t).Client())
-	defer s.Close()
+	for name, s := range map[string]*Store{
+		"single":  New(testenv.StartRedis(t).Client()),
+		"cluster": New(testenv.StartRedisCluster(t).Client()),
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer s.Close()
+			testRebuildHoldsEveryAppend(t, s)
+		})
+	}
+}
+
+func testRebuildHoldsEveryAppend(t *testing.T, s *Store) {
 	ctx := context.Background()
 	appendN(t, s, 6, 1, 4)
 	if err := s.BeginRebuild(ctx, 6, 42); err != nil {
