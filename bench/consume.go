@@ -64,21 +64,6 @@ type Rebuild struct {
 	EventsPerSec  float64 `json:"events_per_second"`
 }
 
-// rssMiB is the process's current resident set (VmRSS) in MiB, 0 if unknown.
-func rssMiB(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	return 0
-}
-
 // cpuTime is the process's user+system CPU time so far.
 func cpuTime(pid int) time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

@@ -277,13 +277,19 @@ func (p *proc) tail() string {
 }
 
 // peakRSS is the process's peak resident set (VmHWM) in MiB, 0 if unknown.
-func peakRSS(pid int) float64 {
+func peakRSS(pid int) float64 { return statusMiB(pid, "VmHWM:") }
+
+// rssMiB is the process's current resident set (VmRSS) in MiB, 0 if unknown.
+func rssMiB(pid int) float64 { return statusMiB(pid, "VmRSS:") }
+
+// statusMiB reads a kB field of /proc/PID/status in MiB, 0 if unknown.
+func statusMiB(pid int, field string) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
 			return kb / 1024
 		}

@@ -220,8 +220,7 @@ func (w *Waiter) wakeChannel(channel string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if t, ok := w.tenants[id]; ok {
-		close(t.wake)
-		t.wake = make(chan struct{})
+		t.fire()
 	}
 }
 
@@ -230,10 +229,15 @@ func (w *Waiter) wakeNode(node string) {
 	defer w.mu.Unlock()
 	for _, t := range w.tenants {
 		if t.node == node {
-			close(t.wake)
-			t.wake = make(chan struct{})
+			t.fire()
 		}
 	}
+}
+
+// fire wakes t's waiters; the caller holds the Waiter's lock.
+func (t *tenantWake) fire() {
+	close(t.wake)
+	t.wake = make(chan struct{})
 }
 
 // sweep unsubscribes tenants nobody has waited on for Linger.
