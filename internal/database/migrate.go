@@ -24,6 +24,13 @@ func migrations() []*gormigrate.Migration {
 		Migrate: func(tx *gorm.DB) error {
 			return tx.AutoMigrate(&models.Purchase{}, &models.Entitlement{}, &models.WebhookInbox{})
 		},
+	}, {
+		// Purchase status and payment intent index, revocable entitlements, parked refunds
+		// and disputes, and the reconciliation watermark.
+		ID: "2026112302_payments_recovery",
+		Migrate: func(tx *gorm.DB) error {
+			return tx.AutoMigrate(&models.Purchase{}, &models.Entitlement{}, &models.PurchaseReversal{}, &models.ReconcileMark{})
+		},
 	}}
 }
 
