@@ -16,7 +16,9 @@ import (
 	"github.com/eventq/eventq/models"
 )
 
-func since72h() ReconcileOptions { return ReconcileOptions{Since: time.Now().Add(-DefaultReconcileSince)} }
+func since72h() ReconcileOptions {
+	return ReconcileOptions{Since: time.Now().Add(-DefaultReconcileSince)}
+}
 
 func TestReconcileFulfilsMissedDeliveriesOnce(t *testing.T) {
 	e := startEnv(t)
