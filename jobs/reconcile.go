@@ -175,7 +175,7 @@ func (r *Reconciler) processed(ctx context.Context, ev *stripe.Event) (bool, err
 	if err != nil || !ok {
 		return true, nil
 	}
-	err = db.Model(&models.PurchaseReversal{}).Where("psp_payment_intent_id = ? AND kind = ?", rev.PaymentIntent, rev.Kind).Count(&n).Error
+	err = db.Model(&models.PurchaseReversal{}).Where("psp_payment_intent_id = ? AND kind = ? AND account = ?", rev.PaymentIntent, rev.Kind, rev.Account).Count(&n).Error
 	if err != nil {
 		return false, fmt.Errorf("reconcile: look up reversal: %w", err)
 	}

@@ -43,12 +43,12 @@ type Entitlement struct {
 // PurchaseReversal records a full refund or a dispute the provider reported for a payment
 // intent (Kind is PurchaseRefunded or PurchaseDisputed). It is applied to the purchase with
 // that payment intent, on the same connected account, as soon as that purchase exists: at
-// once, or when a late fulfilment creates it. One row per payment intent and kind.
+// once, or when a late fulfilment creates it. One row per payment intent, kind and account.
 type PurchaseReversal struct {
 	ID                 uint64 `gorm:"primaryKey"`
-	PSPPaymentIntentID string `gorm:"column:psp_payment_intent_id;size:255;not null;uniqueIndex:purchase_reversals_pi_kind"`
-	Kind               string `gorm:"size:16;not null;uniqueIndex:purchase_reversals_pi_kind"`
-	Account            string `gorm:"size:255;not null;default:''"`
+	PSPPaymentIntentID string `gorm:"column:psp_payment_intent_id;size:255;not null;uniqueIndex:purchase_reversals_pi_kind_account"`
+	Kind               string `gorm:"size:16;not null;uniqueIndex:purchase_reversals_pi_kind_account"`
+	Account            string `gorm:"size:255;not null;default:'';uniqueIndex:purchase_reversals_pi_kind_account"`
 	EventID            string `gorm:"size:255;not null"`
 	AppliedAt          *time.Time
 	CreatedAt          time.Time

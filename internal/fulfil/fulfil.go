@@ -1,6 +1,7 @@
 // Package fulfil is the one fulfilment path for a paid checkout, shared by the webhook worker
 // and the return page: purchase record, entitlement and a purchase_completed event, exactly
-// once per checkout session however often and however concurrently it runs.
+// once per checkout session however often and however concurrently it runs. It also ends a
+// purchase on a full refund or a dispute (Revoke), once, whichever of the two arrives first.
 package fulfil
 
 import (

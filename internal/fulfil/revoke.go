@@ -66,7 +66,7 @@ func (f *Fulfiller) revoke(ctx context.Context, r Reversal) (string, error) {
 	}
 	row := models.PurchaseReversal{PSPPaymentIntentID: r.PaymentIntent, Kind: r.Kind, Account: r.Account, EventID: r.EventID}
 	err := f.db.WithContext(ctx).Clauses(clause.OnConflict{
-		Columns: []clause.Column{{Name: "psp_payment_intent_id"}, {Name: "kind"}}, DoNothing: true,
+		Columns: []clause.Column{{Name: "psp_payment_intent_id"}, {Name: "kind"}, {Name: "account"}}, DoNothing: true,
 	}).Create(&row).Error
 	if err != nil {
 		return "", fmt.Errorf("fulfil: record reversal: %w", err)

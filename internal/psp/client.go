@@ -54,9 +54,6 @@ func NewClient(secretKey, apiBase string) *Client {
 	return &Client{api: client.New(secretKey, backends), hasKey: secretKey != ""}
 }
 
-// Configured reports whether the Client has a secret key, i.e. whether its calls can work.
-func (c *Client) Configured() bool { return c.hasKey }
-
 // CheckoutParams describes a one-item payment Checkout Session.
 type CheckoutParams struct {
 	Account       string // connected account, "" for the platform

@@ -1,5 +1,6 @@
 // Package psp is eventq's side of the payment provider (Stripe, through stripe-go): webhook
-// verification and the two Checkout Session calls the service makes.
+// verification, the two Checkout Session calls the service makes, and the event list that
+// reconciliation reads.
 package psp
 
 import (
