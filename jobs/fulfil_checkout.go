@@ -15,45 +15,11 @@ import (
 	"github.com/eventq/eventq/internal/psp"
 )
 
-// Task types, one per provider event type that fulfils a checkout.
+// Task types of the provider events that fulfil a checkout.
 const (
 	TypeCheckoutCompleted             = "psp:" + psp.EventCheckoutCompleted
 	TypeCheckoutAsyncPaymentSucceeded = "psp:" + psp.EventAsyncPaymentSucceeded
 )
-
-// taskRetention keeps a finished task's id (the provider's event id) reserved for longer than
-// the provider keeps redelivering it, so a late duplicate is recognised and dropped.
-const taskRetention = 25 * time.Hour
-
-// maxRetry is how often a failing fulfilment is retried, with RetryDelay between attempts.
-const maxRetry = 20
-
-// CheckoutTaskType maps a provider event type to its task type; ok is false for types eventq
-// does not handle.
-func CheckoutTaskType(eventType string) (string, bool) {
-	switch eventType {
-	case psp.EventCheckoutCompleted:
-		return TypeCheckoutCompleted, true
-	case psp.EventAsyncPaymentSucceeded:
-		return TypeCheckoutAsyncPaymentSucceeded, true
-	}
-	return "", false
-}
-
-// NewCheckoutTask returns the fulfilment task for a verified provider event; payload is the
-// event's JSON as received. The task id is the event id: enqueueing a duplicate fails with
-// asynq.ErrTaskIDConflict, which means "already queued".
-func NewCheckoutTask(eventID, eventType string, payload []byte) (*asynq.Task, error) {
-	typ, ok := CheckoutTaskType(eventType)
-	if !ok {
-		return nil, fmt.Errorf("jobs: event type %q is not fulfilled", eventType)
-	}
-	if eventID == "" {
-		return nil, errors.New("jobs: event without id")
-	}
-	return asynq.NewTask(typ, payload, asynq.TaskID(eventID), asynq.MaxRetry(maxRetry),
-		asynq.Retention(taskRetention), asynq.Timeout(2*time.Minute)), nil
-}
 
 // FulfilCheckout handles both checkout task types: it fulfils the event's session through the
 // shared fulfilment path. Sessions that can never be fulfilled are logged and not retried.

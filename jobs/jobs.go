@@ -20,6 +20,8 @@ type Handlers struct {
 	Fulfil *fulfil.Fulfiller
 	Tasks  *asynq.Client
 	Log    *slog.Logger
+	// Reconciler runs the periodic reconciliation; nil when no provider key is configured.
+	Reconciler *Reconciler
 }
 
 // Register binds every task type to its handler on mux.
@@ -27,6 +29,9 @@ func Register(mux *asynq.ServeMux, h *Handlers) {
 	mux.HandleFunc(TypeRequeueEvents, h.RequeueEvents)
 	mux.HandleFunc(TypeCheckoutCompleted, h.FulfilCheckout)
 	mux.HandleFunc(TypeCheckoutAsyncPaymentSucceeded, h.FulfilCheckout)
+	mux.HandleFunc(TypeChargeRefunded, h.RevokePurchase)
+	mux.HandleFunc(TypeDisputeCreated, h.RevokePurchase)
+	mux.HandleFunc(TypeReconcile, h.Reconcile)
 	mux.HandleFunc(TypeDrainInbox, h.DrainInbox)
 }
 

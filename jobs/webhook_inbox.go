@@ -27,7 +27,7 @@ func (h *Handlers) DrainInbox(ctx context.Context, _ *asynq.Task) error {
 			return fmt.Errorf("drain inbox: %w", err)
 		}
 		for _, row := range rows {
-			task, err := NewCheckoutTask(row.EventID, row.Type, row.Payload)
+			task, err := NewEventTask(row.EventID, row.Type, row.Payload)
 			if err == nil {
 				_, err = h.Tasks.EnqueueContext(ctx, task)
 			}

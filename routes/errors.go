@@ -17,6 +17,7 @@ var statusOf = map[apperr.Code]int{
 	apperr.TooLarge:     fiber.StatusRequestEntityTooLarge,
 	apperr.TooMany:      fiber.StatusTooManyRequests,
 	apperr.BadGateway:   fiber.StatusBadGateway,
+	apperr.Unavailable:  fiber.StatusServiceUnavailable,
 	apperr.Internal:     fiber.StatusInternalServerError,
 }
 
@@ -73,7 +74,9 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		s.log(c).Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
 		body.Message = "Server Error."
 	}
-	if status >= 500 && status != fiber.StatusBadGateway { // 502 names the provider, nothing internal
+	// 502 names the provider and 503 says the service lacks configuration; neither carries
+	// anything internal. Every other 5xx is "Server Error.".
+	if status >= 500 && status != fiber.StatusBadGateway && status != fiber.StatusServiceUnavailable {
 		body = errorBody{Message: "Server Error."}
 	}
 	return c.Status(status).JSON(body)

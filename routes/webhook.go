@@ -39,7 +39,7 @@ func (s *Server) webhook(c *fiber.Ctx) error {
 		return c.Send(webhookAck)
 	}
 	s.Metrics.Webhook(metrics.WebhookVerified)
-	task, err := jobs.NewCheckoutTask(ev.ID, string(ev.Type), body)
+	task, err := jobs.NewEventTask(ev.ID, string(ev.Type), body)
 	if err != nil {
 		s.Metrics.Webhook(metrics.WebhookIgnoredType)
 		s.log(c).Info("webhook ignored", "event_id", ev.ID, "type", string(ev.Type))

@@ -538,3 +538,37 @@ func TestReturnPageChecksMetadataTenantOnPlatformAccount(t *testing.T) {
 		assertBody(t, res, 200, returnBody("fulfilled", e.assertFulfilledOnce(t, q, cs).ID))
 	})
 }
+
+// Without PSP_SECRET_KEY, checkout creation and the return page answer 503 and the provider
+// hears nothing: no anonymous call to its production API.
+func TestCheckoutWithoutKeyIs503AndSendsNothing(t *testing.T) {
+	fake := testenv.StartFakePSP(t)
+	e := startAPI(t, "PSP_API_BASE="+fake.URL, "APP_URL="+checkoutAppURL)
+	s := e.MustShop(false)
+	cs := fake.AddSession(s.Account, psp.CheckoutSession{
+		AmountTotal: 1999, Currency: "usd", Mode: "payment", PaymentStatus: "unpaid", Status: "open",
+		Metadata: map[string]string{"tenant_id": models.FormatID(s.ID), "audience_member_id": models.FormatID(s.Member.ID),
+			"product_id": models.FormatID(s.Product.ID)},
+	})
+	fake.Pay(cs.ID)
+	const body = `{"message":"Service Unavailable."}`
+
+	t.Run("create answers 503", func(t *testing.T) {
+		assertBody(t, e.PostCheckout(s.Token, checkoutBody(s)), 503, body)
+	})
+	t.Run("return page answers 503 and fulfils nothing", func(t *testing.T) {
+		assertBody(t, e.ReturnJSON(s.ID, cs.ID), 503, body)
+		res := e.Do("GET", returnPath(s.ID, cs.ID), "", nil, "Accept", "text/html")
+		if res.Status != 503 {
+			t.Fatalf("HTML return page: %d %s", res.Status, res.Body)
+		}
+		if n := e.rows(t, &models.Purchase{}, s.ID); n != 0 {
+			t.Fatalf("%d purchases, want 0", n)
+		}
+	})
+	t.Run("the provider received nothing", func(t *testing.T) {
+		if calls := fake.Calls(); len(calls) != 0 {
+			t.Fatalf("the provider received %d calls: %+v", len(calls), calls)
+		}
+	})
+}

@@ -1,5 +1,6 @@
 // Command eventq is the operator CLI: migrations, tenants, tokens, flags, members, products,
-// a look at stored events, purchases and entitlements, and a signed test webhook. Every
+// a look at stored events, purchases and entitlements, a signed test webhook and
+// reconciliation with the payment provider. Every
 // command prints JSON on stdout and errors on stderr.
 package main
 
@@ -52,7 +53,7 @@ func (c *cli) rootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(c.migrateCommand(), c.tenantCommand(), c.tokenCommand(), c.featureCommand(),
-		c.memberCommand(), c.productCommand(), c.eventsCommand(), c.purchasesCommand(), c.entitlementsCommand(), c.webhookCommand(), c.consumeCommand(), c.queueCommand())
+		c.memberCommand(), c.productCommand(), c.eventsCommand(), c.purchasesCommand(), c.entitlementsCommand(), c.webhookCommand(), c.consumeCommand(), c.queueCommand(), c.pspCommand())
 	return root
 }
 

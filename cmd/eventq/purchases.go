@@ -17,6 +17,7 @@ type purchaseJSON struct {
 	AmountTotal          int64  `json:"amount_total"`
 	Currency             string `json:"currency"`
 	CreatedAt            string `json:"created_at"`
+	Status               string `json:"status"`
 }
 
 // entitlementJSON is one line of `entitlements list`.
@@ -32,7 +33,7 @@ func (c *cli) purchasesCommand() *cobra.Command {
 	var tenantID string
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "Print a tenant's purchases, oldest first",
+		Short: "Print a tenant's purchases, oldest first, with their status (paid, refunded or disputed)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			db, tenant, err := c.tenant(cmd, tenantID)
@@ -55,6 +56,7 @@ func (c *cli) purchasesCommand() *cobra.Command {
 					AmountTotal:          p.AmountTotal,
 					Currency:             p.Currency,
 					CreatedAt:            p.CreatedAt.UTC().Format(models.TimeFormat),
+					Status:               p.Status,
 				}
 			}
 			return c.print(out)
@@ -70,7 +72,7 @@ func (c *cli) entitlementsCommand() *cobra.Command {
 	var tenantID, memberID string
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "Print a tenant's entitlements, optionally of one member, ordered by id",
+		Short: "Print a tenant's entitlements in force (not revoked by a refund or dispute), optionally of one member, ordered by id",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var member uint64
@@ -84,7 +86,7 @@ func (c *cli) entitlementsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			q := db.WithContext(cmd.Context()).Where("tenant_id = ?", tenant.ID)
+			q := db.WithContext(cmd.Context()).Where("tenant_id = ? AND revoked_at IS NULL", tenant.ID)
 			if member != 0 {
 				q = q.Where("audience_member_id = ?", member)
 			}

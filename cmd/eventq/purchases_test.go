@@ -11,7 +11,7 @@ import (
 
 var (
 	purchaseKeys = []string{"id", "audience_member_id", "product_id", "psp_checkout_session_id",
-		"amount_total", "currency", "created_at"}
+		"amount_total", "currency", "created_at", "status"}
 	entitlementKeys = []string{"id", "audience_member_id", "product_id", "purchase_id"}
 )
 
@@ -77,7 +77,7 @@ func TestPurchasesList(t *testing.T) {
 		raw := e.MustRun("purchases", "list", "--tenant", tenant)
 		want := fmt.Sprintf(`[{"id":"%d","audience_member_id":"%s","product_id":"%s",`+
 			`"psp_checkout_session_id":"cs_test_1","amount_total":1999,"currency":"usd",`+
-			`"created_at":"2026-11-21T10:15:30+00:00"}]`, p.ID, member, product)
+			`"created_at":"2026-11-21T10:15:30+00:00","status":"paid"}]`, p.ID, member, product)
 		if string(raw) != want {
 			t.Errorf("stdout\n%s\nwant\n%s", raw, want)
 		}
@@ -104,6 +104,26 @@ func TestPurchasesList(t *testing.T) {
 		}
 		if want := "[cs_1/100 cs_2/200 cs_2b/250 cs_3/300]"; fmt.Sprint(got) != want {
 			t.Errorf("purchases %v, want %s", got, want)
+		}
+	})
+
+	t.Run("prints each purchase's status", func(t *testing.T) {
+		e := newCLI(t)
+		tenant := e.mustTenant("Acme")
+		member, product := e.mustMember(tenant, "ada@example.com"), e.mustProduct(tenant, 500, "usd")
+		base := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+		for i, status := range []string{models.PurchasePaid, models.PurchaseRefunded, models.PurchaseDisputed} {
+			p, _ := e.insertPurchase(tenant, member, product, "cs_"+status, 500, base.Add(time.Duration(i)*time.Minute))
+			if err := e.db.Model(&p).Update("status", status).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		for _, it := range e.MustArray(purchaseKeys, "purchases", "list", "--tenant", tenant) {
+			got = append(got, str(t, it, "status"))
+		}
+		if want := "[paid refunded disputed]"; fmt.Sprint(got) != want {
+			t.Errorf("statuses %v, want %s", got, want)
 		}
 	})
 
@@ -168,6 +188,25 @@ func TestEntitlementsList(t *testing.T) {
 		}
 		if raw := e.MustRun("entitlements", "list", "--tenant", tenant, "--member", "999999"); string(raw) != "[]" {
 			t.Errorf("unknown member: stdout %s, want []", raw)
+		}
+	})
+
+	t.Run("shows only entitlements in force", func(t *testing.T) {
+		e := newCLI(t)
+		tenant := e.mustTenant("Acme")
+		ada := e.mustMember(tenant, "ada@example.com")
+		product := e.mustProduct(tenant, 500, "usd")
+		at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+		_, kept := e.insertPurchase(tenant, ada, product, "cs_1", 500, at)
+		_, revoked := e.insertPurchase(tenant, ada, product, "cs_2", 500, at)
+		if err := e.db.Model(&revoked).Update("revoked_at", at.Add(time.Hour)).Error; err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"--tenant", tenant}, {"--tenant", tenant, "--member", ada}} {
+			items := e.MustArray(entitlementKeys, append([]string{"entitlements", "list"}, args...)...)
+			if len(items) != 1 || str(t, items[0], "id") != models.FormatID(kept.ID) {
+				t.Errorf("entitlements list %v: %v, want only %d", args, items, kept.ID)
+			}
 		}
 	})
 

@@ -1,19 +1,26 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/gofiber/fiber/v2"
+	"github.com/hibiken/asynq"
 	"github.com/stripe/stripe-go/v76"
 
 	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/psp"
+	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
+	"github.com/eventq/eventq/routes"
 )
 
 var webhookSentKeys = []string{"event_id", "type", "checkout_session_id", "url", "status"}
@@ -25,10 +32,12 @@ type received struct {
 	Body         []byte
 }
 
-// webhookSink is a webhook endpoint that records every request and answers status.
+// webhookSink is a webhook endpoint that records every request and answers status, or, with
+// an app, hands the request to that real api and answers what it answers.
 type webhookSink struct {
 	*httptest.Server
 	status int
+	app    *fiber.App
 
 	mu   sync.Mutex
 	reqs []received
@@ -42,12 +51,55 @@ func newWebhookSink(t *testing.T, status int) *webhookSink {
 		s.mu.Lock()
 		s.reqs = append(s.reqs, received{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
 		s.mu.Unlock()
+		if s.app != nil {
+			req := httptest.NewRequest(r.Method, r.URL.RequestURI(), bytes.NewReader(body))
+			req.Header = r.Header.Clone()
+			res, err := s.app.Test(req, -1)
+			if err != nil {
+				t.Errorf("api: %v", err)
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+			defer res.Body.Close()
+			w.Header().Set("Content-Type", res.Header.Get("Content-Type"))
+			w.WriteHeader(res.StatusCode)
+			io.Copy(w, res.Body)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(s.status)
 		io.WriteString(w, `{"message":"answered"}`)
 	}))
 	t.Cleanup(s.Close)
 	return s
+}
+
+// newAPISink is a webhookSink in front of the real webhook handler of an api whose
+// PSP_WEBHOOK_SECRET is secrets, on a fresh Redis and e's database. It points the CLI's
+// REDIS_URL at that Redis and returns the sink and an inspector of the api's tasks.
+func (e *cliEnv) newAPISink(secrets ...string) (*webhookSink, *asynq.Inspector) {
+	e.t.Helper()
+	r := testenv.StartRedis(e.t)
+	e.environ = append(e.environ, "REDIS_URL="+r.URL())
+	s := newWebhookSink(e.t, 0)
+	s.app = routes.New(&routes.Server{
+		DB: e.db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.New(),
+		Tasks:    asynq.NewClientFromRedisClient(r.Client()),
+		Webhooks: psp.NewVerifier(secrets, clock.Real{}),
+	})
+	return s, asynq.NewInspectorFromRedisClient(r.Client())
+}
+
+// mustQueued checks the api queued event id as a fulfilment task.
+func mustQueued(t *testing.T, inspector *asynq.Inspector, id string) {
+	t.Helper()
+	info, err := inspector.GetTaskInfo("default", id)
+	if err != nil {
+		t.Fatalf("task %s: %v", id, err)
+	}
+	if info.Type != "psp:"+psp.EventCheckoutCompleted && info.Type != "psp:"+psp.EventAsyncPaymentSucceeded {
+		t.Errorf("task type %s", info.Type)
+	}
 }
 
 // requests returns what the sink has received so far.
@@ -103,12 +155,13 @@ func TestWebhookSend(t *testing.T) {
 	t.Run("posts a signed, realistic checkout.session.completed for the connected account", func(t *testing.T) {
 		e := newCLI(t)
 		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test", "APP_URL=https://pay.example/")
-		sink := newWebhookSink(t, http.StatusOK)
+		sink, tasks := e.newAPISink("whsec_test")
 		s := e.mustShop("acct_1ABC")
 		url := sink.URL + "/api/webhooks/psp"
 
 		out := e.MustObject(webhookSentKeys, s.args("--url", url)...)
 		r := sink.mustOne(t)
+		mustQueued(t, tasks, str(t, out, "event_id"))
 		if r.Method != http.MethodPost || r.Path != "/api/webhooks/psp" {
 			t.Errorf("request %s %s, want POST /api/webhooks/psp", r.Method, r.Path)
 		}
@@ -161,7 +214,7 @@ func TestWebhookSend(t *testing.T) {
 
 	t.Run("posts to APP_URL/api/webhooks/psp by default", func(t *testing.T) {
 		e := newCLI(t)
-		sink := newWebhookSink(t, http.StatusOK)
+		sink, _ := e.newAPISink("whsec_test")
 		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test", "APP_URL="+sink.URL)
 		s := e.mustShop("acct_1ABC")
 		out := e.MustObject(webhookSentKeys, s.args()...)
@@ -176,24 +229,53 @@ func TestWebhookSend(t *testing.T) {
 	t.Run("honours --type", func(t *testing.T) {
 		e := newCLI(t)
 		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
-		sink := newWebhookSink(t, http.StatusOK)
+		sink, tasks := e.newAPISink("whsec_test")
 		s := e.mustShop("acct_1ABC")
-		for _, typ := range []string{psp.EventAsyncPaymentSucceeded, "checkout.session.expired"} {
-			out := e.MustObject(webhookSentKeys, s.args("--url", sink.URL, "--type", typ)...)
-			reqs := sink.requests()
-			ev, _ := mustVerify(t, reqs[len(reqs)-1], "whsec_test")
-			if ev.Type != stripe.EventType(typ) || str(t, out, "type") != typ || str(t, out, "event_id") != ev.ID {
-				t.Errorf("--type %s: event type %q, printed %v", typ, ev.Type, out)
-			}
+		typ := psp.EventAsyncPaymentSucceeded
+		out := e.MustObject(webhookSentKeys, s.args("--url", sink.URL+"/api/webhooks/psp", "--type", typ)...)
+		ev, _ := mustVerify(t, sink.mustOne(t), "whsec_test")
+		if ev.Type != stripe.EventType(typ) || str(t, out, "type") != typ || str(t, out, "event_id") != ev.ID {
+			t.Errorf("--type %s: event type %q, printed %v", typ, ev.Type, out)
+		}
+		mustQueued(t, tasks, ev.ID)
+	})
+
+	t.Run("fails for a type the service does not fulfil, sending nothing", func(t *testing.T) {
+		e := newCLI(t)
+		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
+		sink, _ := e.newAPISink("whsec_test")
+		s := e.mustShop("acct_1ABC")
+		stderr := e.MustFail(s.args("--url", sink.URL, "--type", "checkout.session.expired")...)
+		if !strings.Contains(stderr, "does not fulfil") || !strings.Contains(stderr, psp.EventCheckoutCompleted) {
+			t.Errorf("stderr %q does not say the type is not handled", stderr)
+		}
+		if n := len(sink.requests()); n != 0 {
+			t.Errorf("endpoint received %d requests, want 0", n)
+		}
+	})
+
+	t.Run("fails naming PSP_WEBHOOK_SECRET when the api's secret differs", func(t *testing.T) {
+		e := newCLI(t)
+		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_typo")
+		sink, tasks := e.newAPISink("whsec_api")
+		s := e.mustShop("acct_1ABC")
+		stderr := e.MustFail(s.args("--url", sink.URL+"/api/webhooks/psp")...)
+		r := sink.mustOne(t) // it was sent, answered 200 and refused
+		ev, _ := mustVerify(t, r, "whsec_typo")
+		if !strings.Contains(stderr, "PSP_WEBHOOK_SECRET") || !strings.Contains(stderr, ev.ID) || !strings.Contains(stderr, "answered 200") {
+			t.Errorf("stderr %q does not name PSP_WEBHOOK_SECRET, the event and the 200", stderr)
+		}
+		if _, err := tasks.GetTaskInfo("default", ev.ID); err == nil {
+			t.Errorf("the api queued an event signed with another secret")
 		}
 	})
 
 	t.Run("omits the account for a tenant without one", func(t *testing.T) {
 		e := newCLI(t)
 		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
-		sink := newWebhookSink(t, http.StatusOK)
+		sink, _ := e.newAPISink("whsec_test")
 		s := e.mustShop("")
-		e.MustObject(webhookSentKeys, s.args("--url", sink.URL)...)
+		e.MustObject(webhookSentKeys, s.args("--url", sink.URL+"/api/webhooks/psp")...)
 		r := sink.mustOne(t)
 		ev, _ := mustVerify(t, r, "whsec_test")
 		var raw map[string]json.RawMessage
@@ -209,9 +291,9 @@ func TestWebhookSend(t *testing.T) {
 		for _, env := range []string{"PSP_WEBHOOK_SECRET=whsec_new, whsec_old", "STRIPE_WEBHOOK_SECRET=whsec_new"} {
 			e := newCLI(t)
 			e.environ = append(e.environ, env)
-			sink := newWebhookSink(t, http.StatusOK)
+			sink, _ := e.newAPISink("whsec_new")
 			s := e.mustShop("acct_1ABC")
-			e.MustObject(webhookSentKeys, s.args("--url", sink.URL)...)
+			e.MustObject(webhookSentKeys, s.args("--url", sink.URL+"/api/webhooks/psp")...)
 			r := sink.mustOne(t)
 			mustVerify(t, r, "whsec_new")
 			if _, err := psp.NewVerifier([]string{"whsec_old"}, clock.Real{}).Verify(r.Body, r.Header.Get("PSP-Signature")); err == nil {
@@ -252,8 +334,8 @@ func TestWebhookSend(t *testing.T) {
 		sink := newWebhookSink(t, http.StatusOK)
 		sink.Close()
 		s := e.mustShop("acct_1ABC")
-		if stderr := e.MustFail(s.args("--url", sink.URL)...); !strings.Contains(stderr, sink.URL) {
-			t.Errorf("stderr %q does not name the URL", stderr)
+		if stderr := e.MustFail(s.args("--url", sink.URL)...); !strings.Contains(stderr, sink.URL) || !strings.Contains(stderr, "not running") {
+			t.Errorf("stderr %q does not name the URL and say the api is not running", stderr)
 		}
 	})
 

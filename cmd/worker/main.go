@@ -22,6 +22,7 @@ import (
 	"github.com/eventq/eventq/internal/fulfil"
 	"github.com/eventq/eventq/internal/infra"
 	"github.com/eventq/eventq/internal/metrics"
+	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/jobs"
 )
@@ -61,6 +62,7 @@ type Main struct {
 	metrics   *http.Server
 	metricsLn net.Listener
 	ingest    *tracking.Ingestor
+	reconcile bool // whether Run triggers the periodic reconciliation
 }
 
 // NewMain returns a Main with the real clock; tests may replace fields before Open.
@@ -106,13 +108,21 @@ func (m *Main) Open() error {
 	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log, mx)
 	m.ingest = ingest
 	m.mux = asynq.NewServeMux()
-	jobs.Register(m.mux, &jobs.Handlers{
+	h := &jobs.Handlers{
 		DB:     in.DB,
 		Ingest: ingest,
 		Fulfil: fulfil.New(in.DB, in.Flags, ingest, m.Config.AppURL, m.Log, mx),
 		Tasks:  m.tasks,
 		Log:    m.Log,
-	})
+	}
+	if m.Config.PSP.SecretKey != "" {
+		h.Reconciler = &jobs.Reconciler{
+			DB: in.DB, PSP: psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase), Tasks: m.tasks,
+			Clock: m.Clock, Log: m.Log, Metrics: mx,
+		}
+	}
+	jobs.Register(m.mux, h)
+	m.reconcile = h.Reconciler != nil && m.Config.PSP.ReconcileInterval > 0
 	if m.Config.WorkerMetricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", mx.Handler())
@@ -146,7 +156,22 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.metrics != nil {
 		go m.metrics.Serve(m.metricsLn)
 	}
+	triggered := make(chan struct{})
+	switch {
+	case m.reconcile:
+		go func() {
+			defer close(triggered)
+			jobs.TriggerReconcile(ctx, m.tasks, m.Clock, m.Config.PSP.ReconcileInterval, m.Log)
+		}()
+	case m.Config.PSP.ReconcileInterval > 0:
+		close(triggered)
+		m.Log.Warn("worker: reconciliation with the provider is off: PSP_SECRET_KEY is not set")
+	default:
+		close(triggered)
+		m.Log.Info("worker: reconciliation with the provider is off (PSP_RECONCILE_INTERVAL=off)")
+	}
 	<-ctx.Done()
+	<-triggered
 	return m.Close()
 }
 

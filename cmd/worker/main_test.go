@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -91,4 +93,88 @@ func TestWorkerRequeuesPendingEventsAndStopsCleanly(t *testing.T) {
 		servers, err := inspector.Servers()
 		return err == nil && len(servers) == 0
 	})
+}
+
+// Two workers with PSP_RECONCILE_INTERVAL=1s reconcile once per second between them: a paid
+// session whose delivery never came is fulfilled once, and the metrics show the runs.
+func TestWorkersReconcileOncePerInterval(t *testing.T) {
+	r := testenv.StartRedis(t)
+	db, dbURL := testenv.DB(t)
+	fake := testenv.StartFakePSP(t)
+	account := "acct_worker"
+	tn := models.Tenant{Name: "Shop", SiteKey: "site_rec", PSPAccountID: &account}
+	must(t, db.Create(&tn).Error)
+	member := models.AudienceMember{TenantID: tn.ID, Email: "m@example.com"}
+	must(t, db.Create(&member).Error)
+	product := models.Product{TenantID: tn.ID, Name: "Course", Amount: 1999, Currency: "usd"}
+	must(t, db.Create(&product).Error)
+	cs := fake.AddSession(account, psp.CheckoutSession{
+		AmountTotal: 1999, Currency: "usd", Mode: "payment", PaymentStatus: "unpaid", Status: "open",
+		Metadata: map[string]string{"tenant_id": models.FormatID(tn.ID), "audience_member_id": models.FormatID(member.ID),
+			"product_id": models.FormatID(product.ID)},
+	})
+	fake.Complete(cs.ID)
+
+	cfg, err := config.Load([]string{"DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL(), "WORKER_METRICS_ADDR=127.0.0.1:0",
+		"PSP_SECRET_KEY=sk_test_worker", "PSP_API_BASE=" + fake.URL, "PSP_RECONCILE_INTERVAL=1s"})
+	must(t, err)
+	start := time.Now()
+	var workers []*Main
+	for i := 0; i < 2; i++ {
+		m := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		must(t, m.Open())
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); m.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		workers = append(workers, m)
+	}
+	metric := func(name string) float64 {
+		var sum float64
+		for _, m := range workers {
+			res, err := http.Get("http://" + m.MetricsAddr() + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			for _, line := range strings.Split(string(body), "\n") {
+				if v, ok := strings.CutPrefix(line, name+" "); ok {
+					f, _ := strconv.ParseFloat(v, 64)
+					sum += f
+				}
+			}
+		}
+		return sum
+	}
+	okRuns := `eventq_psp_reconcile_runs_total{outcome="ok"}`
+	testenv.Eventually(t, 20*time.Second, "the missed session is fulfilled", func() bool {
+		var n int64
+		db.Model(&models.Purchase{}).Where("psp_checkout_session_id = ?", cs.ID).Count(&n)
+		return n == 1
+	})
+	testenv.Eventually(t, 20*time.Second, "three runs succeed", func() bool { return metric(okRuns) >= 3 })
+	runs := metric(okRuns)
+	windows := time.Now().Unix() - start.Unix() + 1
+	if runs > float64(windows) {
+		t.Errorf("%v runs in %d one-second windows: more than one per window", runs, windows)
+	}
+	if v := metric("eventq_psp_reconcile_missing_events_total"); v != 1 {
+		t.Errorf("missing events %v across the workers, want 1", v)
+	}
+	if v := metric("eventq_psp_reconcile_last_success_timestamp_seconds"); v < float64(start.Unix()) {
+		t.Errorf("last success %v, want after %d", v, start.Unix())
+	}
+	var n int64
+	must(t, db.Model(&models.Purchase{}).Count(&n).Error)
+	if n != 1 {
+		t.Errorf("%d purchases, want 1", n)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -19,6 +19,7 @@ const (
 	TooLarge     Code = "too_large"    // 413
 	TooMany      Code = "too_many"     // 429: a rate limit
 	BadGateway   Code = "bad_gateway"  // 502: the payment provider failed
+	Unavailable  Code = "unavailable"  // 503: a dependency is not configured
 	Internal     Code = "internal"     // 500
 )
 

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -21,6 +22,7 @@ var Variables = []string{
 	"HTTP_ADDR", "APP_URL", "DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_ADDRS",
 	"EVENTQUEUE_QUEUE_CONNECTION", "TRUSTED_PROXIES", "WORKER_METRICS_ADDR",
 	"PSP_WEBHOOK_SECRET", "PSP_SECRET_KEY", "PSP_PUBLISHABLE_KEY", "PSP_CONNECT_CLIENT_ID", "PSP_API_BASE",
+	"PSP_RECONCILE_INTERVAL",
 	"RATE_LIMIT_TRACK", "RATE_LIMIT_TRACK_IP", "RATE_LIMIT_PLATFORM", "EVENTQUEUE_MAX_LENGTH",
 }
 
@@ -73,6 +75,25 @@ type PSPConfig struct {
 	ConnectClientID string
 	// APIBase overrides the provider's API base URL (PSP_API_BASE). Default empty: production.
 	APIBase string
+	// ReconcileInterval is how often the worker reconciles with the provider's event list
+	// (PSP_RECONCILE_INTERVAL, a Go duration of at least 1s, or "off"). Default 15m; zero
+	// means off.
+	ReconcileInterval time.Duration
+}
+
+// DefaultReconcileInterval is PSP_RECONCILE_INTERVAL's default.
+const DefaultReconcileInterval = 15 * time.Minute
+
+// parseInterval reads PSP_RECONCILE_INTERVAL: "off" (zero) or a duration of at least 1s.
+func parseInterval(s string) (time.Duration, error) {
+	if strings.EqualFold(s, "off") {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < time.Second {
+		return 0, fmt.Errorf("config: PSP_RECONCILE_INTERVAL: %q is not a duration of at least 1s (e.g. 15m) or off", s)
+	}
+	return d, nil
 }
 
 // Load reads the configuration from environ (os.Environ's format) and validates it. Every
@@ -118,6 +139,11 @@ func Load(environ []string) (Config, error) {
 			}
 		}
 	}
+	interval, err := parseInterval(get("PSP_RECONCILE_INTERVAL", DefaultReconcileInterval.String()))
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.PSP.ReconcileInterval = interval
 	limits, err := loadLimits(get)
 	if err != nil {
 		return Config{}, err

@@ -17,6 +17,7 @@ func TestLoadDefaults(t *testing.T) {
 		Redis: RedisConfig{
 			URLs: map[string]string{"default": "redis://127.0.0.1:6379/0"},
 		},
+		PSP:    PSPConfig{ReconcileInterval: 15 * time.Minute},
 		Limits: Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000},
 	}
 	for name, environ := range map[string][]string{
@@ -125,12 +126,12 @@ func TestLoadValues(t *testing.T) {
 			name: "reads PSP variables",
 			environ: []string{
 				"PSP_WEBHOOK_SECRET=whsec_p", "PSP_SECRET_KEY=sk_p", "PSP_PUBLISHABLE_KEY=pk_p",
-				"PSP_CONNECT_CLIENT_ID=ca_p", "PSP_API_BASE=http://127.0.0.1:12111/",
+				"PSP_CONNECT_CLIENT_ID=ca_p", "PSP_API_BASE=http://127.0.0.1:12111/", "PSP_RECONCILE_INTERVAL=1h",
 			},
 			check: func(t *testing.T, cfg Config) {
 				eq(t, "PSP", cfg.PSP, PSPConfig{
 					WebhookSecrets: []string{"whsec_p"}, SecretKey: "sk_p", PublishableKey: "pk_p",
-					ConnectClientID: "ca_p", APIBase: "http://127.0.0.1:12111",
+					ConnectClientID: "ca_p", APIBase: "http://127.0.0.1:12111", ReconcileInterval: time.Hour,
 				})
 			},
 		},
@@ -143,7 +144,7 @@ func TestLoadValues(t *testing.T) {
 			check: func(t *testing.T, cfg Config) {
 				eq(t, "PSP", cfg.PSP, PSPConfig{
 					WebhookSecrets: []string{"whsec_s1", "whsec_s2"}, SecretKey: "sk_s",
-					PublishableKey: "pk_s", ConnectClientID: "ca_s",
+					PublishableKey: "pk_s", ConnectClientID: "ca_s", ReconcileInterval: 15 * time.Minute,
 				})
 			},
 		},
@@ -158,7 +159,7 @@ func TestLoadValues(t *testing.T) {
 			check: func(t *testing.T, cfg Config) {
 				eq(t, "PSP", cfg.PSP, PSPConfig{
 					WebhookSecrets: []string{"whsec_p"}, SecretKey: "sk_p",
-					PublishableKey: "pk_p", ConnectClientID: "ca_p",
+					PublishableKey: "pk_p", ConnectClientID: "ca_p", ReconcileInterval: 15 * time.Minute,
 				})
 			},
 		},
@@ -215,6 +216,9 @@ func TestLoadRejects(t *testing.T) {
 		{"rejects a rate of zero", []string{"RATE_LIMIT_PLATFORM=0/m"}, "RATE_LIMIT_PLATFORM"},
 		{"rejects a negative rate", []string{"RATE_LIMIT_PLATFORM=-5/s"}, "RATE_LIMIT_PLATFORM"},
 		{"rejects a queue length of zero", []string{"EVENTQUEUE_MAX_LENGTH=0"}, "EVENTQUEUE_MAX_LENGTH"},
+		{"rejects a reconcile interval that is not a duration", []string{"PSP_RECONCILE_INTERVAL=15"}, "PSP_RECONCILE_INTERVAL"},
+		{"rejects a reconcile interval below a second", []string{"PSP_RECONCILE_INTERVAL=10ms"}, "PSP_RECONCILE_INTERVAL"},
+		{"rejects a negative reconcile interval", []string{"PSP_RECONCILE_INTERVAL=-5m"}, "PSP_RECONCILE_INTERVAL"},
 		{"rejects a queue length that is not a number", []string{"EVENTQUEUE_MAX_LENGTH=1e6"}, "EVENTQUEUE_MAX_LENGTH"},
 	}
 	for _, tc := range cases {
@@ -225,6 +229,20 @@ func TestLoadRejects(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.wantVar) {
 				t.Errorf("Load(%q) error %q does not name %s", tc.environ, err, tc.wantVar)
+			}
+		})
+	}
+}
+
+func TestLoadReconcileInterval(t *testing.T) {
+	for value, want := range map[string]time.Duration{"off": 0, "OFF": 0, "1s": time.Second, "90m": 90 * time.Minute, " 2h ": 2 * time.Hour} {
+		t.Run("reads "+value, func(t *testing.T) {
+			cfg, err := Load([]string{"PSP_RECONCILE_INTERVAL=" + value})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.PSP.ReconcileInterval != want {
+				t.Errorf("ReconcileInterval = %s, want %s", cfg.PSP.ReconcileInterval, want)
 			}
 		})
 	}

@@ -49,6 +49,13 @@ func migrations() []*gormigrate.Migration {
 			}
 			return tx.AutoMigrate(&models.QueueFront{})
 		},
+	}, {
+		// Purchase status and payment intent index, revocable entitlements, parked refunds
+		// and disputes, and the reconciliation watermark.
+		ID: "2026112302_payments_recovery",
+		Migrate: func(tx *gorm.DB) error {
+			return tx.AutoMigrate(&models.Purchase{}, &models.Entitlement{}, &models.PurchaseReversal{}, &models.ReconcileMark{})
+		},
 	}}
 }
 

@@ -29,7 +29,8 @@ const webhookSecret = "whsec_e2e_secret"
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, cleanup, err := testenv.BuildBinaries("github.com/eventq/eventq/cmd/api", "github.com/eventq/eventq/cmd/worker")
+	dir, cleanup, err := testenv.BuildBinaries("github.com/eventq/eventq/cmd/api", "github.com/eventq/eventq/cmd/worker",
+		"github.com/eventq/eventq/cmd/eventq")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
@@ -53,6 +54,8 @@ type stack struct {
 	Bases   []string
 	Queue   *eventqueue.Store
 	Tasks   *asynq.Inspector
+	// Env is the environment every api and worker got (without HTTP_ADDR and APP_URL).
+	Env []string
 }
 
 type stackOptions struct {
@@ -97,7 +100,7 @@ func startStack(t *testing.T, opts ...option) *stack {
 		rdb = s.Redis.Client()
 		env = append(env, "REDIS_URL="+s.Redis.URL())
 	}
-	s.Queue, s.Tasks = eventqueue.New(rdb), asynq.NewInspectorFromRedisClient(rdb)
+	s.Queue, s.Tasks, s.Env = eventqueue.New(rdb), asynq.NewInspectorFromRedisClient(rdb), env
 	for i := 0; i < o.apis; i++ {
 		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 		base := "http://" + addr

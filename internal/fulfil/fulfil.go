@@ -1,6 +1,7 @@
 // Package fulfil is the one fulfilment path for a paid checkout, shared by the webhook worker
 // and the return page: purchase record, entitlement and a purchase_completed event, exactly
-// once per checkout session however often and however concurrently it runs.
+// once per checkout session however often and however concurrently it runs. It also ends a
+// purchase on a full refund or a dispute (Revoke), once, whichever of the two arrives first.
 package fulfil
 
 import (
@@ -106,8 +107,10 @@ func (f *Fulfiller) fulfil(ctx context.Context, s Session) (Result, error) {
 	}
 
 	var (
-		res   Result
-		event models.TrackedEvent
+		res      Result
+		event    models.TrackedEvent
+		reversal *models.TrackedEvent
+		purchase models.Purchase
 	)
 	err = f.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		p := models.Purchase{
@@ -136,13 +139,30 @@ func (f *Fulfiller) fulfil(ctx context.Context, s Session) (Result, error) {
 		if err := tx.Create(&event).Error; err != nil {
 			return fmt.Errorf("fulfil: event: %w", err)
 		}
-		return nil
+		purchase = p
+		// A refund or dispute that arrived before this fulfilment applies now, atomically.
+		reversal, err = f.applyReversalsTx(tx, &purchase, tenant, queued)
+		return err
 	})
 	if err != nil {
 		return Result{}, err
 	}
 	if res.Status == StatusFulfilled && queued {
-		f.ingest.PushPending(ctx, tenant.ID, []models.TrackedEvent{event})
+		pushed := []models.TrackedEvent{event}
+		if reversal != nil {
+			pushed = append(pushed, *reversal)
+		}
+		f.ingest.PushPending(ctx, tenant.ID, pushed)
+	}
+	// A reversal recorded while this transaction ran (it could not see the purchase, nor this
+	// transaction the reversal) is applied here; applying is idempotent.
+	if purchase.ID == 0 {
+		if err := f.db.WithContext(ctx).Take(&purchase, res.PurchaseID).Error; err != nil {
+			return Result{}, fmt.Errorf("fulfil: load purchase: %w", err)
+		}
+	}
+	if _, err := f.applyReversals(ctx, &purchase, tenant); err != nil {
+		return Result{}, err
 	}
 	return res, nil
 }
@@ -199,16 +219,17 @@ func (f *Fulfiller) purchaseEvent(t *models.Tenant, m *models.AudienceMember, p 
 	u, _ := url.Parse(page)
 	member := models.FormatID(m.ID)
 	return models.TrackedEvent{
-		ID: eventID(now, p.ID), TenantID: t.ID, Type: EventPurchaseCompleted, SessionID: s.ID,
+		ID: eventID(EventPurchaseCompleted, now, p.ID), TenantID: t.ID, Type: EventPurchaseCompleted, SessionID: s.ID,
 		AudienceMemberID: &member, URL: page, PageHostname: u.Hostname(), PagePath: u.EscapedPath(),
 		UserAgent: "eventq", IPAddress: "", EventSequence: 0, CreatedAt: now,
 	}
 }
 
-// eventID is a version-7 UUID whose time is at and whose other bits come from the purchase id.
-func eventID(at time.Time, purchaseID uint64) string {
+// eventID is a version-7 UUID whose time is at and whose other bits come from the event type
+// and the purchase id.
+func eventID(typ string, at time.Time, purchaseID uint64) string {
 	var u uuid.UUID
-	sum := sha256.Sum256([]byte(fmt.Sprintf("purchase_completed:%d", purchaseID)))
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s:%d", typ, purchaseID)))
 	copy(u[:], sum[:])
 	ms := uint64(at.UnixMilli())
 	for i := 0; i < 6; i++ {

@@ -5,6 +5,7 @@ package metrics
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -38,6 +39,13 @@ type Metrics struct {
 	RateLimitDown  prometheus.Counter
 	HeldBack       prometheus.Counter
 	FullQueues     *prometheus.GaugeVec
+	Revocations    *prometheus.CounterVec
+	// ReconcileRuns counts reconciliation runs by outcome ("ok" or "error").
+	ReconcileRuns *prometheus.CounterVec
+	// ReconcileLastSuccess is the Unix time of the last reconciliation run that succeeded.
+	ReconcileLastSuccess prometheus.Gauge
+	// ReconcileMissing counts provider events that reconciliation found unprocessed and queued.
+	ReconcileMissing prometheus.Counter
 }
 
 // New registers eventq's collectors, plus the Go runtime and process collectors, on a fresh
@@ -85,9 +93,25 @@ func New() *Metrics {
 			Name: "eventq_held_queue_length",
 			Help: "Queue length of each tenant with events held back, as of the re-pusher's last pass (worker). Only such tenants have a series, so the label set stays small.",
 		}, []string{"tenant_id"}),
+		Revocations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eventq_revocations_total", Help: "Refunds and disputes handled, by outcome (revoked, already_revoked, parked, ignored, rejected, error).",
+		}, []string{"outcome"}),
+		ReconcileRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eventq_psp_reconcile_runs_total", Help: "Reconciliation runs against the provider's event list, by outcome.",
+		}, []string{"outcome"}),
+		ReconcileLastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eventq_psp_reconcile_last_success_timestamp_seconds", Help: "Unix time at which the last successful reconciliation run finished (0: none yet).",
+		}),
+		ReconcileMissing: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventq_psp_reconcile_missing_events_total", Help: "Provider events reconciliation found unprocessed (their delivery never came) and queued.",
+		}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.EventsIngested, m.EventsQueued, m.EventsRead,
-		m.EventsTrimmed, m.Webhooks, m.Fulfilments, m.RateLimited, m.RateLimitDown, m.HeldBack, m.FullQueues)
+		m.EventsTrimmed, m.Webhooks, m.Fulfilments, m.RateLimited, m.RateLimitDown, m.HeldBack, m.FullQueues,
+		m.Revocations, m.ReconcileRuns, m.ReconcileLastSuccess, m.ReconcileMissing)
+	for _, o := range []string{"ok", "error"} {
+		m.ReconcileRuns.WithLabelValues(o)
+	}
 	for _, o := range []string{WebhookVerified, WebhookBadSignature, WebhookIgnoredType, WebhookEnqueued, WebhookDuplicate, WebhookInboxed, WebhookLost} {
 		m.Webhooks.WithLabelValues(o)
 	}
@@ -125,6 +149,28 @@ func (m *Metrics) Fulfilment(outcome string) {
 	if m != nil {
 		m.Fulfilments.WithLabelValues(outcome).Inc()
 	}
+}
+
+// Revocation counts one refund or dispute outcome.
+func (m *Metrics) Revocation(outcome string) {
+	if m != nil {
+		m.Revocations.WithLabelValues(outcome).Inc()
+	}
+}
+
+// Reconciled records one reconciliation run: its outcome, how many missing events it queued,
+// and on success its end time.
+func (m *Metrics) Reconciled(ok bool, at time.Time, missing int) {
+	if m == nil {
+		return
+	}
+	add(m, func() prometheus.Counter { return m.ReconcileMissing }, missing)
+	if !ok {
+		m.ReconcileRuns.WithLabelValues("error").Inc()
+		return
+	}
+	m.ReconcileRuns.WithLabelValues("ok").Inc()
+	m.ReconcileLastSuccess.Set(float64(at.UnixMilli()) / 1000)
 }
 
 // Limited counts one request refused by limit on route.

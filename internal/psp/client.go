@@ -23,9 +23,15 @@ var ErrProvider = &apperr.Error{Code: apperr.BadGateway, Message: "The payment p
 // ErrSessionNotFound is returned for a session the provider does not know (on that account).
 var ErrSessionNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}
 
-// Client makes provider API calls on behalf of connected accounts.
+// ErrNoKey is returned, before anything is sent, by every call of a Client built without a
+// secret key: the service answers 503 rather than call the provider anonymously.
+var ErrNoKey = &apperr.Error{Code: apperr.Unavailable, Message: "Service Unavailable."}
+
+// Client makes provider API calls on behalf of connected accounts. A Client without a
+// secret key sends nothing and fails every call with ErrNoKey.
 type Client struct {
-	api *client.API
+	api    *client.API
+	hasKey bool
 }
 
 // NewClient returns a Client using secretKey; apiBase, when set, replaces the provider's API
@@ -45,7 +51,7 @@ func NewClient(secretKey, apiBase string) *Client {
 		Connect: stripe.GetBackendWithConfig(stripe.ConnectBackend, cfg),
 		Uploads: stripe.GetBackendWithConfig(stripe.UploadsBackend, cfg),
 	}
-	return &Client{api: client.New(secretKey, backends)}
+	return &Client{api: client.New(secretKey, backends), hasKey: secretKey != ""}
 }
 
 // CheckoutParams describes a one-item payment Checkout Session.
@@ -62,6 +68,9 @@ type CheckoutParams struct {
 
 // CreateCheckoutSession creates a Checkout Session in payment mode on params.Account.
 func (c *Client) CreateCheckoutSession(ctx context.Context, p CheckoutParams) (*stripe.CheckoutSession, error) {
+	if !c.hasKey {
+		return nil, ErrNoKey
+	}
 	params := &stripe.CheckoutSessionParams{
 		Mode:              stripe.String(string(stripe.CheckoutSessionModePayment)),
 		SuccessURL:        stripe.String(p.SuccessURL),
@@ -97,6 +106,9 @@ func (c *Client) CreateCheckoutSession(ctx context.Context, p CheckoutParams) (*
 
 // GetCheckoutSession retrieves session id as account ("" for the platform).
 func (c *Client) GetCheckoutSession(ctx context.Context, account, id string) (*stripe.CheckoutSession, error) {
+	if !c.hasKey {
+		return nil, ErrNoKey
+	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	params := &stripe.CheckoutSessionParams{}

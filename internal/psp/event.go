@@ -38,16 +38,63 @@ type CheckoutSession struct {
 	Created       int64             `json:"created"`
 }
 
+// Charge is the subset of a Charge object that eventq reads, for events it builds.
+type Charge struct {
+	ID             string `json:"id"`
+	Object         string `json:"object"`
+	Amount         int64  `json:"amount"`
+	AmountRefunded int64  `json:"amount_refunded"`
+	Currency       string `json:"currency"`
+	PaymentIntent  string `json:"payment_intent"`
+	Refunded       bool   `json:"refunded"`
+	Created        int64  `json:"created"`
+}
+
+// Dispute is the subset of a Dispute object that eventq reads, for events it builds.
+type Dispute struct {
+	ID            string `json:"id"`
+	Object        string `json:"object"`
+	Amount        int64  `json:"amount"`
+	Charge        string `json:"charge"`
+	Currency      string `json:"currency"`
+	PaymentIntent string `json:"payment_intent"`
+	Reason        string `json:"reason"`
+	Status        string `json:"status"`
+	Created       int64  `json:"created"`
+}
+
 // NewEvent builds a realistic event of eventType about session, as delivered for a connected
 // account (account "" is the platform). It returns the event id and the JSON payload.
 func NewEvent(eventType, account string, session CheckoutSession, at time.Time) (string, []byte) {
 	if session.Object == "" {
 		session.Object = "checkout.session"
 	}
+	return NewObjectEvent(eventType, account, session, at)
+}
+
+// NewChargeEvent builds a charge.refunded (or other charge.*) event about ch on account.
+func NewChargeEvent(eventType, account string, ch Charge, at time.Time) (string, []byte) {
+	if ch.Object == "" {
+		ch.Object = "charge"
+	}
+	return NewObjectEvent(eventType, account, ch, at)
+}
+
+// NewDisputeEvent builds a charge.dispute.* event about d on account.
+func NewDisputeEvent(eventType, account string, d Dispute, at time.Time) (string, []byte) {
+	if d.Object == "" {
+		d.Object = "dispute"
+	}
+	return NewObjectEvent(eventType, account, d, at)
+}
+
+// NewObjectEvent builds a realistic event of eventType whose data.object is object, on
+// account ("" for the platform). It returns the event id and the JSON payload.
+func NewObjectEvent(eventType, account string, object any, at time.Time) (string, []byte) {
 	id := NewID("evt")
 	ev := map[string]any{
 		"id": id, "object": "event", "api_version": APIVersion, "created": at.Unix(),
-		"data": map[string]any{"object": session}, "livemode": false, "pending_webhooks": 1,
+		"data": map[string]any{"object": object}, "livemode": false, "pending_webhooks": 1,
 		"request": map[string]any{"id": nil, "idempotency_key": nil}, "type": eventType,
 	}
 	if account != "" {

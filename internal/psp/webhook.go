@@ -1,5 +1,6 @@
 // Package psp is eventq's side of the payment provider (Stripe, through stripe-go): webhook
-// verification and the two Checkout Session calls the service makes.
+// verification, the two Checkout Session calls the service makes, and the event list that
+// reconciliation reads.
 package psp
 
 import (
@@ -18,11 +19,26 @@ import (
 // Tolerance is how far a signature's timestamp may be from now.
 const Tolerance = 300 * time.Second
 
-// Event types eventq fulfils.
+// Event types eventq handles: the first two fulfil a checkout, the last two revoke it.
 const (
 	EventCheckoutCompleted     = "checkout.session.completed"
 	EventAsyncPaymentSucceeded = "checkout.session.async_payment_succeeded"
+	EventChargeRefunded        = "charge.refunded"
+	EventDisputeCreated        = "charge.dispute.created"
 )
+
+// HandledTypes lists every event type eventq acts on, as given to the provider's event list.
+var HandledTypes = []string{EventCheckoutCompleted, EventAsyncPaymentSucceeded, EventChargeRefunded, EventDisputeCreated}
+
+// Handled reports whether eventq acts on events of eventType.
+func Handled(eventType string) bool {
+	for _, t := range HandledTypes {
+		if t == eventType {
+			return true
+		}
+	}
+	return false
+}
 
 // Reasons a webhook is refused; each is logged and counted, never shown to the caller.
 var (

@@ -15,17 +15,25 @@ import (
 	"github.com/eventq/eventq/internal/psp"
 )
 
-// FakePSP is an httptest server speaking the two provider calls eventq makes: create and
-// retrieve a Checkout Session, scoped by the Stripe-Account header like the real API. Point
-// PSP_API_BASE at URL.
+// FakePSP is an httptest server speaking the provider calls eventq makes: create and
+// retrieve a Checkout Session, and list events (types[], created[gte], limit, starting_after,
+// has_more), each scoped by the Stripe-Account header like the real API. Point PSP_API_BASE
+// at URL.
 type FakePSP struct {
 	URL string
 
 	mu       sync.Mutex
 	sessions map[string]*fakeSession
+	events   []fakeEvent // in creation order
 	seq      int
 	down     bool
 	requests []FakeRequest
+}
+
+type fakeEvent struct {
+	id, account, typ string
+	created          int64
+	payload          []byte
 }
 
 // Calls returns the requests received so far.
@@ -102,7 +110,11 @@ func (f *FakePSP) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	account := r.Header.Get("Stripe-Account")
-	f.requests = append(f.requests, FakeRequest{Method: r.Method, Path: r.URL.Path, Account: account, Form: r.PostForm})
+	form := r.PostForm
+	if r.Method == http.MethodGet {
+		form = r.URL.Query()
+	}
+	f.requests = append(f.requests, FakeRequest{Method: r.Method, Path: r.URL.Path, Account: account, Form: form})
 	w.Header().Set("Content-Type", "application/json")
 	if f.down {
 		w.WriteHeader(http.StatusInternalServerError)
@@ -138,8 +150,90 @@ func (f *FakePSP) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		json.NewEncoder(w).Encode(fs.s)
+	case r.Method == "GET" && r.URL.Path == "/v1/events":
+		f.listEvents(w, account, form)
 	default:
 		w.WriteHeader(http.StatusNotFound)
 		fmt.Fprint(w, `{"error":{"type":"invalid_request_error","message":"Unrecognized request URL"}}`)
 	}
+}
+
+// AddEvent stores an event of eventType about object on account ("" for the platform),
+// created at, as the provider would list it. It returns the event's id and JSON, which a test
+// may also deliver to the webhook (the same event, as the provider would send it).
+func (f *FakePSP) AddEvent(account, eventType string, object any, at time.Time) (string, []byte) {
+	id, payload := psp.NewObjectEvent(eventType, account, object, at)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, fakeEvent{id: id, account: account, typ: eventType, created: at.Unix(), payload: payload})
+	return id, payload
+}
+
+// Complete pays session id and records its checkout.session.completed event now.
+func (f *FakePSP) Complete(id string) (string, []byte) {
+	s := f.Pay(id)
+	_, account, _ := f.Session(id)
+	return f.AddEvent(account, psp.EventCheckoutCompleted, s, time.Now())
+}
+
+// Refund records a charge.refunded event for payment intent pi on account: amountRefunded of
+// amount, fully refunded when they are equal.
+func (f *FakePSP) Refund(account, pi string, amount, amountRefunded int64) (string, []byte) {
+	ch := psp.Charge{
+		ID: psp.NewID("ch"), Object: "charge", Amount: amount, AmountRefunded: amountRefunded, Currency: "usd",
+		PaymentIntent: pi, Refunded: amountRefunded >= amount, Created: time.Now().Unix(),
+	}
+	return f.AddEvent(account, psp.EventChargeRefunded, ch, time.Now())
+}
+
+// Dispute records a charge.dispute.created event for payment intent pi on account.
+func (f *FakePSP) Dispute(account, pi string, amount int64) (string, []byte) {
+	d := psp.Dispute{
+		ID: psp.NewID("dp"), Object: "dispute", Amount: amount, Charge: psp.NewID("ch"), Currency: "usd",
+		PaymentIntent: pi, Reason: "fraudulent", Status: "needs_response", Created: time.Now().Unix(),
+	}
+	return f.AddEvent(account, psp.EventDisputeCreated, d, time.Now())
+}
+
+// listEvents answers GET /v1/events: account's events, newest first, filtered by types[] (or
+// type) and created[gte], paginated by limit (default 10, at most 100) and starting_after.
+func (f *FakePSP) listEvents(w http.ResponseWriter, account string, form url.Values) {
+	types := map[string]bool{}
+	for k, v := range form {
+		if k == "type" || k == "types" || strings.HasPrefix(k, "types[") {
+			for _, t := range v {
+				types[t] = true
+			}
+		}
+	}
+	gte, _ := strconv.ParseInt(form.Get("created[gte]"), 10, 64)
+	limit, err := strconv.Atoi(form.Get("limit"))
+	if err != nil || limit < 1 {
+		limit = 10
+	}
+	limit = min(limit, 100)
+	var matched []fakeEvent
+	for i := len(f.events) - 1; i >= 0; i-- {
+		ev := f.events[i]
+		if ev.account == account && ev.created >= gte && (len(types) == 0 || types[ev.typ]) {
+			matched = append(matched, ev)
+		}
+	}
+	if after := form.Get("starting_after"); after != "" {
+		for i, ev := range matched {
+			if ev.id == after {
+				matched = matched[i+1:]
+				break
+			}
+		}
+	}
+	hasMore := len(matched) > limit
+	if hasMore {
+		matched = matched[:limit]
+	}
+	data := make([]json.RawMessage, len(matched))
+	for i, ev := range matched {
+		data[i] = ev.payload
+	}
+	json.NewEncoder(w).Encode(map[string]any{"object": "list", "url": "/v1/events", "has_more": hasMore, "data": data})
 }

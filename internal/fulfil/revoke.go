@@ -1,0 +1,186 @@
+package fulfil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/models"
+)
+
+// Outcomes of Revoke.
+const (
+	RevokeApplied = "revoked"         // this call ended the purchase and revoked its entitlement
+	RevokeAlready = "already_revoked" // an earlier refund or dispute already ended it
+	RevokeParked  = "parked"          // no purchase with that payment intent yet: kept for it
+)
+
+// Queue event types appended when a purchase ends.
+const (
+	EventPurchaseRefunded = "purchase_refunded"
+	EventPurchaseDisputed = "purchase_disputed"
+)
+
+// Reversal is a full refund or a dispute of one payment.
+type Reversal struct {
+	Kind          string // models.PurchaseRefunded or models.PurchaseDisputed
+	PaymentIntent string
+	Account       string // the connected account the charge lives on; "" for the platform
+	EventID       string
+}
+
+// Revoke records r and applies it to the purchase of r.PaymentIntent on r.Account: the
+// purchase gets status r.Kind, its entitlement is revoked and the tenant's queue gets a
+// purchase_refunded or purchase_disputed event when UseQueueEvents is active. Exactly once per
+// purchase, however often and concurrently it runs: a purchase already refunded or disputed is
+// left as it is. When no such purchase exists yet, r is kept and applied by the fulfilment that
+// creates it. Errors wrapping ErrRejected are permanent.
+func (f *Fulfiller) Revoke(ctx context.Context, r Reversal) (string, error) {
+	out, err := f.revoke(ctx, r)
+	switch {
+	case errors.Is(err, ErrRejected):
+		f.metrics.Revocation("rejected")
+	case err != nil:
+		f.metrics.Revocation("error")
+	default:
+		f.metrics.Revocation(out)
+	}
+	return out, err
+}
+
+// Ignored counts a refund that changes nothing (a partial refund).
+func (f *Fulfiller) Ignored() { f.metrics.Revocation("ignored") }
+
+func (f *Fulfiller) revoke(ctx context.Context, r Reversal) (string, error) {
+	if r.PaymentIntent == "" {
+		return "", fmt.Errorf("%w: event %s names no payment intent", ErrRejected, r.EventID)
+	}
+	if r.Kind != models.PurchaseRefunded && r.Kind != models.PurchaseDisputed {
+		return "", fmt.Errorf("%w: event %s: unknown reversal %q", ErrRejected, r.EventID, r.Kind)
+	}
+	row := models.PurchaseReversal{PSPPaymentIntentID: r.PaymentIntent, Kind: r.Kind, Account: r.Account, EventID: r.EventID}
+	err := f.db.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns: []clause.Column{{Name: "psp_payment_intent_id"}, {Name: "kind"}, {Name: "account"}}, DoNothing: true,
+	}).Create(&row).Error
+	if err != nil {
+		return "", fmt.Errorf("fulfil: record reversal: %w", err)
+	}
+	var p models.Purchase
+	err = f.db.WithContext(ctx).Where("psp_payment_intent_id = ?", r.PaymentIntent).Take(&p).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return RevokeParked, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("fulfil: load purchase: %w", err)
+	}
+	var t models.Tenant
+	if err := f.db.WithContext(ctx).Take(&t, p.TenantID).Error; err != nil {
+		return "", fmt.Errorf("fulfil: load tenant: %w", err)
+	}
+	if t.Account() != r.Account {
+		return "", fmt.Errorf("%w: event %s on account %q, purchase %d belongs to %q", ErrRejected, r.EventID, r.Account, p.ID, t.Account())
+	}
+	applied, err := f.applyReversals(ctx, &p, &t)
+	if err != nil {
+		return "", err
+	}
+	if applied {
+		return RevokeApplied, nil
+	}
+	return RevokeAlready, nil
+}
+
+// applyReversals applies, in one transaction, every recorded reversal of p's payment intent
+// on tenant t's account that is not applied yet, then appends the resulting event to the
+// queue. It reports whether p changed. Safe to run concurrently: the status update decides.
+func (f *Fulfiller) applyReversals(ctx context.Context, p *models.Purchase, t *models.Tenant) (bool, error) {
+	if p.PSPPaymentIntentID == "" {
+		return false, nil
+	}
+	var pending int64
+	err := f.db.WithContext(ctx).Model(&models.PurchaseReversal{}).
+		Where("psp_payment_intent_id = ? AND applied_at IS NULL", p.PSPPaymentIntentID).Count(&pending).Error
+	if err != nil || pending == 0 { // the common case: nothing to apply, no transaction
+		return false, err
+	}
+	queued, err := f.flags.Active(ctx, features.UseQueueEvents, t.ID)
+	if err != nil {
+		return false, err
+	}
+	var event *models.TrackedEvent
+	err = f.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		event, err = f.applyReversalsTx(tx, p, t, queued)
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	if event != nil && queued {
+		f.ingest.PushPending(ctx, t.ID, []models.TrackedEvent{*event})
+	}
+	return event != nil, nil
+}
+
+// applyReversalsTx is applyReversals inside tx; it returns the event it stored, if any.
+func (f *Fulfiller) applyReversalsTx(tx *gorm.DB, p *models.Purchase, t *models.Tenant, queued bool) (*models.TrackedEvent, error) {
+	var rows []models.PurchaseReversal
+	err := tx.Where("psp_payment_intent_id = ? AND account = ? AND applied_at IS NULL", p.PSPPaymentIntentID, t.Account()).
+		Order("id").Find(&rows).Error
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	now := time.Now().UTC()
+	var event *models.TrackedEvent
+	for _, r := range rows {
+		done := tx.Model(&models.PurchaseReversal{}).Where("id = ? AND applied_at IS NULL", r.ID).Update("applied_at", now)
+		if done.Error != nil {
+			return nil, fmt.Errorf("fulfil: mark reversal: %w", done.Error)
+		}
+		if done.RowsAffected == 0 || event != nil { // applied concurrently, or the purchase already ended here
+			continue
+		}
+		upd := tx.Model(&models.Purchase{}).Where("id = ? AND status = ?", p.ID, models.PurchasePaid).
+			Updates(map[string]any{"status": r.Kind, "updated_at": now})
+		if upd.Error != nil {
+			return nil, fmt.Errorf("fulfil: end purchase: %w", upd.Error)
+		}
+		if upd.RowsAffected == 0 {
+			continue // refunded or disputed before
+		}
+		err := tx.Model(&models.Entitlement{}).Where("purchase_id = ? AND revoked_at IS NULL", p.ID).
+			Updates(map[string]any{"revoked_at": now, "updated_at": now}).Error
+		if err != nil {
+			return nil, fmt.Errorf("fulfil: revoke entitlement: %w", err)
+		}
+		ev := f.reversalEvent(t, p, r.Kind, now)
+		ev.QueuePending = queued
+		if err := tx.Create(&ev).Error; err != nil {
+			return nil, fmt.Errorf("fulfil: reversal event: %w", err)
+		}
+		p.Status, event = r.Kind, &ev
+	}
+	return event, nil
+}
+
+// reversalEvent builds the purchase_refunded or purchase_disputed event of p. Its id is derived
+// from the purchase and the kind, so it is the same whoever builds it.
+func (f *Fulfiller) reversalEvent(t *models.Tenant, p *models.Purchase, kind string, at time.Time) models.TrackedEvent {
+	typ := EventPurchaseRefunded
+	if kind == models.PurchaseDisputed {
+		typ = EventPurchaseDisputed
+	}
+	page := fmt.Sprintf("%s/checkout/return?tenant=%d&session_id=%s", f.appURL, t.ID, url.QueryEscape(p.PSPCheckoutSessionID))
+	u, _ := url.Parse(page)
+	member := models.FormatID(p.AudienceMemberID)
+	return models.TrackedEvent{
+		ID: eventID(typ, at, p.ID), TenantID: t.ID, Type: typ, SessionID: p.PSPCheckoutSessionID,
+		AudienceMemberID: &member, URL: page, PageHostname: u.Hostname(), PagePath: u.EscapedPath(),
+		UserAgent: "eventq", IPAddress: "", EventSequence: 0, CreatedAt: at,
+	}
+}

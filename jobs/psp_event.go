@@ -1,0 +1,52 @@
+package jobs
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/eventq/eventq/internal/psp"
+)
+
+// taskRetention keeps a finished task's id (the provider's event id) reserved for longer than
+// the provider keeps redelivering it, so a late duplicate is recognised and dropped.
+// Reconciliation, which looks further back, also checks the database before it enqueues.
+const taskRetention = 25 * time.Hour
+
+// maxRetry is how often a failing provider event task is retried, with RetryDelay between
+// attempts.
+const maxRetry = 20
+
+// EventTaskType maps a provider event type to its task type; ok is false for types eventq
+// does not handle.
+func EventTaskType(eventType string) (string, bool) {
+	switch eventType {
+	case psp.EventCheckoutCompleted:
+		return TypeCheckoutCompleted, true
+	case psp.EventAsyncPaymentSucceeded:
+		return TypeCheckoutAsyncPaymentSucceeded, true
+	case psp.EventChargeRefunded:
+		return TypeChargeRefunded, true
+	case psp.EventDisputeCreated:
+		return TypeDisputeCreated, true
+	}
+	return "", false
+}
+
+// NewEventTask returns the task that handles a verified provider event; payload is the
+// event's JSON. The task id is the event id, whoever enqueues it (webhook, inbox drain,
+// reconciliation): enqueueing a duplicate fails with asynq.ErrTaskIDConflict, which means
+// "already queued".
+func NewEventTask(eventID, eventType string, payload []byte) (*asynq.Task, error) {
+	typ, ok := EventTaskType(eventType)
+	if !ok {
+		return nil, fmt.Errorf("jobs: event type %q is not handled", eventType)
+	}
+	if eventID == "" {
+		return nil, errors.New("jobs: event without id")
+	}
+	return asynq.NewTask(typ, payload, asynq.TaskID(eventID), asynq.MaxRetry(maxRetry),
+		asynq.Retention(taskRetention), asynq.Timeout(2*time.Minute)), nil
+}
