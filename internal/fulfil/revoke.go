@@ -159,7 +159,7 @@ func (f *Fulfiller) applyReversalsTx(tx *gorm.DB, p *models.Purchase, t *models.
 			return nil, fmt.Errorf("fulfil: revoke entitlement: %w", err)
 		}
 		ev := f.reversalEvent(t, p, r.Kind, now)
-		ev.QueuePending = queued
+		ev.Queued, ev.QueuePending = queued, queued
 		if err := tx.Create(&ev).Error; err != nil {
 			return nil, fmt.Errorf("fulfil: reversal event: %w", err)
 		}
