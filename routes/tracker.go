@@ -1,39 +1,89 @@
 package routes
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/klauspost/compress/gzip"
 )
 
-//go:embed static/tracker.js
+// The browser client library: static/tracker.js is its documented source, static/tracker.min.js
+// what is served, minified at build time (go generate ./routes; a test checks that the two
+// match).
+//
+//go:generate go run ../internal/jsmin/cmd/jsmin static/tracker.js static/tracker.min.js
+
+//go:embed static/tracker.js static/tracker.min.js
 var static embed.FS
 
-// trackerSource is the browser client library, and trackerETag a strong validator of it.
-var trackerSource, trackerETag = func() ([]byte, string) {
-	b, err := static.ReadFile("static/tracker.js")
+// tracker is the served script: minified, and gzip-compressed once at start.
+var tracker = newStaticFile("static/tracker.min.js")
+
+// staticFile is an embedded file with its gzip encoding and a strong validator of each.
+type staticFile struct {
+	plain, gzipped []byte
+	etag, gzipETag string
+	version        string // the first hex digits of its hash: ?v=VERSION caches for a year
+}
+
+func newStaticFile(name string) *staticFile {
+	b, err := static.ReadFile(name)
 	if err != nil { // cannot happen: the file is embedded at build time
 		panic(err)
 	}
+	var z bytes.Buffer
+	w, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
+	w.Write(b)
+	w.Close()
 	sum := sha256.Sum256(b)
-	return b, `"` + hex.EncodeToString(sum[:16]) + `"`
-}()
+	h := hex.EncodeToString(sum[:16])
+	return &staticFile{plain: b, gzipped: z.Bytes(), etag: `"` + h + `"`, gzipETag: `"` + h + `-gzip"`, version: h[:12]}
+}
 
-// trackerJS answers GET /tracker.js with the browser client library: cacheable for five
-// minutes, revalidated by ETag, loadable from any origin.
+// TrackerVersion is the current tracker's version, for the long-cached URL
+// /tracker.js?v=VERSION.
+func TrackerVersion() string { return tracker.version }
+
+// trackerJS answers GET /tracker.js with the browser client library, loadable from any
+// origin, gzip-compressed when the client accepts it, revalidated by ETag. It is cacheable for
+// five minutes, or for a year (immutable) at the versioned URL /tracker.js?v=VERSION, whose
+// content never changes: a new tracker has a new version.
 func (s *Server) trackerJS(c *fiber.Ctx) error {
+	f := tracker
 	c.Set(fiber.HeaderAccessControlAllowOrigin, "*")
-	c.Set(fiber.HeaderCacheControl, "public, max-age=300")
-	c.Set(fiber.HeaderETag, trackerETag)
+	if v := query(c, "v"); v != "" && v == f.version {
+		c.Set(fiber.HeaderCacheControl, "public, max-age=31536000, immutable")
+	} else {
+		c.Set(fiber.HeaderCacheControl, "public, max-age=300")
+	}
 	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 	c.Set(fiber.HeaderContentType, "application/javascript; charset=utf-8")
-	if etagMatches(c.Get(fiber.HeaderIfNoneMatch), trackerETag) {
+	c.Vary(fiber.HeaderAcceptEncoding)
+	body, etag := f.plain, f.etag
+	if acceptsGzip(c.Get(fiber.HeaderAcceptEncoding)) {
+		body, etag = f.gzipped, f.gzipETag
+		c.Set(fiber.HeaderContentEncoding, "gzip")
+	}
+	c.Set(fiber.HeaderETag, etag)
+	if etagMatches(c.Get(fiber.HeaderIfNoneMatch), etag) {
 		return c.SendStatus(fiber.StatusNotModified)
 	}
-	return c.Send(trackerSource)
+	return c.Send(body)
+}
+
+// acceptsGzip reports whether an Accept-Encoding header value accepts gzip.
+func acceptsGzip(header string) bool {
+	for _, part := range strings.Split(header, ",") {
+		name, params, _ := strings.Cut(part, ";")
+		if name = strings.ToLower(strings.TrimSpace(name)); (name == "gzip" || name == "x-gzip") && !refused(params) {
+			return true
+		}
+	}
+	return false
 }
 
 // etagMatches reports whether an If-None-Match header value names etag, by the weak
