@@ -3,10 +3,10 @@
 GO    ?= go
 
 .DEFAULT_GOAL := help
-.PHONY: help run test chaos build vet fmt bench clean
+.PHONY: help run test chaos build vet fmt bench bench-check clean
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
 
 run: ## build, then run redis-server, api and worker locally (Ctrl-C stops them)
 	@bash scripts/run.sh
@@ -29,6 +29,10 @@ fmt: ## rewrite the Go files with gofmt
 bench: ## measure eventq against its floors (own Redis, Postgres, SQLite); BENCH_FLAGS=-quick for a short run
 	@bash scripts/ensure-deps.sh go redis-server postgres
 	$(GO) run ./bench $(BENCH_FLAGS)
+
+bench-check: ## the bench harness's own test: a -quick run of every scenario, checking each reports figures (CI runs it)
+	@bash scripts/ensure-deps.sh go redis-server postgres
+	$(GO) test -tags bench -count=1 -timeout 10m ./bench
 
 clean: ## remove bin/ (the data in var/ stays)
 	rm -rf bin
