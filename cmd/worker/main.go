@@ -70,8 +70,14 @@ func NewMain(cfg config.Config, log *slog.Logger) *Main {
 	return &Main{Config: cfg, Log: log, Clock: clock.Real{}}
 }
 
-// Open connects and prepares the server, scheduler and handlers.
-func (m *Main) Open() error {
+// Open connects and prepares the server, scheduler and handlers. On failure it closes what it
+// had opened.
+func (m *Main) Open() (err error) {
+	defer func() {
+		if err != nil {
+			m.Close()
+		}
+	}()
 	in, err := infra.Open(m.Config)
 	if err != nil {
 		return err
@@ -153,6 +159,7 @@ func (m *Main) Run(ctx context.Context) error {
 		m.server.Shutdown()
 		return fmt.Errorf("worker: scheduler: %w", err)
 	}
+
 	if m.metrics != nil {
 		go m.metrics.Serve(m.metricsLn)
 	}
@@ -188,6 +195,10 @@ func (m *Main) Close() error {
 	if m.metrics != nil {
 		m.metrics.Close()
 		m.metrics = nil
+	}
+	if m.metricsLn != nil { // closed already if the server served it; not otherwise
+		m.metricsLn.Close()
+		m.metricsLn = nil
 	}
 	if m.ingest != nil {
 		m.ingest.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -176,5 +177,35 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An Open that fails at its last step (the metrics address is taken) closes what it had
+// opened: the database and Redis connections.
+func TestFailedOpenClosesWhatItOpened(t *testing.T) {
+	r := testenv.StartRedis(t)
+	_, dbURL := testenv.DB(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg, err := config.Load([]string{"DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL(), "WORKER_METRICS_ADDR=" + taken.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := m.Open(); err == nil || !strings.Contains(err.Error(), "WORKER_METRICS_ADDR") {
+		t.Fatalf("Open = %v, want the metrics address refused", err)
+	}
+	if m.Infra != nil || m.ingest != nil {
+		t.Fatal("a failed Open left its connections open")
+	}
+	clients, err := r.Client().ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(clients, "\n"); n > 1 { // this one
+		t.Fatalf("%d Redis connections left after a failed Open:\n%s", n, clients)
 	}
 }

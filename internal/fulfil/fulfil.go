@@ -19,7 +19,6 @@ import (
 
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/metrics"
-	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/models"
 )
 
@@ -59,15 +58,21 @@ type Result struct {
 type Fulfiller struct {
 	db      *gorm.DB
 	flags   *features.Flags
-	ingest  *tracking.Ingestor
+	ingest  Pusher
 	appURL  string
 	log     *slog.Logger
 	metrics *metrics.Metrics
 }
 
+// Pusher appends committed events marked pending to their tenant's queue (and clears their
+// marks); tracking.Ingestor is one. Fulfilment needs nothing else of ingestion.
+type Pusher interface {
+	PushPending(ctx context.Context, tenantID uint64, rows []models.TrackedEvent)
+}
+
 // New returns a Fulfiller. appURL is the public base URL, used for the event's url; m may
 // be nil.
-func New(db *gorm.DB, flags *features.Flags, ingest *tracking.Ingestor, appURL string, log *slog.Logger, m *metrics.Metrics) *Fulfiller {
+func New(db *gorm.DB, flags *features.Flags, ingest Pusher, appURL string, log *slog.Logger, m *metrics.Metrics) *Fulfiller {
 	return &Fulfiller{db: db, flags: flags, ingest: ingest, appURL: appURL, log: log, metrics: m}
 }
 

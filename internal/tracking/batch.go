@@ -52,13 +52,20 @@ func committers(isPostgres bool) int {
 	return 1
 }
 
+// startCommitters starts the loop that clears pending marks; the group-commit loops start
+// with the first commit (startCommitLoops), so a process that never ingests (the worker, the
+// CLI) runs none.
 func (in *Ingestor) startCommitters() {
+	in.wg.Add(1)
+	go in.unmarkLoop()
+}
+
+func (in *Ingestor) startCommitLoops() {
 	n := committers(database.IsPostgres(in.db))
-	in.wg.Add(n + 1)
+	in.wg.Add(n)
 	for i := 0; i < n; i++ {
 		go in.commitLoop()
 	}
-	go in.unmarkLoop()
 }
 
 // Close stops the committers after the requests already handed to them, and clears the
@@ -73,6 +80,7 @@ func (in *Ingestor) Close() {
 // commit hands rows to a committer and waits for the outcome.
 func (in *Ingestor) commit(ctx context.Context, tenant uint64, rows []models.TrackedEvent, queued bool) error {
 	req := &commitRequest{ctx: ctx, tenant: tenant, rows: rows, queued: queued, done: make(chan error, 1)}
+	in.commitOnce.Do(in.startCommitLoops)
 	select {
 	case in.requests <- req:
 	case <-in.stop:

@@ -45,12 +45,13 @@ type Ingestor struct {
 	siteKeys *cache.TTL[string, uint64]
 	metrics  *metrics.Metrics
 
-	requests  chan *commitRequest
-	pushed    chan []queuedEvent
-	breaker   *breaker.Breaker
-	stop      chan struct{}
-	closeOnce sync.Once
-	wg        sync.WaitGroup
+	requests   chan *commitRequest
+	pushed     chan []queuedEvent
+	breaker    *breaker.Breaker
+	stop       chan struct{}
+	closeOnce  sync.Once
+	commitOnce sync.Once // starts the group-commit loops on the first commit
+	wg         sync.WaitGroup
 }
 
 // NewIngestor wires an Ingestor and starts its group-commit goroutines; Close stops them.
