@@ -14,7 +14,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/hibiken/asynq"
-	asynqmetrics "github.com/hibiken/asynq/x/metrics"
 
 	"github.com/eventq/eventq/internal/auth"
 	"github.com/eventq/eventq/internal/clock"
@@ -22,7 +21,6 @@ import (
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/fulfil"
 	"github.com/eventq/eventq/internal/infra"
-	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/ratelimit"
 	"github.com/eventq/eventq/internal/tracking"
@@ -78,8 +76,7 @@ func (m *Main) Open() error {
 	}
 	m.Infra = in
 	m.tasks = asynq.NewClientFromRedisClient(in.Redis[config.DefaultConnection])
-	mx := metrics.New()
-	mx.Registry.MustRegister(asynqmetrics.NewQueueMetricsCollector(asynq.NewInspectorFromRedisClient(in.Redis[config.DefaultConnection])))
+	mx := in.Metrics()
 	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log, mx)
 	m.ingest = ingest
 	m.waiter = eventqueue.NewWaiter(in.Redis[m.Config.QueueConnection], m.Log)

@@ -14,14 +14,12 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	asynqmetrics "github.com/hibiken/asynq/x/metrics"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/fulfil"
 	"github.com/eventq/eventq/internal/infra"
-	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/jobs"
@@ -109,8 +107,7 @@ func (m *Main) Open() (err error) {
 		}
 	}
 	m.tasks = asynq.NewClientFromRedisClient(rdb)
-	mx := metrics.New()
-	mx.Registry.MustRegister(asynqmetrics.NewQueueMetricsCollector(asynq.NewInspectorFromRedisClient(rdb)))
+	mx := in.Metrics()
 	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log, mx)
 	m.ingest = ingest
 	m.mux = asynq.NewServeMux()

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hibiken/asynq"
+	asynqmetrics "github.com/hibiken/asynq/x/metrics"
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/redisconn"
 )
 
@@ -41,6 +44,14 @@ func Open(cfg config.Config) (*Infra, error) {
 	queue := eventqueue.New(qc)
 	queue.MaxLength = cfg.Limits.QueueMaxLength
 	return &Infra{DB: db, Redis: rdb, Queue: queue, Flags: features.New(db)}, nil
+}
+
+// Metrics returns a process's metrics: eventq's own, and asynq's queue sizes and latencies read
+// from the default Redis connection. The api and the worker both export them.
+func (in *Infra) Metrics() *metrics.Metrics {
+	mx := metrics.New()
+	mx.Registry.MustRegister(asynqmetrics.NewQueueMetricsCollector(asynq.NewInspectorFromRedisClient(in.Redis[config.DefaultConnection])))
+	return mx
 }
 
 // Close closes every connection.
