@@ -29,7 +29,8 @@ import (
 // their own.
 const maxBodyBytes = 1 << 20
 
-// Server holds what the handlers need. Every field is required.
+// Server holds what the handlers need. Every field is required unless its comment says it may
+// be nil.
 type Server struct {
 	DB    *gorm.DB
 	Redis redisconn.Set
