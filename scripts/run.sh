@@ -12,7 +12,7 @@
 #   6. starts bin/worker and bin/api, logging to ./var/log/, and waits for /healthz.
 #
 # Ctrl-C (INT), TERM or HUP stops everything this script started: api, worker, then Redis.
-# Configuration comes from the environment variables of README.md; none is needed.
+# Configuration comes from the environment variables of docs/configuration.md; none is needed.
 # shellcheck disable=SC2317 # on_exit and stop_all run from traps
 set -euo pipefail
 
