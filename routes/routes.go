@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/docs"
 	"github.com/eventq/eventq/internal/auth"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/eventqueue"
@@ -90,6 +91,11 @@ func New(s *Server) *fiber.App {
 	app.Options("/api/track", public)
 	app.Post("/api/track", public, s.limitTrackIP, s.trackPublic)
 	app.Get("/tracker.js", s.trackerJS)
+	app.Get("/openapi.yaml", func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderContentType, "application/yaml")
+		c.Set(fiber.HeaderAccessControlAllowOrigin, "*") // for API tools running in a browser
+		return c.Send(docs.OpenAPI)
+	})
 
 	app.Get("/api/platform/events", s.token(auth.AbilityEventsRead), s.readEvents)
 	app.Delete("/api/platform/events", s.token(auth.AbilityEventsDelete), s.trimEvents)

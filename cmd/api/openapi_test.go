@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/eventq/eventq/docs"
+)
+
+// Real responses of the api, good and bad, validate against docs/openapi.yaml (statuses,
+// headers and bodies), and the api serves that same document.
+func TestResponsesMatchTheOpenAPIDescription(t *testing.T) {
+	e := startAPI(t)
+	tn := e.MustTenant(true)
+	readOnly := e.MustTenant(true, "events:read")
+	openapi3filter.RegisterBodyDecoder("application/javascript", func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+		b, err := io.ReadAll(body)
+		return string(b), err
+	})
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(docs.OpenAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("docs/openapi.yaml is not a valid OpenAPI document: %v", err)
+	}
+	doc.Servers = openapi3.Servers{{URL: e.Base}}
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.MustTrack(tn, pageView("s", 1), pageView("s", 2))
+	track, _ := json.Marshal(map[string]any{"site_key": tn.SiteKey, "events": []any{pageView("s", 3)}})
+	badTrack, _ := json.Marshal(map[string]any{"site_key": tn.SiteKey, "events": []any{map[string]any{"type": "BAD"}}})
+	unknownSite, _ := json.Marshal(map[string]any{"site_key": "nope", "events": []any{pageView("s", 1)}})
+	platform, _ := json.Marshal(map[string]any{"events": []any{pageView("p", 1)}})
+
+	type call struct {
+		method, path, token string
+		body                []byte
+		status              int
+		headers             []string
+	}
+	calls := []call{
+		{"POST", "/api/track", "", track, 202, nil},
+		{"POST", "/api/track", "", badTrack, 422, nil},
+		{"POST", "/api/track", "", unknownSite, 401, nil},
+		{"POST", "/api/track", "", bytes.Repeat([]byte("x"), 70<<10), 413, nil},
+		{"POST", "/api/platform/track", tn.Token, platform, 202, nil},
+		{"POST", "/api/platform/track", readOnly.Token, platform, 403, nil},
+		{"GET", "/api/platform/events", tn.Token, nil, 200, nil},
+		{"GET", "/api/platform/events?limit=1&wait=0", tn.Token, nil, 200, nil},
+		{"GET", "/api/platform/events?limit=0", tn.Token, nil, 422, nil},
+		{"GET", "/api/platform/events", "", nil, 401, nil},
+		{"DELETE", "/api/platform/events?count=1&offset=0", tn.Token, nil, 204, nil},
+		{"DELETE", "/api/platform/events?count=1&offset=99", tn.Token, nil, 422, nil},
+		{"DELETE", "/api/platform/events", tn.Token, nil, 422, nil},
+		{"DELETE", "/api/platform/events?count=1", readOnly.Token, nil, 403, nil},
+		{"POST", "/api/platform/checkout/sessions", tn.Token, []byte(`{"audience_member_id":"1","product_id":"1","cancel_url":"https://shop.example/"}`), 422, nil},
+		{"POST", "/api/webhooks/psp", "", []byte(`{"type":"checkout.session.completed"}`), 200, nil},
+		{"POST", "/api/webhooks/stripe", "", []byte(`not json`), 200, nil},
+		{"GET", "/checkout/return?tenant=1&session_id=cs_x", "", nil, 503, []string{"Accept", "application/json"}},
+		{"GET", "/tracker.js", "", nil, 200, nil},
+		{"GET", "/healthz", "", nil, 200, nil},
+		{"GET", "/readyz", "", nil, 200, nil},
+		{"GET", "/metrics", "", nil, 200, nil},
+		{"GET", "/openapi.yaml", "", nil, 200, nil},
+	}
+	for _, c := range calls {
+		t.Run(c.method+" "+c.path, func(t *testing.T) {
+			headers := append([]string{"Content-Type", "application/json", "Accept-Encoding", "identity"}, c.headers...)
+			res := e.Do(c.method, c.path, c.token, c.body, headers...)
+			if res.Status != c.status {
+				t.Fatalf("status %d, want %d: %s", res.Status, c.status, res.Body)
+			}
+			req, _ := http.NewRequest(c.method, e.Base+c.path, bytes.NewReader(c.body))
+			route, params, err := router.FindRoute(req)
+			if err != nil {
+				t.Fatalf("not in the description: %v", err)
+			}
+			in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+				Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+			err = openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+				RequestValidationInput: in, Status: res.Status, Header: res.Header,
+				Body:    io.NopCloser(bytes.NewReader(res.Body)),
+				Options: &openapi3filter.Options{IncludeResponseStatus: true},
+			})
+			if err != nil {
+				t.Fatalf("the response does not match the description: %v\n%s", err, res.Body)
+			}
+		})
+	}
+	if res := e.Do("GET", "/openapi.yaml", "", nil); !bytes.Equal(res.Body, docs.OpenAPI) || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/yaml") {
+		t.Fatalf("GET /openapi.yaml is not docs/openapi.yaml (%s)", res.Header.Get("Content-Type"))
+	}
+}
