@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eventq/eventq/client"
+	"github.com/eventq/eventq/internal/config"
 )
 
 func (c *cli) consumeCommand() *cobra.Command {
@@ -105,6 +107,27 @@ func writeBatch(out *bufio.Writer, b client.Batch) error {
 		return fmt.Errorf("write events: %w", err)
 	}
 	return nil
+}
+
+// apiURL is where the CLI reaches the running api: APP_URL, or when only HTTP_ADDR is set,
+// that address (a wildcard host means this machine), so that `make run` with another port
+// needs no second variable.
+func (c *cli) apiURL(cfg config.Config) string {
+	if c.flagOrEnv("", "APP_URL") != "" {
+		return cfg.AppURL
+	}
+	addr := c.flagOrEnv("", "HTTP_ADDR")
+	if addr == "" {
+		return cfg.AppURL
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return cfg.AppURL
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // flagOrEnv returns v, or the environment variable name when v is empty.

@@ -62,7 +62,7 @@ func (c *cli) webhookCommand() *cobra.Command {
 				return errors.New("no webhook signing secret: set PSP_WEBHOOK_SECRET (or STRIPE_WEBHOOK_SECRET)")
 			}
 			if target == "" {
-				target = cfg.AppURL + "/api/webhooks/psp"
+				target = c.apiURL(cfg) + "/api/webhooks/psp"
 			}
 			if u, err := url.Parse(target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return fmt.Errorf("--url must be an absolute http(s) URL, got %q", target)

@@ -390,3 +390,26 @@ func TestWebhookSend(t *testing.T) {
 		}
 	})
 }
+
+// Without APP_URL the CLI reaches the api at HTTP_ADDR, as make run starts it.
+func TestAPIURLFollowsHTTPAddrWithoutAppURL(t *testing.T) {
+	for _, tc := range []struct {
+		environ []string
+		want    string
+	}{
+		{nil, "http://127.0.0.1:8080"},
+		{[]string{"HTTP_ADDR=127.0.0.1:9100"}, "http://127.0.0.1:9100"},
+		{[]string{"HTTP_ADDR=:9100"}, "http://127.0.0.1:9100"},
+		{[]string{"HTTP_ADDR=0.0.0.0:9100"}, "http://127.0.0.1:9100"},
+		{[]string{"HTTP_ADDR=127.0.0.1:9100", "APP_URL=https://events.example.com/"}, "https://events.example.com"},
+	} {
+		c := &cli{environ: tc.environ}
+		cfg, err := c.config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.apiURL(cfg); got != tc.want {
+			t.Errorf("%v: %s, want %s", tc.environ, got, tc.want)
+		}
+	}
+}
