@@ -79,6 +79,17 @@ spawn() {
 }
 
 # tail_log NAME LOG: show the end of a child's log after it failed.
+# rotate_log FILE: starts FILE empty, keeping the three previous runs' logs as FILE.1 (the
+# last) to FILE.3.
+rotate_log() {
+	local f=$1 i
+	for i in 2 1; do
+		[[ -f $f.$i ]] && mv -f "$f.$i" "$f.$((i + 1))"
+	done
+	[[ -s $f ]] && mv -f "$f" "$f.1"
+	: >"$f"
+}
+
 tail_log() {
 	printf 'make run: last lines of %s:\n' "${2#"$ROOT"/}" >&2
 	tail -n 20 "$2" | sed 's/^/    /' >&2
@@ -232,7 +243,7 @@ start_redis() {
 	dir=$VAR/$pidname
 	log=$LOGS/$pidname.log
 	mkdir -p "$dir"
-	: >"$log"
+	rotate_log "$log"
 	say "starting redis-server on 127.0.0.1:$port for $var (data and AOF in ${dir#"$ROOT"/})"
 	spawn "$pidname" "$log" redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" \
 		--appendonly yes --daemonize no "${auth[@]}"
@@ -313,8 +324,8 @@ if curl -fsS -o /dev/null --max-time 2 "$base_url/healthz" 2>/dev/null; then
 	die "something already answers on $base_url (another eventq?): stop it or set HTTP_ADDR"
 fi
 
-: >"$LOGS/worker.log"
-: >"$LOGS/api.log"
+rotate_log "$LOGS/worker.log"
+rotate_log "$LOGS/api.log"
 say "starting worker (log var/log/worker.log)"
 spawn worker "$LOGS/worker.log" "$ROOT/bin/worker"
 say "starting api on $http_addr (log var/log/api.log)"
@@ -351,7 +362,7 @@ done
 printf '  webhook    %s/api/webhooks/psp, signing secret %s\n' "$base_url" "$webhook_note"
 [[ -z $webhook_hint ]] || printf '             for bin/eventq webhook send, in your other terminal:  %s\n' "$webhook_hint"
 cat <<EOF
-  logs       var/log/api.log, var/log/worker.log   (tail -f var/log/*.log)
+  logs       var/log/api.log, var/log/worker.log   (tail -f var/log/*.log; earlier runs in *.log.1 to .3)
 
 Next: in a second terminal in $ROOT, follow "Quick start" in README.md.
 Press Ctrl-C to stop everything make run started.
