@@ -83,7 +83,6 @@ for cmd in "$@"; do
 		packages+=("$pkg")
 	fi
 done
-((${#missing[@]})) || exit 0
 
 fail() {
 	if ((soft)); then
@@ -99,6 +98,28 @@ for cmd in "${no_package[@]}"; do
 		fail "the Go toolchain is not on PATH: install Go $(go_version) or newer (https://go.dev/dl/) and retry"
 	fi
 done
+
+# check_go_version: the go on PATH must build this module. From Go 1.21 on, an older go
+# fetches the toolchain go.mod names by itself (GOTOOLCHAIN=auto, through the module proxy);
+# an older one, or GOTOOLCHAIN=local, cannot.
+check_go_version() {
+	local want have
+	want=$(go_version)
+	have=$(go env GOVERSION 2>/dev/null | sed 's/^go//; s/[^0-9.].*//')
+	[[ -n $want && -n $have ]] || return 0
+	[[ $(printf '%s\n%s\n' "$want" "$have" | sort -V | head -n1) == "$want" ]] && return 0
+	if [[ $(printf '1.21\n%s\n' "$have" | sort -V | head -n1) == 1.21 && $(go env GOTOOLCHAIN 2>/dev/null) != local* ]]; then
+		say "Go $have is older than the $want this module needs: the go command downloads go$want from the module proxy on first use"
+		return 0
+	fi
+	fail "Go $have is older than the $want this module needs: install Go $want or newer (https://go.dev/dl/), or set GOTOOLCHAIN=auto"
+}
+for arg in "$@"; do
+	if [[ $arg == go ]] && have go; then
+		check_go_version
+	fi
+done
+((${#missing[@]})) || exit 0
 
 if ((${#packages[@]})); then
 	if [[ $EUID -ne 0 ]]; then
