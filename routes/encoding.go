@@ -17,27 +17,31 @@ import (
 // Queue reads are compressed when the client asks (Accept-Encoding: zstd or gzip); identity
 // stays the default and keeps the zero-copy path of pageBody.
 
-// encoding is the content coding to answer c with: "zstd" when accepted, else "gzip" when
-// accepted, else "" (identity). A coding with q=0 is refused; other q-values are not ranked.
-func encoding(c *fiber.Ctx) string {
-	header := c.Get(fiber.HeaderAcceptEncoding)
+// accepted reports which of the codings eventq offers an Accept-Encoding header value
+// accepts. A coding with q=0 is refused; other q-values are not ranked.
+func accepted(header string) (zstdOK, gzipOK bool) {
 	if header == "" {
-		return ""
+		return false, false
 	}
-	var zstdOK, gzipOK bool
 	for _, part := range strings.Split(header, ",") {
 		name, params, _ := strings.Cut(part, ";")
-		name = strings.ToLower(strings.TrimSpace(name))
 		if refused(params) {
 			continue
 		}
-		switch name {
+		switch strings.ToLower(strings.TrimSpace(name)) {
 		case "zstd":
 			zstdOK = true
 		case "gzip", "x-gzip":
 			gzipOK = true
 		}
 	}
+	return zstdOK, gzipOK
+}
+
+// encoding is the content coding to answer a queue read with: "zstd" when accepted, else
+// "gzip" when accepted, else "" (identity).
+func encoding(c *fiber.Ctx) string {
+	zstdOK, gzipOK := accepted(c.Get(fiber.HeaderAcceptEncoding))
 	switch {
 	case zstdOK:
 		return "zstd"
@@ -70,10 +74,9 @@ var (
 	gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
 )
 
-// sendEncoded answers with the read's whole document, compressed as encoding(c) says (or as
-// is when the client asked for nothing we offer).
-func sendEncoded(c *fiber.Ctx, page *eventqueue.Page) error {
-	coding := encoding(c)
+// sendEncoded answers with the read's whole document, compressed with coding (as is when
+// coding is "").
+func sendEncoded(c *fiber.Ctx, page *eventqueue.Page, coding string) error {
 	var out bytes.Buffer
 	var w io.Writer = &out
 	var finish func() error

@@ -38,11 +38,12 @@ func (s *Server) readEvents(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	c.Vary(fiber.HeaderAcceptEncoding)
+	coding := encoding(c)
 	if !active {
 		if wait > 0 { // nothing will arrive: answer when the wait is over, as for an empty queue
 			holdFor(c.UserContext(), time.Duration(wait)*time.Second, s.Waiter)
 		}
-		return sendEncoded(c, &eventqueue.Page{})
+		return sendEncoded(c, &eventqueue.Page{}, coding)
 	}
 	page, err := s.readWaiting(c.UserContext(), tenantID, int(limit), time.Duration(wait)*time.Second)
 	if err != nil {
@@ -50,9 +51,9 @@ func (s *Server) readEvents(c *fiber.Ctx) error {
 	}
 	c.Set(headerQueueOffset, strconv.FormatInt(page.Offset, 10))
 	s.Metrics.Read(page.Count)
-	if encoding(c) != "" {
+	if coding != "" {
 		defer page.Release()
-		return sendEncoded(c, page)
+		return sendEncoded(c, page, coding)
 	}
 	body := &pageBody{page: page, conn: tcpConn(c.Context().Conn())}
 	body.prefix = appendPagePrefix(body.prefix, page)

@@ -64,7 +64,7 @@ func (s *Server) trackerJS(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, "application/javascript; charset=utf-8")
 	c.Vary(fiber.HeaderAcceptEncoding)
 	body, etag := f.plain, f.etag
-	if acceptsGzip(c.Get(fiber.HeaderAcceptEncoding)) {
+	if _, gzipOK := accepted(c.Get(fiber.HeaderAcceptEncoding)); gzipOK {
 		body, etag = f.gzipped, f.gzipETag
 		c.Set(fiber.HeaderContentEncoding, "gzip")
 	}
@@ -73,17 +73,6 @@ func (s *Server) trackerJS(c *fiber.Ctx) error {
 		return c.SendStatus(fiber.StatusNotModified)
 	}
 	return c.Send(body)
-}
-
-// acceptsGzip reports whether an Accept-Encoding header value accepts gzip.
-func acceptsGzip(header string) bool {
-	for _, part := range strings.Split(header, ",") {
-		name, params, _ := strings.Cut(part, ";")
-		if name = strings.ToLower(strings.TrimSpace(name)); (name == "gzip" || name == "x-gzip") && !refused(params) {
-			return true
-		}
-	}
-	return false
 }
 
 // etagMatches reports whether an If-None-Match header value names etag, by the weak
