@@ -16,6 +16,7 @@ import (
 
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/redisconn"
 )
 
 func main() {
@@ -43,6 +44,7 @@ type cli struct {
 	out     io.Writer
 	cfg     *config.Config
 	db      *gorm.DB
+	conns   redisconn.Set
 }
 
 func (c *cli) rootCommand() *cobra.Command {
@@ -80,9 +82,26 @@ func (c *cli) database() (*gorm.DB, error) {
 	return c.db, err
 }
 
+// redis returns the named Redis connections, opened on first use and closed when the
+// command ends.
+func (c *cli) redis() (redisconn.Set, error) {
+	if c.conns != nil {
+		return c.conns, nil
+	}
+	cfg, err := c.config()
+	if err != nil {
+		return nil, err
+	}
+	c.conns, err = redisconn.Open(cfg.Redis)
+	return c.conns, err
+}
+
 func (c *cli) close() {
 	if c.db != nil {
 		database.Close(c.db)
+	}
+	if c.conns != nil {
+		c.conns.Close()
 	}
 }
 

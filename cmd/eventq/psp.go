@@ -12,7 +12,6 @@ import (
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/psp"
-	"github.com/eventq/eventq/internal/redisconn"
 	"github.com/eventq/eventq/jobs"
 	"github.com/eventq/eventq/models"
 )
@@ -54,11 +53,10 @@ func (c *cli) pspCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			conns, err := redisconn.Open(cfg.Redis)
+			conns, err := c.redis()
 			if err != nil {
 				return err
 			}
-			defer conns.Close()
 			tasks := asynq.NewClientFromRedisClient(conns[config.DefaultConnection])
 			r := &jobs.Reconciler{
 				DB: db, PSP: psp.NewClient(cfg.PSP.SecretKey, cfg.PSP.APIBase), Tasks: tasks, Clock: clock.Real{},

@@ -12,7 +12,6 @@ import (
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/infra"
 	"github.com/eventq/eventq/internal/metrics"
-	"github.com/eventq/eventq/internal/redisconn"
 	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/models"
 )
@@ -45,11 +44,10 @@ after a failed append.`,
 			if err != nil {
 				return err
 			}
-			conns, err := redisconn.Open(cfg.Redis)
+			conns, err := c.redis()
 			if err != nil {
 				return err
 			}
-			defer conns.Close()
 			store := eventqueue.New(conns[cfg.QueueConnection])
 			defer store.Close()
 			out := queueStats{TenantID: models.FormatID(tenant.ID)}

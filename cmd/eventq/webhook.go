@@ -17,7 +17,6 @@ import (
 
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/psp"
-	"github.com/eventq/eventq/internal/redisconn"
 	"github.com/eventq/eventq/models"
 )
 
@@ -131,11 +130,10 @@ const acceptWait = 2 * time.Second
 // as the worker may have run it already) or it waits in the database inbox. Otherwise the
 // error names the likely cause.
 func (c *cli) accepted(cmd *cobra.Command, cfg config.Config, id string) error {
-	conns, err := redisconn.Open(cfg.Redis)
+	conns, err := c.redis()
 	if err != nil {
 		return err
 	}
-	defer conns.Close()
 	inspector := asynq.NewInspectorFromRedisClient(conns[config.DefaultConnection])
 	db, err := c.database()
 	if err != nil {
