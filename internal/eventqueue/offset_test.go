@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -297,5 +298,37 @@ func TestReadsRacingTrimsReturnTheirFrontOffset(t *testing.T) {
 		}
 		page.Release()
 		reads++
+	}
+}
+
+// Waiting reads cost no Redis connection: a hundred of them on twenty tenants share the
+// Waiter's one subscription.
+func TestWaitingReadsShareOneConnection(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client()
+	s := New(rdb)
+	defer s.Close()
+	w := NewWaiter(rdb, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer w.Close()
+	ctx := context.Background()
+	clients := func() int { return strings.Count(rdb.ClientList(ctx).Val(), "\n") }
+	before := clients()
+	var wakes []<-chan struct{}
+	for tenant := uint64(1); tenant <= 20; tenant++ {
+		for range 5 {
+			wake, release := w.Watch(ctx, tenant)
+			defer release()
+			wakes = append(wakes, wake)
+		}
+	}
+	if got := clients(); got > before+1 {
+		t.Fatalf("%d Redis connections with 100 waiting reads, %d before: want one more at most", got, before)
+	}
+	appendN(t, s, 7, 1, 2)
+	for i := 30; i < 35; i++ { // tenant 7's five waits
+		select {
+		case <-wakes[i]:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("wait %d of tenant 7 not woken", i)
+		}
 	}
 }

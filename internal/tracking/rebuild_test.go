@@ -152,3 +152,29 @@ func TestTrimLogKeepsTheFurthestFront(t *testing.T) {
 		t.Fatalf("rows %+v", rows)
 	}
 }
+
+// A request in flight when the rebuild began clears its event's pending mark after the
+// rebuild marked it (its append went into the queue the rebuild emptied): the second mark,
+// after RebuildSettle, puts the event back anyway.
+func TestRebuildSurvivesAnAckInFlight(t *testing.T) {
+	e := startIngest(t)
+	ctx := context.Background()
+	tenant := e.MustTenant(t)
+	ids := e.mustIngest(t, tenant, 3)
+	waitPending(t, e, 0)
+	if err := e.Redis.Client().FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := e.Ingest.Rebuild(ctx, tenant); done <- err }()
+	waitPending(t, e, 3) // the first mark
+	if err := e.DB.Model(&models.TrackedEvent{}).Where("id = ?", ids[1]).UpdateColumn("queue_pending", false).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := e.queueIDs(t, tenant); !slices.Equal(got, ids) {
+		t.Fatalf("queue %v, want %v: the late ack's event is lost", got, ids)
+	}
+}
