@@ -258,7 +258,7 @@ func benchRebuild(ctx context.Context, s *stack, database string, n int) (*Rebui
 	}
 	store := eventqueue.New(s.rdb)
 	defer store.Close()
-	in := tracking.NewIngestor(s.db, features.New(s.db), store, clock.Real{}, slog.New(slog.DiscardHandler), metrics.New())
+	in := tracking.NewIngestor(s.db, features.New(s.db, clock.Real{}), store, clock.Real{}, slog.New(slog.DiscardHandler), metrics.New())
 	defer in.Close()
 	start := time.Now()
 	restored, err := in.Rebuild(ctx, t.ID)

@@ -21,6 +21,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/auth"
+	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/testenv"
@@ -326,7 +327,7 @@ func (s *stack) seedTenant(ctx context.Context, account string, queued bool) (*t
 	}
 	t.Token = token
 	if queued {
-		if err := features.New(s.db).Set(ctx, features.UseQueueEvents, t.ID, true); err != nil {
+		if err := features.New(s.db, clock.Real{}).Set(ctx, features.UseQueueEvents, t.ID, true); err != nil {
 			return nil, err
 		}
 	}

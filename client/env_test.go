@@ -22,6 +22,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/auth"
+	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/testenv"
@@ -80,7 +81,7 @@ func (e *apiEnv) MustTenant(flag bool, abilities ...string) tenant {
 	if err != nil {
 		e.t.Fatalf("create token: %v", err)
 	}
-	if err := features.New(e.DB).Set(ctx, features.UseQueueEvents, tn.ID, flag); err != nil {
+	if err := features.New(e.DB, clock.Real{}).Set(ctx, features.UseQueueEvents, tn.ID, flag); err != nil {
 		e.t.Fatalf("set flag: %v", err)
 	}
 	return tenant{Tenant: tn, Token: token}

@@ -48,7 +48,7 @@ func startEnv(t *testing.T) *env {
 	rdb := r.Client()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	queue := eventqueue.New(rdb)
-	flags := features.New(db)
+	flags := features.New(db, clock.Real{})
 	mx := metrics.New()
 	ingest := tracking.NewIngestor(db, flags, queue, clock.Real{}, log, mx)
 	t.Cleanup(ingest.Close)
@@ -96,7 +96,7 @@ func (e *env) MustShop(account string) shop {
 	must(e.t, e.DB.Create(&s.Member).Error)
 	s.Product = models.Product{TenantID: s.Tenant.ID, Name: "Course", Amount: 1999, Currency: "usd"}
 	must(e.t, e.DB.Create(&s.Product).Error)
-	must(e.t, features.New(e.DB).Set(context.Background(), features.UseQueueEvents, s.Tenant.ID, true))
+	must(e.t, features.New(e.DB, clock.Real{}).Set(context.Background(), features.UseQueueEvents, s.Tenant.ID, true))
 	return s
 }
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/eventq/eventq/internal/apperr"
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/validate"
 )
 
@@ -32,7 +31,7 @@ func (s *Server) readEvents(c *fiber.Ctx) error {
 		return err
 	}
 	tenantID := principal(c).TenantID
-	active, err := s.Flags.Active(c.UserContext(), features.UseQueueEvents, tenantID)
+	active, err := s.Queueing.Queues(c.UserContext(), tenantID)
 	if err != nil {
 		return err
 	}
@@ -188,7 +187,7 @@ func (s *Server) trimEvents(c *fiber.Ctx) error {
 		return err
 	}
 	tenantID := principal(c).TenantID
-	active, err := s.Flags.Active(c.UserContext(), features.UseQueueEvents, tenantID)
+	active, err := s.Queueing.Queues(c.UserContext(), tenantID)
 	if err != nil {
 		return err
 	}

@@ -36,8 +36,9 @@ type Server struct {
 	DB    *gorm.DB
 	Redis redisconn.Set
 	Auth  *auth.Authenticator
-	Flags *features.Flags
-	Queue *eventqueue.Store
+	// Queueing says which tenants' events are queued (UseQueueEvents).
+	Queueing features.Queueing
+	Queue    *eventqueue.Store
 	// Waiter holds reads of an empty queue until an event arrives; nil answers them at once.
 	Waiter *eventqueue.Waiter
 	// Trims records each trim's new front durably, for rebuilding a lost queue; may be nil.

@@ -273,7 +273,7 @@ func TestRebuildAfterAnEmptyRedisRestart(t *testing.T) {
 	if n := e.QueueLen(tn); n != 0 {
 		t.Fatalf("queue length %d after an empty restart", n)
 	}
-	in := tracking.NewIngestor(e.DB, features.New(e.DB), e.Queue, clock.Real{}, slog.New(slog.DiscardHandler), metrics.New())
+	in := tracking.NewIngestor(e.DB, features.New(e.DB, clock.Real{}), e.Queue, clock.Real{}, slog.New(slog.DiscardHandler), metrics.New())
 	defer in.Close()
 	restored, err := in.Rebuild(context.Background(), tn.ID)
 	if err != nil || restored[tn.ID] != 6 {

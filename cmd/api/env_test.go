@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/auth"
+	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
@@ -85,7 +86,7 @@ func (e *apiEnv) MustTenant(flag bool, abilities ...string) tenant {
 		e.t.Fatalf("create token: %v", err)
 	}
 	if flag {
-		if err := features.New(e.DB).Set(context.Background(), features.UseQueueEvents, tn.ID, true); err != nil {
+		if err := features.New(e.DB, clock.Real{}).Set(context.Background(), features.UseQueueEvents, tn.ID, true); err != nil {
 			e.t.Fatalf("activate flag: %v", err)
 		}
 	}

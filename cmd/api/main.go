@@ -70,7 +70,7 @@ func NewMain(cfg config.Config, log *slog.Logger) *Main {
 
 // Open connects to the database and Redis and binds the listen address (":0" picks a port).
 func (m *Main) Open() error {
-	in, err := infra.Open(m.Config)
+	in, err := infra.Open(m.Config, m.Clock)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (m *Main) Open() error {
 	m.waiter = eventqueue.NewWaiter(in.Redis[m.Config.QueueConnection], m.Log)
 	m.trims = tracking.NewTrimLog(in.DB, m.Log)
 	m.app = routes.New(&routes.Server{
-		DB: in.DB, Redis: in.Redis, Flags: in.Flags, Queue: in.Queue, Log: m.Log, Ingest: ingest,
+		DB: in.DB, Redis: in.Redis, Queueing: in.Flags, Queue: in.Queue, Log: m.Log, Ingest: ingest,
 		Waiter: m.waiter, Trims: m.trims,
 		Auth:           auth.NewAuthenticator(in.DB, m.Clock, m.Log),
 		TrustedProxies: m.Config.TrustedProxies,

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/models"
 )
@@ -25,7 +26,7 @@ func (c *cli) featureCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if err := features.New(db).Set(cmd.Context(), args[0], tenant.ID, active); err != nil {
+				if err := features.New(db, clock.Real{}).Set(cmd.Context(), args[0], tenant.ID, active); err != nil {
 					return err
 				}
 				return c.print(struct {

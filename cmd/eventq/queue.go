@@ -96,7 +96,7 @@ been recorded: those events come back. Prints {"tenants","restored"}.`,
 			if err != nil {
 				return err
 			}
-			in, err := infra.Open(cfg)
+			in, err := infra.Open(cfg, clock.Real{})
 			if err != nil {
 				return err
 			}

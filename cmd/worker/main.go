@@ -76,7 +76,7 @@ func (m *Main) Open() (err error) {
 			m.Close()
 		}
 	}()
-	in, err := infra.Open(m.Config)
+	in, err := infra.Open(m.Config, m.Clock)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
@@ -30,7 +31,7 @@ func TestWorkerRequeuesPendingEventsAndStopsCleanly(t *testing.T) {
 	db, dbURL := testenv.DB(t)
 	tn := models.Tenant{Name: "Shop", SiteKey: "site_w"}
 	db.Create(&tn)
-	if err := features.New(db).Set(context.Background(), features.UseQueueEvents, tn.ID, true); err != nil {
+	if err := features.New(db, clock.Real{}).Set(context.Background(), features.UseQueueEvents, tn.ID, true); err != nil {
 		t.Fatal(err)
 	}
 	ev := models.TrackedEvent{ID: "01a20000-0000-7000-8000-000000000001", TenantID: tn.ID, Type: "page_view",

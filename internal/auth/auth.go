@@ -58,7 +58,7 @@ type Authenticator struct {
 // NewAuthenticator returns an Authenticator reading db.
 func NewAuthenticator(db *gorm.DB, clk clock.Clock, log *slog.Logger) *Authenticator {
 	return &Authenticator{db: db, clock: clk, log: log,
-		cache: cache.New[string, *cachedToken](CacheTTL)}
+		cache: cache.New[string, *cachedToken](CacheTTL, clk)}
 }
 
 // Authenticate resolves "<id>|<secret>" to its principal. The secret is compared in constant

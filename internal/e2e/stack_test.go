@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/psp"
@@ -140,7 +141,7 @@ func (s *stack) MustShop(account string, flag bool) shop {
 	sh.Product = models.Product{TenantID: sh.Tenant.ID, Name: "Course", Amount: 1999, Currency: "usd"}
 	must(s.t, s.DB.Create(&sh.Product).Error)
 	if flag {
-		must(s.t, features.New(s.DB).Set(context.Background(), features.UseQueueEvents, sh.Tenant.ID, true))
+		must(s.t, features.New(s.DB, clock.Real{}).Set(context.Background(), features.UseQueueEvents, sh.Tenant.ID, true))
 	}
 	return sh
 }

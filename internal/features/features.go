@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eventq/eventq/internal/cache"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"github.com/eventq/eventq/internal/cache"
+	"github.com/eventq/eventq/internal/clock"
 
 	"github.com/eventq/eventq/models"
 )
@@ -32,15 +34,28 @@ var ErrUnknownFeature = errors.New("unknown feature")
 // Scope is Pennant's serialized scope for a tenant.
 func Scope(tenantID uint64) string { return fmt.Sprintf("%s|%d", models.TenantMorphType, tenantID) }
 
+// Queueing answers the one question UseQueueEvents decides: are this tenant's events queued?
+// Ingestion, the re-pusher, queue reads and trims, fulfilment and revocation all ask it, and
+// nothing else, so the rule lives in one place (Flags.Queues).
+type Queueing interface {
+	Queues(ctx context.Context, tenantID uint64) (bool, error)
+}
+
 // Flags reads and writes flags. It is safe for concurrent use.
 type Flags struct {
 	db    *gorm.DB
+	clock clock.Clock
 	cache *cache.TTL[string, bool]
 }
 
-// New returns Flags on db.
-func New(db *gorm.DB) *Flags {
-	return &Flags{db: db, cache: cache.New[string, bool](CacheTTL)}
+// New returns Flags on db; clk times the cache and the rows' updated_at.
+func New(db *gorm.DB, clk clock.Clock) *Flags {
+	return &Flags{db: db, clock: clk, cache: cache.New[string, bool](CacheTTL, clk)}
+}
+
+// Queues reports whether tenantID's events go to its queue: UseQueueEvents is active.
+func (f *Flags) Queues(ctx context.Context, tenantID uint64) (bool, error) {
+	return f.Active(ctx, UseQueueEvents, tenantID)
 }
 
 // Active reports whether feature is on for tenantID. Flags are opt-in: no row means off.
@@ -92,7 +107,7 @@ func (f *Flags) Set(ctx context.Context, feature string, tenantID uint64, active
 	row := models.Feature{Name: feature, Scope: Scope(tenantID), Value: value}
 	err := f.db.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "name"}, {Name: "scope"}},
-		DoUpdates: clause.Assignments(map[string]any{"value": value, "updated_at": time.Now().UTC()}),
+		DoUpdates: clause.Assignments(map[string]any{"value": value, "updated_at": f.clock.Now().UTC()}),
 	}).Create(&row).Error
 	if err != nil {
 		return fmt.Errorf("features: set: %w", err)

@@ -56,12 +56,12 @@ type Result struct {
 // Fulfiller runs fulfilments. It is safe for concurrent use, across processes too: the unique
 // checkout session id on purchases decides which call creates the purchase.
 type Fulfiller struct {
-	db      *gorm.DB
-	flags   *features.Flags
-	ingest  Pusher
-	appURL  string
-	log     *slog.Logger
-	metrics *metrics.Metrics
+	db       *gorm.DB
+	queueing features.Queueing
+	ingest   Pusher
+	appURL   string
+	log      *slog.Logger
+	metrics  *metrics.Metrics
 }
 
 // Pusher appends committed events marked pending to their tenant's queue (and clears their
@@ -70,10 +70,10 @@ type Pusher interface {
 	PushPending(ctx context.Context, tenantID uint64, rows []models.TrackedEvent)
 }
 
-// New returns a Fulfiller. appURL is the public base URL, used for the event's url; m may
-// be nil.
-func New(db *gorm.DB, flags *features.Flags, ingest Pusher, appURL string, log *slog.Logger, m *metrics.Metrics) *Fulfiller {
-	return &Fulfiller{db: db, flags: flags, ingest: ingest, appURL: appURL, log: log, metrics: m}
+// New returns a Fulfiller. queueing says which tenants' events are queued; appURL is the
+// public base URL, used for the event's url; m may be nil.
+func New(db *gorm.DB, queueing features.Queueing, ingest Pusher, appURL string, log *slog.Logger, m *metrics.Metrics) *Fulfiller {
+	return &Fulfiller{db: db, queueing: queueing, ingest: ingest, appURL: appURL, log: log, metrics: m}
 }
 
 // Fulfil fulfils s if it is paid. Purchase, entitlement and event are written in one
@@ -106,7 +106,7 @@ func (f *Fulfiller) fulfil(ctx context.Context, s Session) (Result, error) {
 		}
 		return Result{Status: StatusPending}, nil
 	}
-	queued, err := f.flags.Active(ctx, features.UseQueueEvents, tenant.ID)
+	queued, err := f.queueing.Queues(ctx, tenant.ID)
 	if err != nil {
 		return Result{}, err
 	}

@@ -10,7 +10,6 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/models"
 )
 
@@ -109,7 +108,7 @@ func (f *Fulfiller) applyReversals(ctx context.Context, p *models.Purchase, t *m
 	if err != nil || pending == 0 { // the common case: nothing to apply, no transaction
 		return false, err
 	}
-	queued, err := f.flags.Active(ctx, features.UseQueueEvents, t.ID)
+	queued, err := f.queueing.Queues(ctx, t.ID)
 	if err != nil {
 		return false, err
 	}

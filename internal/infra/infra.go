@@ -10,6 +10,7 @@ import (
 	asynqmetrics "github.com/hibiken/asynq/x/metrics"
 	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
@@ -26,8 +27,9 @@ type Infra struct {
 	Flags *features.Flags
 }
 
-// Open connects to what cfg names. It does not migrate and does not wait for Redis.
-func Open(cfg config.Config) (*Infra, error) {
+// Open connects to what cfg names; clk times the flag cache. It does not migrate and does not
+// wait for Redis.
+func Open(cfg config.Config, clk clock.Clock) (*Infra, error) {
 	db, err := database.Open(cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
@@ -43,7 +45,7 @@ func Open(cfg config.Config) (*Infra, error) {
 	}
 	queue := eventqueue.New(qc)
 	queue.MaxLength = cfg.Limits.QueueMaxLength
-	return &Infra{DB: db, Redis: rdb, Queue: queue, Flags: features.New(db)}, nil
+	return &Infra{DB: db, Redis: rdb, Queue: queue, Flags: features.New(db, clk)}, nil
 }
 
 // Metrics returns a process's metrics: eventq's own, and asynq's queue sizes and latencies read

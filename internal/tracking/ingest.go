@@ -38,7 +38,7 @@ type Client struct {
 // Ingestor stores tracked events and feeds tenant queues. It is safe for concurrent use.
 type Ingestor struct {
 	db       *gorm.DB
-	flags    *features.Flags
+	queueing features.Queueing
 	queue    *eventqueue.Store
 	clock    clock.Clock
 	log      *slog.Logger
@@ -54,11 +54,11 @@ type Ingestor struct {
 	wg         sync.WaitGroup
 }
 
-// NewIngestor wires an Ingestor and starts its group-commit goroutines; Close stops them.
-// m may be nil.
-func NewIngestor(db *gorm.DB, flags *features.Flags, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger, m *metrics.Metrics) *Ingestor {
-	in := &Ingestor{db: db, flags: flags, queue: queue, clock: clk, log: log, metrics: m,
-		siteKeys: cache.New[string, uint64](siteKeyTTL), breaker: &breaker.Breaker{Cooldown: breakerCooldown},
+// NewIngestor wires an Ingestor; its group-commit goroutines start with the first commit and
+// Close stops them. queueing says which tenants' events are queued; m may be nil.
+func NewIngestor(db *gorm.DB, queueing features.Queueing, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger, m *metrics.Metrics) *Ingestor {
+	in := &Ingestor{db: db, queueing: queueing, queue: queue, clock: clk, log: log, metrics: m,
+		siteKeys: cache.New[string, uint64](siteKeyTTL, clk), breaker: &breaker.Breaker{Cooldown: breakerCooldown},
 		requests: make(chan *commitRequest, 4096), pushed: make(chan []queuedEvent, 1024), stop: make(chan struct{})}
 	in.startCommitters()
 	return in
@@ -89,7 +89,7 @@ func (in *Ingestor) TenantBySiteKey(ctx context.Context, siteKey string) (uint64
 // If the append fails after the commit, the events stay marked pending and Requeue pushes
 // them later: no committed event is lost.
 func (in *Ingestor) Ingest(ctx context.Context, tenantID uint64, inputs []Input, client Client) ([]string, error) {
-	queued, err := in.flags.Active(ctx, features.UseQueueEvents, tenantID)
+	queued, err := in.queueing.Queues(ctx, tenantID)
 	if err != nil {
 		return nil, err
 	}

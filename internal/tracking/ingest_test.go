@@ -35,7 +35,7 @@ func startIngest(t *testing.T) *ingestEnv {
 	t.Helper()
 	db, _ := testenv.DB(t)
 	r := testenv.StartRedis(t)
-	e := &ingestEnv{DB: db, Redis: r, Queue: eventqueue.New(r.Client()), Flags: features.New(db), Clock: clock.NewFake(time.Now())}
+	e := &ingestEnv{DB: db, Redis: r, Queue: eventqueue.New(r.Client()), Flags: features.New(db, clock.Real{}), Clock: clock.NewFake(time.Now())}
 	e.Ingest = NewIngestor(db, e.Flags, e.Queue, e.Clock, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	t.Cleanup(e.Ingest.Close)
 	return e

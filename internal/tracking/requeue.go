@@ -13,7 +13,6 @@ import (
 
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/models"
 )
 
@@ -143,7 +142,7 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 		// Each tenant's events are pushed and unmarked together; a tenant whose push fails
 		// stays pending without undoing the others (which would push those twice).
 		for _, t := range order {
-			active, err := in.flags.Active(ctx, features.UseQueueEvents, t)
+			active, err := in.queueing.Queues(ctx, t)
 			if err != nil {
 				pushErr = err
 				continue

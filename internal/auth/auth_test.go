@@ -1,0 +1,125 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/models"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestAuthenticate(t *testing.T) {
+	db, _ := testenv.DB(t)
+	ctx := context.Background()
+	clk := clock.NewFake(time.Now())
+	tenant := models.Tenant{Name: "t", SiteKey: "site_auth_test"}
+	if err := db.Create(&tenant).Error; err != nil {
+		t.Fatal(err)
+	}
+	token := func(abilities []string, expiresAt *time.Time) string {
+		_, plain, err := CreateToken(ctx, db, tenant.ID, "test", abilities, expiresAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return plain
+	}
+	valid := token(nil, nil)
+	readOnly := token([]string{"events:read"}, nil)
+	soon := clk.Now().Add(time.Hour)
+	expiring := token(nil, &soon)
+	past := clk.Now().Add(-time.Second)
+	expired := token(nil, &past)
+	id, _, _ := strings.Cut(valid, "|")
+	user := models.PersonalAccessToken{TokenableType: "App\\Models\\User", TokenableID: tenant.ID, Name: "u", Token: HashSecret("user-secret")}
+	if err := db.Create(&user).Error; err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name      string
+		token     string
+		ok        bool
+		canDelete bool
+	}{
+		{"valid", valid, true, true},
+		{"abilities are kept", readOnly, true, false},
+		{"not yet expired", expiring, true, true},
+		{"expired", expired, false, false},
+		{"wrong secret", id + "|not-the-secret", false, false},
+		{"unknown id", "999999|" + strings.SplitN(valid, "|", 2)[1], false, false},
+		{"id is not a number", "x|secret", false, false},
+		{"empty", "", false, false},
+		{"no secret", id + "|", false, false},
+		{"no id", "|secret", false, false},
+		{"a user's token, not a tenant's", models.FormatID(user.ID) + "|user-secret", false, false},
+	}
+	a := NewAuthenticator(db, clk, slog.New(slog.DiscardHandler))
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := a.Authenticate(ctx, tc.token)
+			if !tc.ok {
+				if !errors.Is(err, ErrUnauthenticated) {
+					t.Fatalf("got %+v, %v; want ErrUnauthenticated", p, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.TenantID != tenant.ID || p.Can("events:delete") != tc.canDelete || !p.Can("events:read") {
+				t.Fatalf("principal %+v", p)
+			}
+		})
+	}
+
+	t.Run("a token expires by the clock, cached or not", func(t *testing.T) {
+		if _, err := a.Authenticate(ctx, expiring); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Hour)
+		if _, err := a.Authenticate(ctx, expiring); !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("after expiry: %v", err)
+		}
+	})
+}
+
+// A revoked token keeps working from another process's cache for less than CacheTTL, then is
+// refused: the bound the contract promises, proved on the clock rather than by waiting.
+func TestRevocationReachesACachedTokenWithinCacheTTL(t *testing.T) {
+	db, _ := testenv.DB(t)
+	ctx := context.Background()
+	clk := clock.NewFake(time.Now())
+	tenant := models.Tenant{Name: "t", SiteKey: "site_auth_revoke"}
+	if err := db.Create(&tenant).Error; err != nil {
+		t.Fatal(err)
+	}
+	row, plain, err := CreateToken(ctx, db, tenant.ID, "test", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewAuthenticator(db, clk, slog.New(slog.DiscardHandler))
+	if _, err := a.Authenticate(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	if err := RevokeToken(ctx, db, row.ID); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(CacheTTL - time.Millisecond)
+	if _, err := a.Authenticate(ctx, plain); err != nil {
+		t.Fatalf("still cached: %v", err)
+	}
+	clk.Advance(time.Millisecond)
+	if _, err := a.Authenticate(ctx, plain); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("CacheTTL after the revocation: %v", err)
+	}
+	if CacheTTL > 5*time.Second {
+		t.Fatalf("CacheTTL %s exceeds the promised 5 s", CacheTTL)
+	}
+}
