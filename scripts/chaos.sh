@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# chaos.sh — what `make chaos` runs: the crash and outage tests (internal/e2e/chaos_test.go,
-# build tag chaos) on SQLite and then Postgres. They SIGKILL the api, kill, hang and restart
-# Redis while events are tracked, and print what was acknowledged, lost and duplicated.
+# chaos.sh — what `make chaos` runs: the crash and outage tests (internal/e2e/chaos_test.go and
+# crash_test.go, build tag chaos) on SQLite and then Postgres. They SIGKILL the api and the
+# worker, kill, hang and restart Redis while events are tracked, and print what was
+# acknowledged, lost and duplicated. The worker test waits about a minute for asynq's lease.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/ensure-deps.sh go redis-server postgres
