@@ -17,6 +17,7 @@ import (
 
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/psp"
+	"github.com/eventq/eventq/internal/validate"
 	"github.com/eventq/eventq/models"
 )
 
@@ -63,7 +64,7 @@ func (c *cli) webhookCommand() *cobra.Command {
 			if target == "" {
 				target = c.apiURL(cfg) + "/api/webhooks/psp"
 			}
-			if u, err := url.Parse(target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			if !validate.HTTPURL(target) {
 				return fmt.Errorf("--url must be an absolute http(s) URL, got %q", target)
 			}
 			db, tenant, err := c.tenant(cmd, tenantID)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/eventq/eventq/internal/validate"
 )
 
 // DefaultConnection is the name of the Redis connection configured by REDIS_URL.
@@ -164,7 +166,7 @@ func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		return fmt.Errorf("config: HTTP_ADDR: %q is not host:port", c.HTTPAddr)
 	}
-	if u, err := url.Parse(c.AppURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if !validate.HTTPURL(c.AppURL) {
 		return fmt.Errorf("config: APP_URL: %q is not an absolute http(s) URL", c.AppURL)
 	}
 	switch {

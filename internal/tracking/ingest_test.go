@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -245,7 +246,14 @@ func TestDeduplicationMemoryIsBounded(t *testing.T) {
 	}
 	crashed := e.pendingRow(t, tenant, "crashed")
 	e.appendOnce(t, tenant, crashed) // appended, mark never cleared, never acknowledged
-	testenv.Eventually(t, 5*time.Second, "the two ingested events are settled", func() bool { return e.pending(t) == 1 })
+	// Settled means the mark cleared and then the ack (which moves the entry's score back by
+	// Retention - AckGrace) arrived: advancing the clock before the ack would let the ack
+	// stamp the advanced time.
+	acked := strconv.FormatInt(e.Clock.Now().Add(eventqueue.AckGrace-eventqueue.Retention).UnixMilli(), 10)
+	testenv.Eventually(t, 5*time.Second, "the two ingested events are settled", func() bool {
+		n, err := rdb.ZCount(context.Background(), eventqueue.AppendedKey(tenant), "-inf", acked).Result()
+		return e.pending(t) == 1 && err == nil && n == 2
+	})
 	if n := size(); n != 3 {
 		t.Fatalf("%d entries, want 3", n)
 	}

@@ -5,10 +5,8 @@ package tracking
 import (
 	"fmt"
 	"net/netip"
-	"net/url"
 	"regexp"
 	"strconv"
-	"strings"
 
 	"github.com/eventq/eventq/internal/apperr"
 	"github.com/eventq/eventq/internal/validate"
@@ -90,7 +88,7 @@ func parseEvents(errs *apperr.FieldErrors, in map[string]any, platform bool) []I
 		}},
 		{"url", func(errs *apperr.FieldErrors, p string, v any, ev *Input) {
 			if s, good := validate.RequiredString(errs, p, v, maxURLLen); good {
-				if !validURL(s) {
+				if !validate.HTTPURL(s) {
 					validate.Add(errs, p, "must be a valid URL.")
 				}
 				ev.URL = s
@@ -135,12 +133,4 @@ func parseEvents(errs *apperr.FieldErrors, in map[string]any, platform bool) []I
 		}
 	}
 	return events
-}
-
-func validURL(s string) bool {
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-		return false
-	}
-	return !strings.ContainsAny(s, " \t\r\n")
 }

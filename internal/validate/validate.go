@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -196,4 +197,15 @@ func normalize(v any) any {
 		}
 	}
 	return v
+}
+
+// HTTPURL reports whether s is an absolute http or https URL with a host and no whitespace:
+// Laravel's "url" rule as eventq applies it to event URLs, return URLs, APP_URL and the CLI's
+// --url.
+func HTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return false
+	}
+	return !strings.ContainsAny(s, " \t\r\n")
 }
