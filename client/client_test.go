@@ -17,7 +17,7 @@ import (
 
 func TestReadAndTrim(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
+	tn := testenv.MustTenant(t, e.DB, true)
 	ctx := context.Background()
 	member := "m-42"
 	ids, err := e.Track(tn, pageView("s-1", 0), map[string]any{
@@ -112,7 +112,7 @@ func TestReadAndTrim(t *testing.T) {
 	})
 
 	t.Run("reads nothing while UseQueueEvents is off", func(t *testing.T) {
-		off := e.MustTenant(false)
+		off := testenv.MustTenant(t, e.DB, false)
 		e.MustTrack(off, "s-off", 2)
 		b, err := New(e.Base, off.Token).Read(ctx)
 		if err != nil || b.Count != 0 {
@@ -150,7 +150,7 @@ func TestErrors(t *testing.T) {
 	})
 
 	t.Run("token without events:delete gets a permanent 403 on trim", func(t *testing.T) {
-		tn := e.MustTenant(true, "events:read")
+		tn := testenv.MustTenant(t, e.DB, true, "events:read")
 		err := New(e.Base, tn.Token).Trim(ctx, 1)
 		ae, ok := errors.AsType[*APIError](err)
 		if !ok || ae.Status != 403 || ae.Message != "Invalid ability provided." || IsTransient(err) {
@@ -159,7 +159,7 @@ func TestErrors(t *testing.T) {
 	})
 
 	t.Run("validation error carries the field errors", func(t *testing.T) {
-		tn := e.MustTenant(true)
+		tn := testenv.MustTenant(t, e.DB, true)
 		c := New(e.Base, tn.Token)
 		_, _, err := c.do(ctx, "DELETE", eventsPath+"?count=abc", http.StatusNoContent)
 		ae, ok := errors.AsType[*APIError](err)

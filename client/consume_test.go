@@ -105,7 +105,7 @@ func TestConsume(t *testing.T) {
 	e := startAPI(t)
 
 	t.Run("delivers every event once and in order while a producer posts", func(t *testing.T) {
-		tn := e.MustTenant(true)
+		tn := testenv.MustTenant(t, e.DB, true)
 		p := newProxy(t, e.Base, nil)
 		c := New(p.URL, tn.Token, WithBackoff(time.Millisecond, 20*time.Millisecond))
 		var rec recorder
@@ -155,7 +155,7 @@ func TestConsume(t *testing.T) {
 	})
 
 	t.Run("keeps events tracked between its read and its trim", func(t *testing.T) {
-		tn := e.MustTenant(true)
+		tn := testenv.MustTenant(t, e.DB, true)
 		first := e.MustTrack(tn, "s-1", 3)
 		var later []string
 		rec := recorder{then: func(_ context.Context, n int) error {
@@ -180,7 +180,7 @@ func TestConsume(t *testing.T) {
 	})
 
 	t.Run("returns the handler's error and trims nothing", func(t *testing.T) {
-		tn := e.MustTenant(true)
+		tn := testenv.MustTenant(t, e.DB, true)
 		e.MustTrack(tn, "s-1", 3)
 		p := newProxy(t, e.Base, nil)
 		boom := errors.New("boom")
@@ -198,7 +198,7 @@ func TestConsume(t *testing.T) {
 	})
 
 	t.Run("stops at once when cancelled while the queue is empty", func(t *testing.T) {
-		tn := e.MustTenant(true)
+		tn := testenv.MustTenant(t, e.DB, true)
 		p := newProxy(t, e.Base, nil)
 		c := New(p.URL, tn.Token, WithBackoff(5*time.Second, 10*time.Second)) // real, long waits
 		stop, _ := consume(t, c, func(context.Context, Batch) error { t.Error("handler called"); return nil })
@@ -227,7 +227,7 @@ func TestConsume(t *testing.T) {
 	})
 
 	t.Run("a trim refused for lack of ability is returned and the batch stays", func(t *testing.T) {
-		tn := e.MustTenant(true, "events:read")
+		tn := testenv.MustTenant(t, e.DB, true, "events:read")
 		e.MustTrack(tn, "s-1", 2)
 		c := New(e.Base, tn.Token)
 		s := fakeTime(c)
@@ -242,7 +242,7 @@ func TestConsume(t *testing.T) {
 	})
 
 	t.Run("trims a finished batch even when cancelled during the handler", func(t *testing.T) {
-		tn := e.MustTenant(true)
+		tn := testenv.MustTenant(t, e.DB, true)
 		e.MustTrack(tn, "s-1", 2)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -286,7 +286,7 @@ func TestConsumeRetries(t *testing.T) {
 	}
 
 	t.Run("recovers from 503s on read with growing waits", func(t *testing.T) {
-		tn := e.MustTenant(true)
+		tn := testenv.MustTenant(t, e.DB, true)
 		ids := e.MustTrack(tn, "s-1", 3)
 		var failed atomic.Int32
 		p := newLegacyProxy(t, e.Base, func(w http.ResponseWriter, r *http.Request, _ http.HandlerFunc) bool {
@@ -306,7 +306,7 @@ func TestConsumeRetries(t *testing.T) {
 	})
 
 	t.Run("waits as long as a 429's Retry-After", func(t *testing.T) {
-		tn := e.MustTenant(true)
+		tn := testenv.MustTenant(t, e.DB, true)
 		e.MustTrack(tn, "s-1", 2)
 		var limited atomic.Bool
 		p := newLegacyProxy(t, e.Base, func(w http.ResponseWriter, r *http.Request, _ http.HandlerFunc) bool {
@@ -323,7 +323,7 @@ func TestConsumeRetries(t *testing.T) {
 	})
 
 	t.Run("retries a trim the server did not apply", func(t *testing.T) {
-		tn := e.MustTenant(true)
+		tn := testenv.MustTenant(t, e.DB, true)
 		e.MustTrack(tn, "s-1", 3)
 		var failed atomic.Bool
 		p := newLegacyProxy(t, e.Base, func(w http.ResponseWriter, r *http.Request, _ http.HandlerFunc) bool {
@@ -350,7 +350,7 @@ func TestConsumeRetries(t *testing.T) {
 		},
 	} {
 		t.Run("does not repeat an applied trim whose answer was lost to "+name, func(t *testing.T) {
-			tn := e.MustTenant(true)
+			tn := testenv.MustTenant(t, e.DB, true)
 			first := e.MustTrack(tn, "s-1", 3)
 			var lost atomic.Bool
 			var later atomic.Pointer[[]string]
@@ -389,7 +389,7 @@ func TestConsumeWithOffsetsAndLongPolling(t *testing.T) {
 	e := startAPI(t)
 
 	t.Run("an event tracked while the read waits is handled without back-off", func(t *testing.T) {
-		tn := e.MustTenant(true)
+		tn := testenv.MustTenant(t, e.DB, true)
 		p := newProxy(t, e.Base, nil)
 		c := New(p.URL, tn.Token)
 		s := fakeTime(c)
@@ -407,7 +407,7 @@ func TestConsumeWithOffsetsAndLongPolling(t *testing.T) {
 	})
 
 	t.Run("a trim whose answer was lost is repeated with its offset and removes nothing more", func(t *testing.T) {
-		tn := e.MustTenant(true)
+		tn := testenv.MustTenant(t, e.DB, true)
 		first := e.MustTrack(tn, "s-1", 3)
 		var lost atomic.Bool
 		var later atomic.Pointer[[]string]

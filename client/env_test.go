@@ -15,18 +15,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
 
-	"github.com/eventq/eventq/internal/auth"
-	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/testenv"
-	"github.com/eventq/eventq/models"
 )
 
 // apiBin is the real api binary, built once by TestMain.
@@ -61,31 +56,8 @@ func startAPI(t *testing.T) *apiEnv {
 	return &apiEnv{t: t, Base: base, DB: db, Queue: eventqueue.New(r.Client())}
 }
 
-type tenant struct {
-	models.Tenant
-	Token string
-}
-
-var siteKeys atomic.Int64
-
-// MustTenant creates a tenant and a token with abilities (default "*") in the database, and
-// switches UseQueueEvents to flag.
-func (e *apiEnv) MustTenant(flag bool, abilities ...string) tenant {
-	e.t.Helper()
-	ctx := context.Background()
-	tn := models.Tenant{Name: "Shop", SiteKey: fmt.Sprintf("site_client_%d", siteKeys.Add(1))}
-	if err := e.DB.Create(&tn).Error; err != nil {
-		e.t.Fatalf("create tenant: %v", err)
-	}
-	_, token, err := auth.CreateToken(ctx, e.DB, tn.ID, "consumer", abilities, nil)
-	if err != nil {
-		e.t.Fatalf("create token: %v", err)
-	}
-	if err := features.New(e.DB, clock.Real{}).Set(ctx, features.UseQueueEvents, tn.ID, flag); err != nil {
-		e.t.Fatalf("set flag: %v", err)
-	}
-	return tenant{Tenant: tn, Token: token}
-}
+// tenant is a tenant with a token; testenv.MustTenant makes one.
+type tenant = testenv.Tenant
 
 // Track posts events to POST /api/track as the browser library does and returns their ids.
 // It is safe to call from any goroutine.

@@ -1,4 +1,4 @@
-package auth
+package auth_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eventq/eventq/internal/auth"
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/testenv"
@@ -24,7 +26,7 @@ func TestAuthenticate(t *testing.T) {
 		t.Fatal(err)
 	}
 	token := func(abilities []string, expiresAt *time.Time) string {
-		_, plain, err := CreateToken(ctx, db, tenant.ID, "test", abilities, expiresAt)
+		_, plain, err := auth.CreateToken(ctx, db, tenant.ID, "test", abilities, expiresAt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +39,7 @@ func TestAuthenticate(t *testing.T) {
 	past := clk.Now().Add(-time.Second)
 	expired := token(nil, &past)
 	id, _, _ := strings.Cut(valid, "|")
-	user := models.PersonalAccessToken{TokenableType: "App\\Models\\User", TokenableID: tenant.ID, Name: "u", Token: HashSecret("user-secret")}
+	user := models.PersonalAccessToken{TokenableType: "App\\Models\\User", TokenableID: tenant.ID, Name: "u", Token: auth.HashSecret("user-secret")}
 	if err := db.Create(&user).Error; err != nil {
 		t.Fatal(err)
 	}
@@ -60,13 +62,13 @@ func TestAuthenticate(t *testing.T) {
 		{"no id", "|secret", false, false},
 		{"a user's token, not a tenant's", models.FormatID(user.ID) + "|user-secret", false, false},
 	}
-	a := NewAuthenticator(db, clk, slog.New(slog.DiscardHandler))
+	a := auth.NewAuthenticator(db, clk, slog.New(slog.DiscardHandler))
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := a.Authenticate(ctx, tc.token)
 			if !tc.ok {
-				if !errors.Is(err, ErrUnauthenticated) {
-					t.Fatalf("got %+v, %v; want ErrUnauthenticated", p, err)
+				if !errors.Is(err, auth.ErrUnauthenticated) {
+					t.Fatalf("got %+v, %v; want auth.ErrUnauthenticated", p, err)
 				}
 				return
 			}
@@ -84,13 +86,13 @@ func TestAuthenticate(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Hour)
-		if _, err := a.Authenticate(ctx, expiring); !errors.Is(err, ErrUnauthenticated) {
+		if _, err := a.Authenticate(ctx, expiring); !errors.Is(err, auth.ErrUnauthenticated) {
 			t.Fatalf("after expiry: %v", err)
 		}
 	})
 }
 
-// A revoked token keeps working from another process's cache for less than CacheTTL, then is
+// A revoked token keeps working from another process's cache for less than auth.CacheTTL, then is
 // refused: the bound the contract promises, proved on the clock rather than by waiting.
 func TestRevocationReachesACachedTokenWithinCacheTTL(t *testing.T) {
 	db, _ := testenv.DB(t)
@@ -100,26 +102,26 @@ func TestRevocationReachesACachedTokenWithinCacheTTL(t *testing.T) {
 	if err := db.Create(&tenant).Error; err != nil {
 		t.Fatal(err)
 	}
-	row, plain, err := CreateToken(ctx, db, tenant.ID, "test", nil, nil)
+	row, plain, err := auth.CreateToken(ctx, db, tenant.ID, "test", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := NewAuthenticator(db, clk, slog.New(slog.DiscardHandler))
+	a := auth.NewAuthenticator(db, clk, slog.New(slog.DiscardHandler))
 	if _, err := a.Authenticate(ctx, plain); err != nil {
 		t.Fatal(err)
 	}
-	if err := RevokeToken(ctx, db, row.ID); err != nil {
+	if err := auth.RevokeToken(ctx, db, row.ID); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(CacheTTL - time.Millisecond)
+	clk.Advance(auth.CacheTTL - time.Millisecond)
 	if _, err := a.Authenticate(ctx, plain); err != nil {
 		t.Fatalf("still cached: %v", err)
 	}
 	clk.Advance(time.Millisecond)
-	if _, err := a.Authenticate(ctx, plain); !errors.Is(err, ErrUnauthenticated) {
-		t.Fatalf("CacheTTL after the revocation: %v", err)
+	if _, err := a.Authenticate(ctx, plain); !errors.Is(err, auth.ErrUnauthenticated) {
+		t.Fatalf("auth.CacheTTL after the revocation: %v", err)
 	}
-	if CacheTTL > 5*time.Second {
-		t.Fatalf("CacheTTL %s exceeds the promised 5 s", CacheTTL)
+	if auth.CacheTTL > 5*time.Second {
+		t.Fatalf("auth.CacheTTL %s exceeds the promised 5 s", auth.CacheTTL)
 	}
 }

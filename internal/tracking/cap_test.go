@@ -54,7 +54,7 @@ func (e *ingestEnv) mustIngest(t *testing.T, tenant uint64, n int) []string {
 func TestAFullQueueHoldsBackAndLosesNothing(t *testing.T) {
 	e := startIngest(t)
 	e.Queue.MaxLength = 5
-	tenant := e.MustTenant(t)
+	tenant := testenv.MustTenant(t, e.DB, true).ID
 	var accepted []string
 	for _, n := range []int{3, 3, 2, 4} { // the second request fits in part
 		accepted = append(accepted, e.mustIngest(t, tenant, n)...)
@@ -112,7 +112,7 @@ func TestTwoProcessesCannotOvershootTheCap(t *testing.T) {
 	second.MaxLength = 50
 	other := NewIngestor(e.DB, e.Flags, second, e.Clock, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	t.Cleanup(other.Close)
-	tenant := e.MustTenant(t)
+	tenant := testenv.MustTenant(t, e.DB, true).ID
 	var wg sync.WaitGroup
 	for i := 0; i < 40; i++ {
 		wg.Add(1)
@@ -144,7 +144,7 @@ func TestFullQueuesAreReportedAndOnlyThey(t *testing.T) {
 	m := metrics.New()
 	e.Ingest = NewIngestor(e.DB, e.Flags, e.Queue, e.Clock, slog.New(slog.NewTextHandler(io.Discard, nil)), m)
 	t.Cleanup(e.Ingest.Close)
-	full, fine := e.MustTenant(t), e.MustTenant(t)
+	full, fine := testenv.MustTenant(t, e.DB, true).ID, testenv.MustTenant(t, e.DB, true).ID
 	e.mustIngest(t, full, 5)
 	e.mustIngest(t, fine, 2)
 	e.mustRequeue(t)

@@ -42,19 +42,6 @@ func startIngest(t *testing.T) *ingestEnv {
 	return e
 }
 
-// MustTenant creates a tenant with UseQueueEvents active.
-func (e *ingestEnv) MustTenant(t *testing.T) uint64 {
-	t.Helper()
-	tn := models.Tenant{Name: "Shop", SiteKey: fmt.Sprintf("site_%d", time.Now().UnixNano())}
-	if err := e.DB.Create(&tn).Error; err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Flags.Set(context.Background(), features.UseQueueEvents, tn.ID, true); err != nil {
-		t.Fatal(err)
-	}
-	return tn.ID
-}
-
 // Rows counts the stored events of tenant.
 func (e *ingestEnv) Rows(t *testing.T, tenant uint64) int64 {
 	t.Helper()
@@ -105,7 +92,7 @@ func refuseSession(t *testing.T, db *gorm.DB, session string) {
 func TestABatchFailsOnlyTheRequestTheDatabaseRefuses(t *testing.T) {
 	e := startIngest(t)
 	refuseSession(t, e.DB, "poison")
-	tenants := []uint64{e.MustTenant(t), e.MustTenant(t), e.MustTenant(t)}
+	tenants := []uint64{testenv.MustTenant(t, e.DB, true).ID, testenv.MustTenant(t, e.DB, true).ID, testenv.MustTenant(t, e.DB, true).ID}
 
 	t.Run("in one batch", func(t *testing.T) {
 		now := e.Clock.Now().UTC()
@@ -126,7 +113,7 @@ func TestABatchFailsOnlyTheRequestTheDatabaseRefuses(t *testing.T) {
 		}
 	})
 	t.Run("among 40 concurrent requests", func(t *testing.T) {
-		victim, attacker := e.MustTenant(t), e.MustTenant(t)
+		victim, attacker := testenv.MustTenant(t, e.DB, true).ID, testenv.MustTenant(t, e.DB, true).ID
 		var wg sync.WaitGroup
 		errs := make(chan error, 41)
 		for i := 0; i < 40; i++ {
@@ -200,7 +187,7 @@ func (e *ingestEnv) mustRequeue(t *testing.T) int {
 // between, or Redis's reply was lost) is not appended again by the re-pusher.
 func TestRequeueDoesNotAppendAnEventAlreadyInItsQueue(t *testing.T) {
 	e := startIngest(t)
-	tenant := e.MustTenant(t)
+	tenant := testenv.MustTenant(t, e.DB, true).ID
 	appended := e.pendingRow(t, tenant, "appended-then-crashed")
 	e.appendOnce(t, tenant, appended)
 	missing := e.pendingRow(t, tenant, "never-appended")
@@ -232,7 +219,7 @@ func TestRequeueDoesNotAppendAnEventAlreadyInItsQueue(t *testing.T) {
 // those of unsettled ones after Retention.
 func TestDeduplicationMemoryIsBounded(t *testing.T) {
 	e := startIngest(t)
-	tenant := e.MustTenant(t)
+	tenant := testenv.MustTenant(t, e.DB, true).ID
 	rdb := e.Redis.Client()
 	size := func() int64 {
 		n, err := rdb.ZCard(context.Background(), eventqueue.AppendedKey(tenant)).Result()
@@ -278,7 +265,7 @@ func TestDeduplicationMemoryIsBounded(t *testing.T) {
 // pending, and the re-pusher appends them in order, once each, when Redis is back.
 func TestIngestionDoesNotWaitForADownRedis(t *testing.T) {
 	e := startIngest(t)
-	tenant := e.MustTenant(t)
+	tenant := testenv.MustTenant(t, e.DB, true).ID
 	if _, err := e.Ingest.Ingest(context.Background(), tenant, []Input{input("warm", 0)}, Client{}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
 
@@ -38,7 +39,7 @@ func TestRebuildRestoresTheUntrimmedEventsInOrder(t *testing.T) {
 	ctx := context.Background()
 	trims := NewTrimLog(e.DB, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer trims.Close()
-	tenant, off := e.MustTenant(t), e.MustTenant(t)
+	tenant, off := testenv.MustTenant(t, e.DB, true).ID, testenv.MustTenant(t, e.DB, true).ID
 	if err := e.Flags.Set(ctx, features.UseQueueEvents, off, false); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestRebuildRestoresTheUntrimmedEventsInOrder(t *testing.T) {
 func TestRebuildRespectsTheQueueLimit(t *testing.T) {
 	e := startIngest(t)
 	ctx := context.Background()
-	tenant := e.MustTenant(t)
+	tenant := testenv.MustTenant(t, e.DB, true).ID
 	ids := e.mustIngest(t, tenant, 9)
 	if err := e.Redis.Client().FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -159,7 +160,7 @@ func TestTrimLogKeepsTheFurthestFront(t *testing.T) {
 func TestRebuildSurvivesAnAckInFlight(t *testing.T) {
 	e := startIngest(t)
 	ctx := context.Background()
-	tenant := e.MustTenant(t)
+	tenant := testenv.MustTenant(t, e.DB, true).ID
 	ids := e.mustIngest(t, tenant, 3)
 	waitPending(t, e, 0)
 	if err := e.Redis.Client().FlushAll(ctx).Err(); err != nil {
