@@ -52,13 +52,18 @@ suite() {
 # time is spent waiting on servers and subprocesses, not on the CPU, so running them side by
 # side roughly halves the wall time on two cores.
 both_suites() {
-	local rc=0
+	local rc=0 bin
+	# The tests that run the programs as processes share one build of them.
+	bin=$(mktemp -d)
+	go build -o "$bin/" ./cmd/... || { rm -rf "$bin"; return 1; }
+	export EVENTQ_TEST_BIN=$bin
 	CGO_ENABLED=1 suite sqlite -race &
 	local sqlite=$!
 	suite postgres &
 	local postgres=$!
 	wait "$sqlite" || { rc=1; echo "--- the SQLite suite failed"; }
 	wait "$postgres" || { rc=1; echo "--- the Postgres suite failed"; }
+	rm -rf "$bin"
 	return "$rc"
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -36,7 +37,18 @@ func (s *SyncBuffer) String() string {
 // "github.com/eventq/eventq/cmd/api"), into a new temp dir with one `go build`, so that the
 // caller's working directory does not matter. Each binary is named after the last element of
 // its import path. cleanup removes the dir; on error there is nothing to clean up.
+//
+// When EVENTQ_TEST_BIN names a directory (make test builds ./cmd/... there once for both
+// suites), the binaries are taken from it instead and cleanup leaves it alone.
 func BuildBinaries(pkgs ...string) (dir string, cleanup func(), err error) {
+	if dir := os.Getenv("EVENTQ_TEST_BIN"); dir != "" {
+		for _, pkg := range pkgs {
+			if _, err := os.Stat(filepath.Join(dir, path.Base(pkg))); err != nil {
+				return "", nil, fmt.Errorf("EVENTQ_TEST_BIN: %w", err)
+			}
+		}
+		return dir, func() {}, nil
+	}
 	dir, err = os.MkdirTemp("", "eventq-test-bin-")
 	if err != nil {
 		return "", nil, err
