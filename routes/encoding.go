@@ -17,11 +17,14 @@ import (
 // Queue reads are compressed when the client asks (Accept-Encoding: zstd or gzip); identity
 // stays the default and keeps the zero-copy path of pageBody.
 
+// codings are the content codings eventq offers that an Accept-Encoding header value accepts.
+type codings struct{ zstd, gzip, br bool }
+
 // accepted reports which of the codings eventq offers an Accept-Encoding header value
 // accepts. A coding with q=0 is refused; other q-values are not ranked.
-func accepted(header string) (zstdOK, gzipOK bool) {
+func accepted(header string) (ok codings) {
 	if header == "" {
-		return false, false
+		return ok
 	}
 	for _, part := range strings.Split(header, ",") {
 		name, params, _ := strings.Cut(part, ";")
@@ -30,22 +33,23 @@ func accepted(header string) (zstdOK, gzipOK bool) {
 		}
 		switch strings.ToLower(strings.TrimSpace(name)) {
 		case "zstd":
-			zstdOK = true
+			ok.zstd = true
 		case "gzip", "x-gzip":
-			gzipOK = true
+			ok.gzip = true
+		case "br":
+			ok.br = true
 		}
 	}
-	return zstdOK, gzipOK
+	return ok
 }
 
 // encoding is the content coding to answer a queue read with: "zstd" when accepted, else
 // "gzip" when accepted, else "" (identity).
 func encoding(c *fiber.Ctx) string {
-	zstdOK, gzipOK := accepted(c.Get(fiber.HeaderAcceptEncoding))
-	switch {
-	case zstdOK:
+	switch ok := accepted(c.Get(fiber.HeaderAcceptEncoding)); {
+	case ok.zstd:
 		return "zstd"
-	case gzipOK:
+	case ok.gzip:
 		return "gzip"
 	}
 	return ""

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"strings"
 
+	"github.com/andybalholm/brotli"
 	"github.com/gofiber/fiber/v2"
 	"github.com/klauspost/compress/gzip"
 )
@@ -20,14 +21,15 @@ import (
 //go:embed static/tracker.js static/tracker.min.js
 var static embed.FS
 
-// tracker is the served script: minified, and gzip-compressed once at start.
+// tracker is the served script: minified, and compressed (brotli and gzip) once at start.
 var tracker = newStaticFile("static/tracker.min.js")
 
-// staticFile is an embedded file with its gzip encoding and a strong validator of each.
+// staticFile is an embedded file with its brotli and gzip encodings and a strong validator of
+// each.
 type staticFile struct {
-	plain, gzipped []byte
-	etag, gzipETag string
-	version        string // the first hex digits of its hash: ?v=VERSION caches for a year
+	plain, gzipped, brotlied []byte
+	etag, gzipETag, brETag   string
+	version                  string // the first hex digits of its hash: ?v=VERSION caches for a year
 }
 
 func newStaticFile(name string) *staticFile {
@@ -35,13 +37,20 @@ func newStaticFile(name string) *staticFile {
 	if err != nil { // cannot happen: the file is embedded at build time
 		panic(err)
 	}
-	var z bytes.Buffer
+	var z, br bytes.Buffer
 	w, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
 	w.Write(b)
 	w.Close()
+	bw := brotli.NewWriterLevel(&br, brotli.BestCompression)
+	bw.Write(b)
+	bw.Close()
 	sum := sha256.Sum256(b)
 	h := hex.EncodeToString(sum[:16])
-	return &staticFile{plain: b, gzipped: z.Bytes(), etag: `"` + h + `"`, gzipETag: `"` + h + `-gzip"`, version: h[:12]}
+	return &staticFile{
+		plain: b, gzipped: z.Bytes(), brotlied: br.Bytes(),
+		etag: `"` + h + `"`, gzipETag: `"` + h + `-gzip"`, brETag: `"` + h + `-br"`,
+		version: h[:12],
+	}
 }
 
 // TrackerVersion is the current tracker's version, for the long-cached URL
@@ -49,9 +58,9 @@ func newStaticFile(name string) *staticFile {
 func TrackerVersion() string { return tracker.version }
 
 // trackerJS answers GET /tracker.js with the browser client library, loadable from any
-// origin, gzip-compressed when the client accepts it, revalidated by ETag. It is cacheable for
-// five minutes, or for a year (immutable) at the versioned URL /tracker.js?v=VERSION, whose
-// content never changes: a new tracker has a new version.
+// origin, brotli- or else gzip-compressed when the client accepts it, revalidated by ETag (one
+// per encoding). It is cacheable for five minutes, or for a year (immutable) at the versioned
+// URL /tracker.js?v=VERSION, whose content never changes: a new tracker has a new version.
 func (s *Server) trackerJS(c *fiber.Ctx) error {
 	f := tracker
 	c.Set(fiber.HeaderAccessControlAllowOrigin, "*")
@@ -64,7 +73,11 @@ func (s *Server) trackerJS(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, "application/javascript; charset=utf-8")
 	c.Vary(fiber.HeaderAcceptEncoding)
 	body, etag := f.plain, f.etag
-	if _, gzipOK := accepted(c.Get(fiber.HeaderAcceptEncoding)); gzipOK {
+	switch ok := accepted(c.Get(fiber.HeaderAcceptEncoding)); {
+	case ok.br:
+		body, etag = f.brotlied, f.brETag
+		c.Set(fiber.HeaderContentEncoding, "br")
+	case ok.gzip:
 		body, etag = f.gzipped, f.gzipETag
 		c.Set(fiber.HeaderContentEncoding, "gzip")
 	}

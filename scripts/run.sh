@@ -3,13 +3,19 @@
 #
 #   1. makes sure curl and redis-server are installed (apt-get when root);
 #   2. builds bin/api, bin/worker and bin/eventq;
-#   3. starts a redis-server (data and AOF under ./var/redis) for REDIS_URL, and one for each
-#      further local REDIS_<NAME>_URL, unless something already answers on that port;
+#   3. starts its own redis-server (data and AOF under ./var/redis) on 127.0.0.1:6390
+#      (EVENTQ_RUN_REDIS_PORT) and exports REDIS_URL for it, unless REDIS_URL is set; it reuses
+#      a Redis answering on that port only if it is this checkout's (its dir is ./var/redis)
+#      and otherwise stops. For a REDIS_URL or REDIS_<NAME>_URL you set on a local port, it
+#      starts a redis-server unless one already answers there, and says so when that one is
+#      not make run's;
 #   4. runs `bin/eventq migrate` on DATABASE_URL (default: SQLite in ./var/eventq.db);
 #   5. when no webhook signing secret is configured (PSP_WEBHOOK_SECRET or its alias
 #      STRIPE_WEBHOOK_SECRET), uses a random local one kept in ./var/webhook-secret, so that
 #      `bin/eventq webhook send` can sign test events the api accepts;
-#   6. starts bin/worker and bin/api, logging to ./var/log/, and waits for /healthz.
+#   6. writes ./var/run.env (mode 600): the settings bin/eventq needs to reach the same
+#      database, Redis and api from another terminal (`. var/run.env`);
+#   7. starts bin/worker and bin/api, logging to ./var/log/, and waits for /healthz.
 #
 # Ctrl-C (INT), TERM or HUP stops everything this script started: api, worker, then Redis.
 # Configuration comes from the environment variables of docs/configuration.md; none is needed.
@@ -153,6 +159,14 @@ app_url=${APP_URL:-}
 [[ -n ${app_url//[[:space:]]/} ]] || export APP_URL=$base_url
 database_url=${DATABASE_URL:-sqlite://var/eventq.db}
 
+# make run's own Redis port, used when REDIS_URL is not set: not Redis's usual 6379, where a
+# distribution's redis-server service may run with other settings (no AOF, other data).
+run_redis_port=${EVENTQ_RUN_REDIS_PORT:-6390}
+if ! [[ $run_redis_port =~ ^[1-9][0-9]{0,4}$ ]] || ((run_redis_port > 65535)); then
+	die "EVENTQ_RUN_REDIS_PORT=$run_redis_port: want a TCP port number (default 6390)"
+fi
+run_redis_url=redis://127.0.0.1:$run_redis_port/0
+
 # redact URL: the URL without its password.
 redact() { sed -E 's#(://[^:/@]*:)[^@/]*@#\1***@#' <<<"$1"; }
 
@@ -174,18 +188,31 @@ go build -o bin/ ./cmd/...
 redis_notes=()
 declare -A redis_ports=() # port -> variable that first named it
 
-# redis_ping PORT PASSWORD: what redis-cli PING prints ("PONG" when a Redis answers).
-redis_ping() {
-	if [[ -n $2 ]]; then
-		REDISCLI_AUTH=$2 redis-cli -h 127.0.0.1 -p "$1" ping 2>&1 || true
+# redis_cli PORT PASSWORD ARG...: redis-cli against 127.0.0.1:PORT; its output, errors included.
+redis_cli() {
+	local port=$1 password=$2
+	shift 2
+	if [[ -n $password ]]; then
+		REDISCLI_AUTH=$password redis-cli --raw -h 127.0.0.1 -p "$port" "$@" 2>&1 || true
 	else
-		redis-cli -h 127.0.0.1 -p "$1" ping 2>&1 || true
+		redis-cli --raw -h 127.0.0.1 -p "$port" "$@" 2>&1 || true
 	fi
 }
 
-# start_redis NAME VAR URL: make sure a Redis answers for the connection NAME.
+# redis_config PORT PASSWORD PARAM: the value of a Redis's CONFIG GET PARAM ("" if refused).
+redis_config() {
+	local out
+	out=$(redis_cli "$1" "$2" config get "$3")
+	[[ $(head -n 1 <<<"$out") == "$3" ]] && sed -n 2p <<<"$out"
+	return 0
+}
+
+# start_redis NAME VAR URL OWN: make sure a Redis answers for the connection NAME. OWN is 1 for
+# make run's own Redis (REDIS_URL not set): one answering on its port already is used only if
+# it is this checkout's (its dir is var/redis or var/redis-NAME); any other stops make run.
 start_redis() {
-	local name=$1 var=$2 url=$3 rest hostport host port password='' dir pidname log i pid answer
+	local name=$1 var=$2 url=$3 own=$4 rest hostport host port password='' dir pidname log i pid answer
+	local their_dir their_aof
 	rest=${url#*://}
 	rest=${rest%%/*}
 	rest=${rest%%\?*}
@@ -225,23 +252,38 @@ start_redis() {
 		return
 	fi
 	redis_ports[$port]=$var
-
-	local -a auth=()
-	[[ -n $password ]] && auth=(--requirepass "$password")
-	answer=$(redis_ping "$port" "$password")
-	if [[ $answer == PONG ]]; then
-		say "a Redis already answers on 127.0.0.1:$port ($var): using it, and leaving it running"
-		redis_notes+=("$(redact "$url") ($var, already running, not managed by make run)")
-		return
-	fi
-	if [[ $answer != *"Could not connect"* && $answer != *"Connection refused"* ]]; then
-		die "something answers on 127.0.0.1:$port ($var) but not as Redis: \"$answer\"; free the port or change $var"
-	fi
-
 	pidname=redis
 	[[ $name == default ]] || pidname=redis-$name
 	dir=$VAR/$pidname
 	log=$LOGS/$pidname.log
+
+	local -a auth=()
+	[[ -n $password ]] && auth=(--requirepass "$password")
+	answer=$(redis_cli "$port" "$password" ping)
+	if [[ $answer == PONG ]]; then
+		their_dir=$(redis_config "$port" "$password" dir)
+		if [[ -n $their_dir && $their_dir == "$dir" ]]; then
+			say "this checkout's Redis (data in ${dir#"$ROOT"/}) already answers on 127.0.0.1:$port ($var): using it, and leaving it running"
+			redis_notes+=("$(redact "$url") ($var, this checkout's, already running, data in ${dir#"$ROOT"/}; not stopped by make run)")
+			return
+		fi
+		if ((own)); then
+			die "127.0.0.1:$port, where make run runs its own Redis, is taken by a Redis that make run did not start (its data dir: ${their_dir:-unknown}). make run does not use another Redis unasked: stop that one, or choose another port with EVENTQ_RUN_REDIS_PORT=PORT, or set REDIS_URL to use a Redis of your choice"
+		fi
+		their_aof=$(redis_config "$port" "$password" appendonly)
+		say "NOTE: $var=$(redact "$url") names a Redis that make run did not start (data dir ${their_dir:-unknown}, appendonly ${their_aof:-unknown}): using it as you asked, with its own settings, and leaving it running"
+		redis_notes+=("$(redact "$url") ($var, NOT started by make run: data dir ${their_dir:-unknown}, appendonly ${their_aof:-unknown}; left running)")
+		return
+	fi
+	case $answer in
+	*NOAUTH* | *WRONGPASS* | *"invalid password"* | *"invalid username-password"*)
+		((own)) && die "127.0.0.1:$port, where make run runs its own Redis, is taken by a Redis that make run did not start (it wants a password). Stop that one, or choose another port with EVENTQ_RUN_REDIS_PORT=PORT"
+		die "a Redis answers on 127.0.0.1:$port ($var) but refuses the password of $var: \"$answer\""
+		;;
+	*"Could not connect"* | *"Connection refused"*) ;;
+	*) die "something answers on 127.0.0.1:$port ($var) but not as Redis: \"$answer\"; free the port or change $var" ;;
+	esac
+
 	mkdir -p "$dir"
 	rotate_log "$log"
 	say "starting redis-server on 127.0.0.1:$port for $var (data and AOF in ${dir#"$ROOT"/})"
@@ -253,7 +295,7 @@ start_redis() {
 			tail_log "$pidname" "$log"
 			die "redis-server for $var exited during start-up"
 		fi
-		answer=$(redis_ping "$port" "$password")
+		answer=$(redis_cli "$port" "$password" ping)
 		[[ $answer == PONG ]] && break
 		sleep 0.1
 	done
@@ -264,16 +306,20 @@ start_redis() {
 	redis_notes+=("$(redact "$url") ($var, started by make run, data in ${dir#"$ROOT"/}, log ${log#"$ROOT"/})")
 }
 
+redis_url=${REDIS_URL:-}
 if [[ -n ${REDIS_CLUSTER_ADDRS:-} ]]; then
 	say "REDIS_CLUSTER_ADDRS is set: using that cluster for the default connection, not starting a Redis for it"
 	redis_notes+=("cluster $REDIS_CLUSTER_ADDRS (REDIS_CLUSTER_ADDRS, not managed by make run)")
+elif [[ -z ${redis_url//[[:space:]]/} ]]; then
+	export REDIS_URL=$run_redis_url
+	start_redis default REDIS_URL "$REDIS_URL" 1
 else
-	start_redis default REDIS_URL "${REDIS_URL:-redis://127.0.0.1:6379/0}"
+	start_redis default REDIS_URL "$REDIS_URL" 0
 fi
 while IFS= read -r var; do
 	[[ $var =~ ^REDIS_(.+)_URL$ && -n ${!var} ]] || continue
 	name=$(tr '[:upper:]' '[:lower:]' <<<"${BASH_REMATCH[1]}")
-	start_redis "$name" "$var" "${!var}"
+	start_redis "$name" "$var" "${!var}" 0
 done < <(compgen -e | sort)
 
 # ---- database --------------------------------------------------------------------------------
@@ -291,9 +337,9 @@ fi
 webhook_secret=${PSP_WEBHOOK_SECRET:-}
 [[ -n ${webhook_secret//[[:space:]]/} ]] || webhook_secret=${STRIPE_WEBHOOK_SECRET:-}
 secret_file=$VAR/webhook-secret
+webhook_hint=''
 if [[ -n ${webhook_secret//[[:space:],]/} ]]; then
 	webhook_note="from the environment (PSP_WEBHOOK_SECRET or STRIPE_WEBHOOK_SECRET)"
-	webhook_hint=''
 else
 	# None configured: a local secret, generated once and kept, so that a second terminal
 	# (and the next make run) signs with the same value.
@@ -313,10 +359,60 @@ else
 	export PSP_WEBHOOK_SECRET=$secret
 	unset secret
 	webhook_note="in var/webhook-secret (local; set PSP_WEBHOOK_SECRET to use your own)"
-	# shellcheck disable=SC2016 # printed for the user to paste, not expanded here
-	webhook_hint='export PSP_WEBHOOK_SECRET=$(cat var/webhook-secret)'
+fi
+# The local secret goes to var/run.env, also when it came back in through the environment (a
+# terminal that loaded var/run.env runs make run again); a secret of your own does not.
+local_secret=''
+if [[ -f $secret_file && $(head -n 1 "$secret_file" 2>/dev/null | tr -d '[:space:]') == "${PSP_WEBHOOK_SECRET:-}" ]]; then
+	local_secret=$PSP_WEBHOOK_SECRET
+else
+	webhook_hint='export PSP_WEBHOOK_SECRET yourself in the other terminal; var/run.env leaves it out'
 fi
 unset webhook_secret
+
+# ---- var/run.env -----------------------------------------------------------------------------
+
+# What bin/eventq in another terminal needs to reach the same database, Redis and api: the
+# connection settings and addresses make run used (set or defaulted), and the local webhook
+# secret. Provider keys and secrets of your own are not written.
+run_env=$VAR/run.env
+
+# sq VALUE: VALUE single-quoted for sh.
+sq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+
+write_run_env() {
+	local var
+	{
+		printf '# Written by make run (scripts/run.sh): the settings its api and worker run with.\n'
+		printf '# In another terminal, in %s:  . var/run.env\n' "$ROOT"
+		printf 'export HTTP_ADDR=%s\n' "$(sq "$http_addr")"
+		printf 'export APP_URL=%s\n' "$(sq "$APP_URL")"
+		printf 'export DATABASE_URL=%s\n' "$(sq "$database_url")"
+		if [[ -n ${REDIS_URL:-} ]]; then
+			printf 'export REDIS_URL=%s\n' "$(sq "$REDIS_URL")"
+		fi
+		while IFS= read -r var; do
+			case $var in
+			REDIS_URL) continue ;;
+			REDIS_*_URL | REDIS_CLUSTER_ADDRS | EVENTQUEUE_QUEUE_CONNECTION | EVENTQUEUE_MAX_LENGTH) ;;
+			PSP_API_BASE | STRIPE_API_BASE) ;;
+			*) continue ;;
+			esac
+			if [[ -n ${!var} ]]; then
+				printf 'export %s=%s\n' "$var" "$(sq "${!var}")"
+			fi
+		done < <(compgen -e | sort)
+		if [[ -n $local_secret ]]; then
+			printf 'export PSP_WEBHOOK_SECRET=%s\n' "$(sq "$local_secret")"
+		fi
+	} >"$run_env.tmp"
+	chmod 600 "$run_env.tmp"
+	mv -f "$run_env.tmp" "$run_env"
+}
+(
+	umask 077
+	write_run_env
+)
 
 # ---- api and worker --------------------------------------------------------------------------
 
@@ -360,11 +456,13 @@ for note in "${redis_notes[@]}"; do
 	printf '  redis      %s\n' "$note"
 done
 printf '  webhook    %s/api/webhooks/psp, signing secret %s\n' "$base_url" "$webhook_note"
-[[ -z $webhook_hint ]] || printf '             for bin/eventq webhook send, in your other terminal:  %s\n' "$webhook_hint"
+[[ -z $webhook_hint ]] || printf '             for bin/eventq webhook send: %s\n' "$webhook_hint"
 cat <<EOF
   logs       var/log/api.log, var/log/worker.log   (tail -f var/log/*.log; earlier runs in *.log.1 to .3)
+  bin/eventq var/run.env: its settings for the CLI
 
-Next: in a second terminal in $ROOT, follow "Quick start" in README.md.
+Next: in a second terminal in $ROOT, run  . var/run.env  once, then follow
+"Quick start" in README.md.
 Press Ctrl-C to stop everything make run started.
 
 EOF

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -251,8 +252,8 @@ func TestBrowserTracksPageViews(t *testing.T) {
 		path := mustRun(t, tb, chromedp.Evaluate[string](`location.pathname`))
 		userAgent := mustRun(t, tb, chromedp.Evaluate[string](`navigator.userAgent`))
 		sessionID := mustRun(t, tb, chromedp.Evaluate[string](fmt.Sprintf(`sessionStorage.getItem('eventq:%s:sid')`, tn.SiteKey)))
-		if path != "/page/3" || sessionID == "" {
-			t.Fatalf("page at %q with session %q", path, sessionID)
+		if path != "/page/3" || !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(sessionID) {
+			t.Fatalf("page at %q with session %q, want a random (version 4) UUID", path, sessionID)
 		}
 
 		got := waitEvents(t, e, tn, 3)
