@@ -11,7 +11,7 @@ import (
 // after the context was cancelled.
 const FinalTrimTimeout = 10 * time.Second
 
-// Consume runs the consumer loop of the interface document until ctx is cancelled or an error
+// Consume runs the basic consumer loop (read, process, trim) until ctx is cancelled or an error
 // is permanent: read a batch; if it is empty, wait and read again; otherwise call handler with
 // the whole batch and, once it returns nil, trim exactly batch.Count events; repeat. Batches
 // reach the handler one at a time, in queue order.

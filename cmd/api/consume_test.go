@@ -51,7 +51,7 @@ func TestOffsetTrims(t *testing.T) {
 	if n := e.QueueLen(tn); n != 2 {
 		t.Fatalf("queue length %d after a refused trim, want 2", n)
 	}
-	// Without an offset, DELETE keeps the interface document's meaning, and reports the front.
+	// Without an offset, DELETE keeps its original meaning, and reports the front.
 	res = e.Do("DELETE", "/api/platform/events?count=1", tn.Token, nil)
 	if res.Status != 204 || res.Header.Get("Queue-Offset") != "3" {
 		t.Fatalf("plain DELETE: %d, Queue-Offset %q", res.Status, res.Header.Get("Queue-Offset"))

@@ -209,7 +209,7 @@ func TestTenantsAreIsolated(t *testing.T) {
 	}
 }
 
-// Several producers post while one consumer runs the seed's loop (read, process, trim the
+// Several producers post while one consumer runs the basic consumer loop (read, process, trim the
 // count read): every event is seen exactly once, and each producer's events in its order.
 func TestConcurrentProducersAndConsumerSeeEveryEventOnce(t *testing.T) {
 	e := startAPI(t)

@@ -93,7 +93,7 @@ func TestOffsetTrimsAreIdempotent(t *testing.T) {
 			if n, _ := s.Len(ctx, 1); n != 2 {
 				t.Fatalf("length %d after a refused trim, want 2", n)
 			}
-			// Without an offset, a trim removes count events, as the interface document says.
+			// Without an offset, a trim removes count events, as the original API defines it.
 			if tr, err := s.Trim(ctx, 1, 10, -1); err != nil || tr.Count != 2 || tr.Front != 7 {
 				t.Fatalf("plain trim: %+v %v", tr, err)
 			}

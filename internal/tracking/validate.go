@@ -12,7 +12,7 @@ import (
 	"github.com/eventq/eventq/internal/validate"
 )
 
-// Limits of one ingestion request (CONTRACT.md).
+// Limits of one ingestion request; docs/api.md lists them for clients.
 const (
 	MaxBodyBytes    = 64 << 10
 	MaxEvents       = 100
