@@ -29,7 +29,7 @@ func TestReadAndTrim(t *testing.T) {
 	c := New(e.Base+"/", tn.Token) // a trailing slash is fine
 
 	t.Run("reads the events as served, without removing them", func(t *testing.T) {
-		served := e.RawRead(tn)
+		served := e.RawRead(t, tn)
 		b, err := c.Read(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -48,7 +48,7 @@ func TestReadAndTrim(t *testing.T) {
 		if rebuilt != string(served) {
 			t.Errorf("Raw does not reproduce the served body:\n got %s\nwant %s", rebuilt, served)
 		}
-		if again := e.RawRead(tn); !bytes.Equal(again, served) {
+		if again := e.RawRead(t, tn); !bytes.Equal(again, served) {
 			t.Errorf("the read removed something: %s", again)
 		}
 	})
@@ -96,8 +96,8 @@ func TestReadAndTrim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b.Count != 1 || b.Events[0].ID != ids[2] || e.QueueLen(tn) != 1 {
-			t.Fatalf("after trim 2: %+v, queue length %d", b, e.QueueLen(tn))
+		if b.Count != 1 || b.Events[0].ID != ids[2] || e.QueueLen(t, tn) != 1 {
+			t.Fatalf("after trim 2: %+v, queue length %d", b, e.QueueLen(t, tn))
 		}
 	})
 
@@ -113,7 +113,7 @@ func TestReadAndTrim(t *testing.T) {
 
 	t.Run("reads nothing while UseQueueEvents is off", func(t *testing.T) {
 		off := testenv.MustTenant(t, e.DB, false)
-		e.MustTrack(off, "s-off", 2)
+		e.MustTrack(t, off, "s-off", 2)
 		b, err := New(e.Base, off.Token).Read(ctx)
 		if err != nil || b.Count != 0 {
 			t.Fatalf("got %+v, %v", b, err)

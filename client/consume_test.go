@@ -131,7 +131,7 @@ func TestConsume(t *testing.T) {
 		}()
 		want := <-posted
 		testenv.Eventually(t, 20*time.Second, "every posted event is handled", func() bool { return len(rec.IDs()) >= len(want) })
-		testenv.Eventually(t, 5*time.Second, "the queue is empty", func() bool { return e.QueueLen(tn) == 0 })
+		testenv.Eventually(t, 5*time.Second, "the queue is empty", func() bool { return e.QueueLen(t, tn) == 0 })
 		if err := stop(); err != nil {
 			t.Fatalf("Consume returned %v after cancel, want nil", err)
 		}
@@ -149,14 +149,14 @@ func TestConsume(t *testing.T) {
 		if batches := rec.Batches(); !slices.Equal(trims, batches) || len(batches) < 2 {
 			t.Fatalf("trims %v, batches %v: want one trim of each batch's count, several batches", trims, batches)
 		}
-		if e.QueueLen(tn) != 0 {
-			t.Fatalf("queue length %d after Consume", e.QueueLen(tn))
+		if e.QueueLen(t, tn) != 0 {
+			t.Fatalf("queue length %d after Consume", e.QueueLen(t, tn))
 		}
 	})
 
 	t.Run("keeps events tracked between its read and its trim", func(t *testing.T) {
 		tn := testenv.MustTenant(t, e.DB, true)
-		first := e.MustTrack(tn, "s-1", 3)
+		first := e.MustTrack(t, tn, "s-1", 3)
 		var later []string
 		rec := recorder{then: func(_ context.Context, n int) error {
 			if n == 1 { // the batch is read but not trimmed yet
@@ -170,7 +170,7 @@ func TestConsume(t *testing.T) {
 		c := New(e.Base, tn.Token, WithBackoff(time.Millisecond, 5*time.Millisecond))
 		stop, _ := consume(t, c, rec.handle)
 		testenv.Eventually(t, 10*time.Second, "both batches are handled", func() bool { return len(rec.Batches()) == 2 })
-		testenv.Eventually(t, 5*time.Second, "the queue is empty", func() bool { return e.QueueLen(tn) == 0 })
+		testenv.Eventually(t, 5*time.Second, "the queue is empty", func() bool { return e.QueueLen(t, tn) == 0 })
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func TestConsume(t *testing.T) {
 
 	t.Run("returns the handler's error and trims nothing", func(t *testing.T) {
 		tn := testenv.MustTenant(t, e.DB, true)
-		e.MustTrack(tn, "s-1", 3)
+		e.MustTrack(t, tn, "s-1", 3)
 		p := newProxy(t, e.Base, nil)
 		boom := errors.New("boom")
 		calls := 0
@@ -192,7 +192,7 @@ func TestConsume(t *testing.T) {
 		if !errors.Is(err, boom) || calls != 1 {
 			t.Fatalf("Consume = %v after %d calls, want boom after 1", err, calls)
 		}
-		if n := e.QueueLen(tn); n != 3 || p.Count("DELETE") != 0 {
+		if n := e.QueueLen(t, tn); n != 3 || p.Count("DELETE") != 0 {
 			t.Fatalf("queue length %d, requests %v: want 3 and no DELETE", n, p.Requests())
 		}
 	})
@@ -228,7 +228,7 @@ func TestConsume(t *testing.T) {
 
 	t.Run("a trim refused for lack of ability is returned and the batch stays", func(t *testing.T) {
 		tn := testenv.MustTenant(t, e.DB, true, "events:read")
-		e.MustTrack(tn, "s-1", 2)
+		e.MustTrack(t, tn, "s-1", 2)
 		c := New(e.Base, tn.Token)
 		s := fakeTime(c)
 		var rec recorder
@@ -236,22 +236,22 @@ func TestConsume(t *testing.T) {
 		if ae, ok := errors.AsType[*APIError](err); !ok || ae.Status != 403 {
 			t.Fatalf("Consume = %v, want 403", err)
 		}
-		if e.QueueLen(tn) != 2 || len(s.Waits()) != 0 || !slices.Equal(rec.Batches(), []int{2}) {
-			t.Fatalf("queue %d, waits %v, batches %v", e.QueueLen(tn), s.Waits(), rec.Batches())
+		if e.QueueLen(t, tn) != 2 || len(s.Waits()) != 0 || !slices.Equal(rec.Batches(), []int{2}) {
+			t.Fatalf("queue %d, waits %v, batches %v", e.QueueLen(t, tn), s.Waits(), rec.Batches())
 		}
 	})
 
 	t.Run("trims a finished batch even when cancelled during the handler", func(t *testing.T) {
 		tn := testenv.MustTenant(t, e.DB, true)
-		e.MustTrack(tn, "s-1", 2)
+		e.MustTrack(t, tn, "s-1", 2)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		err := New(e.Base, tn.Token).Consume(ctx, func(context.Context, Batch) error {
 			cancel() // shutdown requested while the batch was processed to the end
 			return nil
 		})
-		if err != nil || e.QueueLen(tn) != 0 {
-			t.Fatalf("Consume = %v, queue length %d; want nil and 0", err, e.QueueLen(tn))
+		if err != nil || e.QueueLen(t, tn) != 0 {
+			t.Fatalf("Consume = %v, queue length %d; want nil and 0", err, e.QueueLen(t, tn))
 		}
 	})
 }
@@ -277,7 +277,7 @@ func TestConsumeRetries(t *testing.T) {
 				t.Fatalf("Consume returned early: %v", err)
 			default:
 			}
-			return len(rec.IDs()) >= want && e.QueueLen(tn) == 0 && len(s.Waits()) >= minWaits
+			return len(rec.IDs()) >= want && e.QueueLen(t, tn) == 0 && len(s.Waits()) >= minWaits
 		})
 		if err := stop(); err != nil {
 			t.Fatalf("Consume = %v", err)
@@ -287,7 +287,7 @@ func TestConsumeRetries(t *testing.T) {
 
 	t.Run("recovers from 503s on read with growing waits", func(t *testing.T) {
 		tn := testenv.MustTenant(t, e.DB, true)
-		ids := e.MustTrack(tn, "s-1", 3)
+		ids := e.MustTrack(t, tn, "s-1", 3)
 		var failed atomic.Int32
 		p := newLegacyProxy(t, e.Base, func(w http.ResponseWriter, r *http.Request, _ http.HandlerFunc) bool {
 			if r.Method == "GET" && failed.Add(1) <= 2 {
@@ -307,7 +307,7 @@ func TestConsumeRetries(t *testing.T) {
 
 	t.Run("waits as long as a 429's Retry-After", func(t *testing.T) {
 		tn := testenv.MustTenant(t, e.DB, true)
-		e.MustTrack(tn, "s-1", 2)
+		e.MustTrack(t, tn, "s-1", 2)
 		var limited atomic.Bool
 		p := newLegacyProxy(t, e.Base, func(w http.ResponseWriter, r *http.Request, _ http.HandlerFunc) bool {
 			if !limited.Swap(true) {
@@ -324,7 +324,7 @@ func TestConsumeRetries(t *testing.T) {
 
 	t.Run("retries a trim the server did not apply", func(t *testing.T) {
 		tn := testenv.MustTenant(t, e.DB, true)
-		e.MustTrack(tn, "s-1", 3)
+		e.MustTrack(t, tn, "s-1", 3)
 		var failed atomic.Bool
 		p := newLegacyProxy(t, e.Base, func(w http.ResponseWriter, r *http.Request, _ http.HandlerFunc) bool {
 			if r.Method == "DELETE" && !failed.Swap(true) {
@@ -351,7 +351,7 @@ func TestConsumeRetries(t *testing.T) {
 	} {
 		t.Run("does not repeat an applied trim whose answer was lost to "+name, func(t *testing.T) {
 			tn := testenv.MustTenant(t, e.DB, true)
-			first := e.MustTrack(tn, "s-1", 3)
+			first := e.MustTrack(t, tn, "s-1", 3)
 			var lost atomic.Bool
 			var later atomic.Pointer[[]string]
 			p := newLegacyProxy(t, e.Base, func(w http.ResponseWriter, r *http.Request, forward http.HandlerFunc) bool {
@@ -396,7 +396,7 @@ func TestConsumeWithOffsetsAndLongPolling(t *testing.T) {
 		rec := &recorder{}
 		stop, _ := consume(t, c, rec.handle)
 		testenv.Eventually(t, 5*time.Second, "the first read waits", func() bool { return p.Count("GET wait=20") >= 1 })
-		ids := e.MustTrack(tn, "s-1", 2)
+		ids := e.MustTrack(t, tn, "s-1", 2)
 		testenv.Eventually(t, 5*time.Second, "the events are handled", func() bool { return len(rec.IDs()) == 2 })
 		if err := stop(); err != nil {
 			t.Fatal(err)
@@ -408,7 +408,7 @@ func TestConsumeWithOffsetsAndLongPolling(t *testing.T) {
 
 	t.Run("a trim whose answer was lost is repeated with its offset and removes nothing more", func(t *testing.T) {
 		tn := testenv.MustTenant(t, e.DB, true)
-		first := e.MustTrack(tn, "s-1", 3)
+		first := e.MustTrack(t, tn, "s-1", 3)
 		var lost atomic.Bool
 		var later atomic.Pointer[[]string]
 		p := newProxy(t, e.Base, func(w http.ResponseWriter, r *http.Request, forward http.HandlerFunc) bool {
@@ -430,7 +430,7 @@ func TestConsumeWithOffsetsAndLongPolling(t *testing.T) {
 		rec := &recorder{}
 		stop, _ := consume(t, c, rec.handle)
 		testenv.Eventually(t, 10*time.Second, "every event is handled and trimmed", func() bool {
-			return len(rec.IDs()) >= 5 && e.QueueLen(tn) == 0
+			return len(rec.IDs()) >= 5 && e.QueueLen(t, tn) == 0
 		})
 		if err := stop(); err != nil {
 			t.Fatal(err)

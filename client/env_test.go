@@ -39,7 +39,6 @@ func TestMain(m *testing.M) {
 
 // apiEnv is one api process on a free port with its own redis-server and database.
 type apiEnv struct {
-	t     *testing.T
 	Base  string
 	DB    *gorm.DB
 	Queue *eventqueue.Store
@@ -53,7 +52,7 @@ func startAPI(t *testing.T) *apiEnv {
 	base := "http://" + addr
 	testenv.NewProcess(t, apiBin, append(append(os.Environ(), testenv.NoRateLimits...), "HTTP_ADDR="+addr, "APP_URL="+base, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL())).Start()
 	testenv.WaitHTTP(t, base+"/healthz", 20*time.Second)
-	return &apiEnv{t: t, Base: base, DB: db, Queue: eventqueue.New(r.Client())}
+	return &apiEnv{Base: base, DB: db, Queue: eventqueue.New(r.Client())}
 }
 
 // tenant is a tenant with a token; testenv.MustTenant makes one.
@@ -84,15 +83,15 @@ func (e *apiEnv) Track(tn tenant, events ...map[string]any) ([]string, error) {
 }
 
 // MustTrack posts n page views of session and returns their ids.
-func (e *apiEnv) MustTrack(tn tenant, session string, n int) []string {
-	e.t.Helper()
+func (e *apiEnv) MustTrack(t *testing.T, tn tenant, session string, n int) []string {
+	t.Helper()
 	events := make([]map[string]any, n)
 	for i := range events {
 		events[i] = pageView(session, i)
 	}
 	ids, err := e.Track(tn, events...)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return ids
 }
@@ -102,28 +101,28 @@ func pageView(session string, seq int) map[string]any {
 }
 
 // QueueLen is the length of tn's Redis list, read directly.
-func (e *apiEnv) QueueLen(tn tenant) int64 {
-	e.t.Helper()
+func (e *apiEnv) QueueLen(t *testing.T, tn tenant) int64 {
+	t.Helper()
 	n, err := e.Queue.Len(context.Background(), tn.ID)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return n
 }
 
 // RawRead is the body of GET /api/platform/events, byte for byte.
-func (e *apiEnv) RawRead(tn tenant) []byte {
-	e.t.Helper()
+func (e *apiEnv) RawRead(t *testing.T, tn tenant) []byte {
+	t.Helper()
 	req, _ := http.NewRequest("GET", e.Base+"/api/platform/events", nil)
 	req.Header.Set("Authorization", "Bearer "+tn.Token)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	if err != nil || res.StatusCode != 200 {
-		e.t.Fatalf("GET events: %d %s %v", res.StatusCode, b, err)
+		t.Fatalf("GET events: %d %s %v", res.StatusCode, b, err)
 	}
 	return b
 }
