@@ -12,8 +12,8 @@ func TestMemberCreate(t *testing.T) {
 
 	t.Run("creates a member", func(t *testing.T) {
 		e := newCLI(t)
-		tenant := e.mustTenant("Acme")
-		out := e.MustObject(keys, "member", "create", "--tenant", tenant, "--email", "ada@example.com", "--name", "Ada")
+		tenant := e.mustTenant(t, "Acme")
+		out := e.MustObject(t, keys, "member", "create", "--tenant", tenant, "--email", "ada@example.com", "--name", "Ada")
 		id := str(t, out, "id")
 		if got := str(t, out, "email"); got != "ada@example.com" {
 			t.Errorf("email = %q, want ada@example.com", got)
@@ -29,8 +29,8 @@ func TestMemberCreate(t *testing.T) {
 
 	t.Run("allows the same email at two tenants", func(t *testing.T) {
 		e := newCLI(t)
-		a := e.MustObject(keys, "member", "create", "--tenant", e.mustTenant("A"), "--email", "ada@example.com")
-		b := e.MustObject(keys, "member", "create", "--tenant", e.mustTenant("B"), "--email", "ada@example.com")
+		a := e.MustObject(t, keys, "member", "create", "--tenant", e.mustTenant(t, "A"), "--email", "ada@example.com")
+		b := e.MustObject(t, keys, "member", "create", "--tenant", e.mustTenant(t, "B"), "--email", "ada@example.com")
 		if str(t, a, "id") == str(t, b, "id") {
 			t.Errorf("both members got id %s", str(t, a, "id"))
 		}
@@ -47,8 +47,8 @@ func TestMemberCreate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newCLI(t)
-			tenant := e.mustTenant("Acme")
-			stderr := e.MustFail("member", "create", "--tenant", tenant, "--email", tc.email)
+			tenant := e.mustTenant(t, "Acme")
+			stderr := e.MustFail(t, "member", "create", "--tenant", tenant, "--email", tc.email)
 			if !strings.Contains(stderr, tc.wantMsg) {
 				t.Errorf("stderr %q does not mention %s", stderr, tc.wantMsg)
 			}
@@ -57,16 +57,16 @@ func TestMemberCreate(t *testing.T) {
 
 	t.Run("fails on a duplicate email at one tenant", func(t *testing.T) {
 		e := newCLI(t)
-		tenant := e.mustTenant("Acme")
-		e.MustObject(keys, "member", "create", "--tenant", tenant, "--email", "ada@example.com")
-		e.MustFail("member", "create", "--tenant", tenant, "--email", "ada@example.com")
+		tenant := e.mustTenant(t, "Acme")
+		e.MustObject(t, keys, "member", "create", "--tenant", tenant, "--email", "ada@example.com")
+		e.MustFail(t, "member", "create", "--tenant", tenant, "--email", "ada@example.com")
 	})
 
 	t.Run("fails for an unknown tenant", func(t *testing.T) {
 		e := newCLI(t)
-		e.mustTenant("Acme")
-		e.MustFail("member", "create", "--tenant", "999999", "--email", "ada@example.com")
-		e.MustFail("member", "create", "--email", "ada@example.com")
+		e.mustTenant(t, "Acme")
+		e.MustFail(t, "member", "create", "--tenant", "999999", "--email", "ada@example.com")
+		e.MustFail(t, "member", "create", "--email", "ada@example.com")
 	})
 }
 
@@ -75,8 +75,8 @@ func TestProductCreate(t *testing.T) {
 
 	t.Run("creates a product", func(t *testing.T) {
 		e := newCLI(t)
-		tenant := e.mustTenant("Acme")
-		raw := e.MustRun("product", "create", "--tenant", tenant, "--name", "Course", "--amount", "1999", "--currency", "usd")
+		tenant := e.mustTenant(t, "Acme")
+		raw := e.MustRun(t, "product", "create", "--tenant", tenant, "--name", "Course", "--amount", "1999", "--currency", "usd")
 		out := mustObjectKeys(t, raw, keys)
 		id := str(t, out, "id")
 		if want := `{"id":"` + id + `","name":"Course","amount":1999,"currency":"usd"}`; string(raw) != want {
@@ -93,8 +93,8 @@ func TestProductCreate(t *testing.T) {
 
 	t.Run("accepts a free product and an upper-case currency", func(t *testing.T) {
 		e := newCLI(t)
-		tenant := e.mustTenant("Acme")
-		raw := e.MustRun("product", "create", "--tenant", tenant, "--name", "Free", "--amount", "0", "--currency", "EUR")
+		tenant := e.mustTenant(t, "Acme")
+		raw := e.MustRun(t, "product", "create", "--tenant", tenant, "--name", "Free", "--amount", "0", "--currency", "EUR")
 		out := mustObjectKeys(t, raw, keys)
 		if want := `{"id":"` + str(t, out, "id") + `","name":"Free","amount":0,"currency":"eur"}`; string(raw) != want {
 			t.Errorf("stdout %s, want %s", raw, want)
@@ -116,12 +116,12 @@ func TestProductCreate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newCLI(t)
-			tenant := e.mustTenant("Acme")
-			stderr := e.MustFail(append([]string{"product", "create", "--tenant", tenant}, tc.args...)...)
+			tenant := e.mustTenant(t, "Acme")
+			stderr := e.MustFail(t, append([]string{"product", "create", "--tenant", tenant}, tc.args...)...)
 			if !strings.Contains(stderr, tc.wantMsg) {
 				t.Errorf("stderr %q does not mention %s", stderr, tc.wantMsg)
 			}
-			if n := e.count(&models.Product{}); n != 0 {
+			if n := e.count(t, &models.Product{}); n != 0 {
 				t.Errorf("%d product rows, want 0", n)
 			}
 		})
@@ -129,7 +129,7 @@ func TestProductCreate(t *testing.T) {
 
 	t.Run("fails for an unknown tenant", func(t *testing.T) {
 		e := newCLI(t)
-		e.mustTenant("Acme")
-		e.MustFail("product", "create", "--tenant", "999999", "--name", "C", "--amount", "100", "--currency", "usd")
+		e.mustTenant(t, "Acme")
+		e.MustFail(t, "product", "create", "--tenant", "999999", "--name", "C", "--amount", "100", "--currency", "usd")
 	})
 }

@@ -48,27 +48,20 @@ func startConsumeAPI(t *testing.T, apiBin string) *consumeAPI {
 	return &consumeAPI{cliEnv: newCLIWithURL(t, dbURL), base: base, queue: eventqueue.New(r.Client())}
 }
 
-func (a *consumeAPI) mustTenant() consumeTenant {
-	a.t.Helper()
-	out := a.MustObject(tenantKeys, "tenant", "create", "--name", "Consumer shop")
-	id := str(a.t, out, "id")
-	tok := a.MustObject(tokenKeys, "token", "create", "--tenant", id, "--name", "consumer", "--abilities", "events:read,events:delete")
-	a.MustRun("feature", "activate", "UseQueueEvents", "--tenant", id)
+func (a *consumeAPI) mustTenant(t *testing.T) consumeTenant {
+	t.Helper()
+	out := a.MustObject(t, tenantKeys, "tenant", "create", "--name", "Consumer shop")
+	id := str(t, out, "id")
+	tok := a.MustObject(t, tokenKeys, "token", "create", "--tenant", id, "--name", "consumer", "--abilities", "events:read,events:delete")
+	a.MustRun(t, "feature", "activate", "UseQueueEvents", "--tenant", id)
 	n, _ := models.ParseID(id)
-	return consumeTenant{id: n, siteKey: str(a.t, out, "site_key"), token: str(a.t, tok, "token")}
-}
-
-// on returns a with its assertions reported to t (a subtest).
-func (a *consumeAPI) on(t *testing.T) *consumeAPI {
-	e := *a.cliEnv
-	e.t = t
-	return &consumeAPI{cliEnv: &e, base: a.base, queue: a.queue}
+	return consumeTenant{id: n, siteKey: str(t, out, "site_key"), token: str(t, tok, "token")}
 }
 
 // track posts n events of session through POST /api/track and returns, for each, the bytes
 // the service stores in the queue (models.TrackedEvent.MarshalQueue of its database row).
-func (a *consumeAPI) track(tn consumeTenant, session string, n int) []string {
-	a.t.Helper()
+func (a *consumeAPI) track(t *testing.T, tn consumeTenant, session string, n int) []string {
+	t.Helper()
 	events := make([]map[string]any, n)
 	for i := range events {
 		events[i] = map[string]any{"type": "page_view", "session_id": session, "event_sequence": i,
@@ -78,7 +71,7 @@ func (a *consumeAPI) track(tn consumeTenant, session string, n int) []string {
 	body, _ := json.Marshal(map[string]any{"site_key": tn.siteKey, "events": events})
 	res, err := http.Post(a.base+"/api/track", "application/json", bytes.NewReader(body))
 	if err != nil {
-		a.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
@@ -88,13 +81,13 @@ func (a *consumeAPI) track(tn consumeTenant, session string, n int) []string {
 		} `json:"data"`
 	}
 	if res.StatusCode != 202 || json.Unmarshal(b, &ack) != nil || len(ack.Data.IDs) != n {
-		a.t.Fatalf("POST /api/track: %d %s", res.StatusCode, b)
+		t.Fatalf("POST /api/track: %d %s", res.StatusCode, b)
 	}
 	out := make([]string, n)
 	for i, id := range ack.Data.IDs {
 		var row models.TrackedEvent
 		if err := a.db.Take(&row, "id = ?", id).Error; err != nil {
-			a.t.Fatalf("event %s: %v", id, err)
+			t.Fatalf("event %s: %v", id, err)
 		}
 		out[i] = string(row.MarshalQueue())
 	}
@@ -102,13 +95,13 @@ func (a *consumeAPI) track(tn consumeTenant, session string, n int) []string {
 }
 
 // served returns the events of a GET /api/platform/events, each exactly as served.
-func (a *consumeAPI) served(tn consumeTenant) []string {
-	a.t.Helper()
+func (a *consumeAPI) served(t *testing.T, tn consumeTenant) []string {
+	t.Helper()
 	req, _ := http.NewRequest("GET", a.base+"/api/platform/events", nil)
 	req.Header.Set("Authorization", "Bearer "+tn.token)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		a.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer res.Body.Close()
 	var body struct {
@@ -117,7 +110,7 @@ func (a *consumeAPI) served(tn consumeTenant) []string {
 		} `json:"data"`
 	}
 	if err := json.NewDecoder(res.Body).Decode(&body); err != nil || res.StatusCode != 200 {
-		a.t.Fatalf("GET events: %d %v", res.StatusCode, err)
+		t.Fatalf("GET events: %d %v", res.StatusCode, err)
 	}
 	out := make([]string, len(body.Data.Events))
 	for i, e := range body.Data.Events {
@@ -126,10 +119,10 @@ func (a *consumeAPI) served(tn consumeTenant) []string {
 	return out
 }
 
-func (a *consumeAPI) queueLen(tn consumeTenant) int64 {
+func (a *consumeAPI) queueLen(t *testing.T, tn consumeTenant) int64 {
 	n, err := a.queue.Len(context.Background(), tn.id)
 	if err != nil {
-		a.t.Error(err)
+		t.Error(err)
 	}
 	return n
 }
@@ -151,14 +144,14 @@ func TestConsumeCommand(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("prints each event as served, one per line, and trims after the flush", func(t *testing.T) {
-		a := api.on(t)
-		tn := a.mustTenant()
-		stored := a.track(tn, "s-1", 3)
-		want := a.served(tn)
+		a := api
+		tn := a.mustTenant(t)
+		stored := a.track(t, tn, "s-1", 3)
+		want := a.served(t, tn)
 		if strings.Join(want, "\n") != strings.Join(stored, "\n") {
 			t.Fatalf("served %v\nstored %v", want, stored)
 		}
-		out := &probeWriter{probe: func() int64 { return a.queueLen(tn) }}
+		out := &probeWriter{probe: func() int64 { return a.queueLen(t, tn) }}
 		code, stderr := a.consume(ctx, out, nil, "--url", a.base, "--token", tn.token, "--once")
 		if code != 0 || stderr != "" {
 			t.Fatalf("exit %d, stderr %q", code, stderr)
@@ -169,14 +162,14 @@ func TestConsumeCommand(t *testing.T) {
 		if len(out.queueAtWrite) != 1 || out.queueAtWrite[0] != 3 {
 			t.Errorf("queue lengths when stdout was written: %v, want [3] (one flush, before the trim)", out.queueAtWrite)
 		}
-		if n := a.queueLen(tn); n != 0 {
+		if n := a.queueLen(t, tn); n != 0 {
 			t.Errorf("queue length %d after consume --once, want 0", n)
 		}
 	})
 
 	t.Run("prints nothing and exits 0 on an empty queue", func(t *testing.T) {
-		a := api.on(t)
-		tn := a.mustTenant()
+		a := api
+		tn := a.mustTenant(t)
 		var out bytes.Buffer
 		code, stderr := a.consume(ctx, &out, nil, "--url", a.base, "--token", tn.token, "--once")
 		if code != 0 || stderr != "" || out.Len() != 0 {
@@ -185,16 +178,16 @@ func TestConsumeCommand(t *testing.T) {
 	})
 
 	t.Run("takes url and token from the environment, flags first", func(t *testing.T) {
-		a := api.on(t)
-		tn := a.mustTenant()
-		a.track(tn, "s-1", 2)
+		a := api
+		tn := a.mustTenant(t)
+		a.track(t, tn, "s-1", 2)
 		var out bytes.Buffer
 		environ := []string{"EVENTQ_URL=" + a.base, "EVENTQ_TOKEN=999999|overridden"}
 		code, stderr := a.consume(ctx, &out, environ, "--token", tn.token, "--once")
-		if code != 0 || stderr != "" || strings.Count(out.String(), "\n") != 2 || a.queueLen(tn) != 0 {
-			t.Fatalf("exit %d, stdout %q, stderr %q, queue %d", code, out.String(), stderr, a.queueLen(tn))
+		if code != 0 || stderr != "" || strings.Count(out.String(), "\n") != 2 || a.queueLen(t, tn) != 0 {
+			t.Fatalf("exit %d, stdout %q, stderr %q, queue %d", code, out.String(), stderr, a.queueLen(t, tn))
 		}
-		a.track(tn, "s-2", 1)
+		a.track(t, tn, "s-2", 1)
 		out.Reset()
 		code, stderr = a.consume(ctx, &out, []string{"EVENTQ_URL=" + a.base, "EVENTQ_TOKEN=" + tn.token}, "--once")
 		if code != 0 || stderr != "" || strings.Count(out.String(), "\n") != 1 {
@@ -203,7 +196,7 @@ func TestConsumeCommand(t *testing.T) {
 	})
 
 	t.Run("a bad token exits 1 with the API's message and prints nothing", func(t *testing.T) {
-		a := api.on(t)
+		a := api
 		var out bytes.Buffer
 		code, stderr := a.consume(ctx, &out, nil, "--url", a.base, "--token", "999999|wrong")
 		if code != 1 || out.Len() != 0 || !strings.Contains(stderr, "401") || !strings.Contains(stderr, "Unauthenticated.") {
@@ -212,7 +205,7 @@ func TestConsumeCommand(t *testing.T) {
 	})
 
 	t.Run("without a url it exits 1", func(t *testing.T) {
-		a := api.on(t)
+		a := api
 		var out bytes.Buffer
 		code, stderr := a.consume(ctx, &out, nil, "--token", "1|x")
 		if code != 1 || out.Len() != 0 || !strings.Contains(stderr, "--url") {
@@ -221,31 +214,31 @@ func TestConsumeCommand(t *testing.T) {
 	})
 
 	t.Run("a failed write keeps the batch in the queue", func(t *testing.T) {
-		a := api.on(t)
-		tn := a.mustTenant()
-		a.track(tn, "s-1", 2)
+		a := api
+		tn := a.mustTenant(t)
+		a.track(t, tn, "s-1", 2)
 		code, stderr := a.consume(ctx, failingWriter{}, nil, "--url", a.base, "--token", tn.token, "--once")
-		if code != 1 || !strings.Contains(stderr, "disk full") || a.queueLen(tn) != 2 {
-			t.Fatalf("exit %d, stderr %q, queue %d", code, stderr, a.queueLen(tn))
+		if code != 1 || !strings.Contains(stderr, "disk full") || a.queueLen(t, tn) != 2 {
+			t.Fatalf("exit %d, stderr %q, queue %d", code, stderr, a.queueLen(t, tn))
 		}
 	})
 
 	t.Run("--once exits 0 without printing or trimming when already cancelled", func(t *testing.T) {
-		a := api.on(t)
-		tn := a.mustTenant()
-		a.track(tn, "s-1", 2)
+		a := api
+		tn := a.mustTenant(t)
+		a.track(t, tn, "s-1", 2)
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		var out bytes.Buffer
 		code, stderr := a.consume(cctx, &out, nil, "--url", a.base, "--token", tn.token, "--once")
-		if code != 0 || stderr != "" || out.Len() != 0 || a.queueLen(tn) != 2 {
-			t.Fatalf("exit %d, stdout %q, stderr %q, queue %d", code, out.String(), stderr, a.queueLen(tn))
+		if code != 0 || stderr != "" || out.Len() != 0 || a.queueLen(t, tn) != 2 {
+			t.Fatalf("exit %d, stdout %q, stderr %q, queue %d", code, out.String(), stderr, a.queueLen(t, tn))
 		}
 	})
 
 	t.Run("runs until cancelled, printing every batch", func(t *testing.T) {
-		a := api.on(t)
-		tn := a.mustTenant()
+		a := api
+		tn := a.mustTenant(t)
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		var out testenv.SyncBuffer
@@ -256,9 +249,9 @@ func TestConsumeCommand(t *testing.T) {
 		}()
 		var want []string
 		for i, n := range []int{3, 1, 4} {
-			want = append(want, a.track(tn, fmt.Sprintf("s-%d", i), n)...)
+			want = append(want, a.track(t, tn, fmt.Sprintf("s-%d", i), n)...)
 			testenv.Eventually(t, 10*time.Second, "the batch is printed and trimmed", func() bool {
-				return strings.Count(out.String(), "\n") == len(want) && a.queueLen(tn) == 0
+				return strings.Count(out.String(), "\n") == len(want) && a.queueLen(t, tn) == 0
 			})
 		}
 		cancel()
@@ -276,11 +269,11 @@ func TestConsumeCommand(t *testing.T) {
 	})
 
 	t.Run("the binary exits 0 on SIGINT and SIGTERM", func(t *testing.T) {
-		a := api.on(t)
+		a := api
 		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
-			tn := a.mustTenant()
-			a.track(tn, "s-1", 2)
-			want := a.served(tn)
+			tn := a.mustTenant(t)
+			a.track(t, tn, "s-1", 2)
+			want := a.served(t, tn)
 			cmd := exec.Command(filepath.Join(bins, "eventq"), "consume")
 			cmd.Env = []string{"EVENTQ_URL=" + a.base, "EVENTQ_TOKEN=" + tn.token}
 			var out, errOut testenv.SyncBuffer
@@ -290,7 +283,7 @@ func TestConsumeCommand(t *testing.T) {
 				t.Fatal(err)
 			}
 			testenv.Eventually(t, 10*time.Second, "the events are printed and trimmed", func() bool {
-				return out.String() == strings.Join(want, "\n")+"\n" && a.queueLen(tn) == 0
+				return out.String() == strings.Join(want, "\n")+"\n" && a.queueLen(t, tn) == 0
 			})
 			cmd.Process.Signal(sig)
 			if err := cmd.Wait(); err != nil {

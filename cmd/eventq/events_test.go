@@ -15,11 +15,11 @@ var queueEventKeys = []string{"id", "type", "session_id", "audience_member_id", 
 	"page_path", "user_agent", "ip_address", "event_sequence", "created_at"}
 
 // insertEvent stores a tracked event of tenantID created at at, with id n.
-func (e *cliEnv) insertEvent(tenantID string, n int, at time.Time, member *string) models.TrackedEvent {
-	e.t.Helper()
+func (e *cliEnv) insertEvent(t *testing.T, tenantID string, n int, at time.Time, member *string) models.TrackedEvent {
+	t.Helper()
 	tid, ok := models.ParseID(tenantID)
 	if !ok {
-		e.t.Fatalf("bad tenant id %q", tenantID)
+		t.Fatalf("bad tenant id %q", tenantID)
 	}
 	ev := models.TrackedEvent{
 		ID:               fmt.Sprintf("0193a5b0-0000-7000-8000-%012d", n),
@@ -36,7 +36,7 @@ func (e *cliEnv) insertEvent(tenantID string, n int, at time.Time, member *strin
 		CreatedAt:        at,
 	}
 	if err := e.db.Create(&ev).Error; err != nil {
-		e.t.Fatalf("insert event: %v", err)
+		t.Fatalf("insert event: %v", err)
 	}
 	return ev
 }
@@ -44,25 +44,25 @@ func (e *cliEnv) insertEvent(tenantID string, n int, at time.Time, member *strin
 func TestEventsList(t *testing.T) {
 	t.Run("prints an empty array for a tenant without events", func(t *testing.T) {
 		e := newCLI(t)
-		tenant := e.mustTenant("Acme")
-		if raw := e.MustRun("events", "list", "--tenant", tenant); string(raw) != "[]" {
+		tenant := e.mustTenant(t, "Acme")
+		if raw := e.MustRun(t, "events", "list", "--tenant", tenant); string(raw) != "[]" {
 			t.Errorf("stdout %s, want []", raw)
 		}
 	})
 
 	t.Run("prints the tenant's events newest last", func(t *testing.T) {
 		e := newCLI(t)
-		tenant := e.mustTenant("Acme")
-		other := e.mustTenant("Other")
+		tenant := e.mustTenant(t, "Acme")
+		other := e.mustTenant(t, "Other")
 		base := time.Date(2026, 11, 21, 10, 15, 30, 0, time.UTC)
 		member := "42"
 		// Inserted out of order; the ids of 1-3 sort by time.
-		e.insertEvent(tenant, 2, base.Add(2*time.Second), nil)
-		e.insertEvent(tenant, 3, base.Add(3*time.Second), &member)
-		e.insertEvent(tenant, 1, base.Add(1*time.Second), nil)
-		e.insertEvent(other, 9, base.Add(9*time.Second), nil)
+		e.insertEvent(t, tenant, 2, base.Add(2*time.Second), nil)
+		e.insertEvent(t, tenant, 3, base.Add(3*time.Second), &member)
+		e.insertEvent(t, tenant, 1, base.Add(1*time.Second), nil)
+		e.insertEvent(t, other, 9, base.Add(9*time.Second), nil)
 
-		items := e.MustArray(queueEventKeys, "events", "list", "--tenant", tenant)
+		items := e.MustArray(t, queueEventKeys, "events", "list", "--tenant", tenant)
 		if len(items) != 3 {
 			t.Fatalf("%d events, want 3: %v", len(items), items)
 		}
@@ -94,9 +94,9 @@ func TestEventsList(t *testing.T) {
 
 	t.Run("prints URLs without HTML escaping and null members", func(t *testing.T) {
 		e := newCLI(t)
-		tenant := e.mustTenant("Acme")
-		e.insertEvent(tenant, 1, time.Date(2026, 11, 21, 10, 15, 31, 0, time.UTC), nil)
-		raw := e.MustRun("events", "list", "--tenant", tenant)
+		tenant := e.mustTenant(t, "Acme")
+		e.insertEvent(t, tenant, 1, time.Date(2026, 11, 21, 10, 15, 31, 0, time.UTC), nil)
+		raw := e.MustRun(t, "events", "list", "--tenant", tenant)
 		want := `[{"id":"0193a5b0-0000-7000-8000-000000000001","type":"page_view","session_id":"s-1",` +
 			`"audience_member_id":null,"url":"https://shop.example/a/1?x=1&y=<2>","page_hostname":"shop.example",` +
 			`"page_path":"/a/1","user_agent":"Mozilla/5.0 (X11; Linux x86_64)","ip_address":"203.0.113.7",` +
@@ -108,9 +108,9 @@ func TestEventsList(t *testing.T) {
 
 	t.Run("prints created_at in UTC with a numeric offset", func(t *testing.T) {
 		e := newCLI(t)
-		tenant := e.mustTenant("Acme")
-		e.insertEvent(tenant, 1, time.Date(2026, 11, 21, 12, 0, 0, 0, time.FixedZone("CEST", 2*3600)), nil)
-		items := e.MustArray(queueEventKeys, "events", "list", "--tenant", tenant)
+		tenant := e.mustTenant(t, "Acme")
+		e.insertEvent(t, tenant, 1, time.Date(2026, 11, 21, 12, 0, 0, 0, time.FixedZone("CEST", 2*3600)), nil)
+		items := e.MustArray(t, queueEventKeys, "events", "list", "--tenant", tenant)
 		if len(items) != 1 || items[0]["created_at"] != "2026-11-21T10:00:00+00:00" {
 			t.Errorf("events = %v, want one created at 2026-11-21T10:00:00+00:00", items)
 		}
@@ -118,10 +118,10 @@ func TestEventsList(t *testing.T) {
 
 	t.Run("keeps the newest events within --limit", func(t *testing.T) {
 		e := newCLI(t)
-		tenant := e.mustTenant("Acme")
+		tenant := e.mustTenant(t, "Acme")
 		base := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 		for _, n := range []int{4, 1, 5, 3, 2} {
-			e.insertEvent(tenant, n, base.Add(time.Duration(n)*time.Minute), nil)
+			e.insertEvent(t, tenant, n, base.Add(time.Duration(n)*time.Minute), nil)
 		}
 		for _, tc := range []struct {
 			limit string
@@ -132,7 +132,7 @@ func TestEventsList(t *testing.T) {
 			{"5", []string{"s-1", "s-2", "s-3", "s-4", "s-5"}},
 			{"10000", []string{"s-1", "s-2", "s-3", "s-4", "s-5"}},
 		} {
-			items := e.MustArray(queueEventKeys, "events", "list", "--tenant", tenant, "--limit", tc.limit)
+			items := e.MustArray(t, queueEventKeys, "events", "list", "--tenant", tenant, "--limit", tc.limit)
 			var got []string
 			for _, it := range items {
 				got = append(got, str(t, it, "session_id"))
@@ -145,12 +145,12 @@ func TestEventsList(t *testing.T) {
 
 	t.Run("orders events created at the same time by id", func(t *testing.T) {
 		e := newCLI(t)
-		tenant := e.mustTenant("Acme")
+		tenant := e.mustTenant(t, "Acme")
 		at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 		for _, n := range []int{2, 3, 1} {
-			e.insertEvent(tenant, n, at, nil)
+			e.insertEvent(t, tenant, n, at, nil)
 		}
-		raw := e.MustRun("events", "list", "--tenant", tenant, "--limit", "2")
+		raw := e.MustRun(t, "events", "list", "--tenant", tenant, "--limit", "2")
 		var items []struct{ ID string }
 		if err := json.Unmarshal(raw, &items); err != nil {
 			t.Fatal(err)
@@ -162,9 +162,9 @@ func TestEventsList(t *testing.T) {
 
 	t.Run("fails on a bad --limit", func(t *testing.T) {
 		e := newCLI(t)
-		tenant := e.mustTenant("Acme")
+		tenant := e.mustTenant(t, "Acme")
 		for _, limit := range []string{"0", "-1", "10001", "ten"} {
-			stderr := e.MustFail("events", "list", "--tenant", tenant, "--limit="+limit)
+			stderr := e.MustFail(t, "events", "list", "--tenant", tenant, "--limit="+limit)
 			if !regexp.MustCompile(`limit`).MatchString(stderr) {
 				t.Errorf("--limit %s: stderr %q does not mention --limit", limit, stderr)
 			}
@@ -173,7 +173,7 @@ func TestEventsList(t *testing.T) {
 
 	t.Run("fails for an unknown tenant", func(t *testing.T) {
 		e := newCLI(t)
-		e.MustFail("events", "list", "--tenant", "999999")
-		e.MustFail("events", "list")
+		e.MustFail(t, "events", "list", "--tenant", "999999")
+		e.MustFail(t, "events", "list")
 	})
 }

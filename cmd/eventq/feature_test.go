@@ -8,11 +8,11 @@ import (
 )
 
 // featureRows returns the features rows of tenantID.
-func (e *cliEnv) featureRows(tenantID string) []models.Feature {
-	e.t.Helper()
+func (e *cliEnv) featureRows(t *testing.T, tenantID string) []models.Feature {
+	t.Helper()
 	var rows []models.Feature
 	if err := e.db.Where("scope = ?", `App\Models\Tenant|`+tenantID).Order("id").Find(&rows).Error; err != nil {
-		e.t.Fatalf("features rows: %v", err)
+		t.Fatalf("features rows: %v", err)
 	}
 	return rows
 }
@@ -22,8 +22,8 @@ func TestFeature(t *testing.T) {
 
 	t.Run("activates and deactivates UseQueueEvents in one row", func(t *testing.T) {
 		e := newCLI(t)
-		tenant := e.mustTenant("Acme")
-		other := e.mustTenant("Other")
+		tenant := e.mustTenant(t, "Acme")
+		other := e.mustTenant(t, "Other")
 		steps := []struct {
 			verb      string
 			wantValue string
@@ -35,13 +35,13 @@ func TestFeature(t *testing.T) {
 			{"activate", "true"},
 		}
 		for _, s := range steps {
-			raw := e.MustRun("feature", s.verb, "UseQueueEvents", "--tenant", tenant)
+			raw := e.MustRun(t, "feature", s.verb, "UseQueueEvents", "--tenant", tenant)
 			mustObjectKeys(t, raw, keys)
 			want := `{"feature":"UseQueueEvents","tenant_id":"` + tenant + `","active":` + s.wantValue + `}`
 			if string(raw) != want {
 				t.Errorf("feature %s printed %s, want %s", s.verb, raw, want)
 			}
-			rows := e.featureRows(tenant)
+			rows := e.featureRows(t, tenant)
 			if len(rows) != 1 {
 				t.Fatalf("after %s: %d features rows, want 1: %+v", s.verb, len(rows), rows)
 			}
@@ -49,19 +49,19 @@ func TestFeature(t *testing.T) {
 				t.Errorf("after %s: row %+v, want name UseQueueEvents value %s", s.verb, rows[0], s.wantValue)
 			}
 		}
-		if n := len(e.featureRows(other)); n != 0 {
+		if n := len(e.featureRows(t, other)); n != 0 {
 			t.Errorf("other tenant has %d features rows, want 0", n)
 		}
-		if n := e.count(&models.Feature{}); n != 1 {
+		if n := e.count(t, &models.Feature{}); n != 1 {
 			t.Errorf("%d features rows in all, want 1", n)
 		}
 	})
 
 	t.Run("deactivates a feature never activated", func(t *testing.T) {
 		e := newCLI(t)
-		tenant := e.mustTenant("Acme")
-		e.MustObject(keys, "feature", "deactivate", "UseQueueEvents", "--tenant", tenant)
-		rows := e.featureRows(tenant)
+		tenant := e.mustTenant(t, "Acme")
+		e.MustObject(t, keys, "feature", "deactivate", "UseQueueEvents", "--tenant", tenant)
+		rows := e.featureRows(t, tenant)
 		if len(rows) != 1 || rows[0].Value != "false" {
 			t.Errorf("rows = %+v, want one with value false", rows)
 		}
@@ -90,12 +90,12 @@ func TestFeature(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newCLI(t)
-			tenant := e.mustTenant("Acme")
-			stderr := e.MustFail(tc.args(tenant)...)
+			tenant := e.mustTenant(t, "Acme")
+			stderr := e.MustFail(t, tc.args(tenant)...)
 			if !strings.Contains(stderr, tc.wantMsg) {
 				t.Errorf("stderr %q does not mention %s", stderr, tc.wantMsg)
 			}
-			if n := e.count(&models.Feature{}); n != 0 {
+			if n := e.count(t, &models.Feature{}); n != 0 {
 				t.Errorf("%d features rows, want 0", n)
 			}
 		})

@@ -21,7 +21,6 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // cliEnv runs the CLI in-process against one fresh, migrated database and keeps its own
 // connection to that database for assertions.
 type cliEnv struct {
-	t       *testing.T
 	environ []string
 	db      *gorm.DB
 }
@@ -38,7 +37,7 @@ func newCLIWithURL(t *testing.T, databaseURL string) *cliEnv {
 		t.Fatalf("open %s: %v", databaseURL, err)
 	}
 	t.Cleanup(func() { database.Close(db) })
-	return &cliEnv{t: t, environ: []string{"DATABASE_URL=" + databaseURL}, db: db}
+	return &cliEnv{environ: []string{"DATABASE_URL=" + databaseURL}, db: db}
 }
 
 // Run executes one CLI invocation and returns its exit code, stdout and stderr.
@@ -50,87 +49,87 @@ func (e *cliEnv) Run(args ...string) (code int, stdout, stderr string) {
 
 // MustRun runs a command that must succeed: exit code 0, nothing on stderr, and exactly one
 // JSON value on one line of stdout. It returns that value's raw bytes.
-func (e *cliEnv) MustRun(args ...string) json.RawMessage {
-	e.t.Helper()
+func (e *cliEnv) MustRun(t *testing.T, args ...string) json.RawMessage {
+	t.Helper()
 	code, stdout, stderr := e.Run(args...)
 	if code != 0 || stderr != "" {
-		e.t.Fatalf("eventq %s: exit %d, stderr %q, stdout %q; want exit 0 and empty stderr",
+		t.Fatalf("eventq %s: exit %d, stderr %q, stdout %q; want exit 0 and empty stderr",
 			strings.Join(args, " "), code, stderr, stdout)
 	}
 	line, ok := strings.CutSuffix(stdout, "\n")
 	if !ok || strings.Contains(line, "\n") {
-		e.t.Fatalf("eventq %s: stdout %q is not one line of JSON", strings.Join(args, " "), stdout)
+		t.Fatalf("eventq %s: stdout %q is not one line of JSON", strings.Join(args, " "), stdout)
 	}
 	if !json.Valid([]byte(line)) {
-		e.t.Fatalf("eventq %s: stdout %q is not JSON", strings.Join(args, " "), stdout)
+		t.Fatalf("eventq %s: stdout %q is not JSON", strings.Join(args, " "), stdout)
 	}
 	return json.RawMessage(line)
 }
 
 // MustObject runs a command that must succeed and print one JSON object whose keys are
 // exactly wantKeys, in that order. It returns the object decoded.
-func (e *cliEnv) MustObject(wantKeys []string, args ...string) map[string]any {
-	e.t.Helper()
-	raw := e.MustRun(args...)
-	return mustObjectKeys(e.t, raw, wantKeys)
+func (e *cliEnv) MustObject(t *testing.T, wantKeys []string, args ...string) map[string]any {
+	t.Helper()
+	raw := e.MustRun(t, args...)
+	return mustObjectKeys(t, raw, wantKeys)
 }
 
 // MustArray runs a command that must succeed and print one JSON array of objects, each with
 // exactly wantKeys in that order. It returns the objects decoded.
-func (e *cliEnv) MustArray(wantKeys []string, args ...string) []map[string]any {
-	e.t.Helper()
-	raw := e.MustRun(args...)
+func (e *cliEnv) MustArray(t *testing.T, wantKeys []string, args ...string) []map[string]any {
+	t.Helper()
+	raw := e.MustRun(t, args...)
 	if !bytes.HasPrefix(raw, []byte("[")) {
-		e.t.Fatalf("eventq %s: stdout %s is not a JSON array", strings.Join(args, " "), raw)
+		t.Fatalf("eventq %s: stdout %s is not a JSON array", strings.Join(args, " "), raw)
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		e.t.Fatalf("decode %s: %v", raw, err)
+		t.Fatalf("decode %s: %v", raw, err)
 	}
 	out := make([]map[string]any, len(items))
 	for i, item := range items {
-		out[i] = mustObjectKeys(e.t, item, wantKeys)
+		out[i] = mustObjectKeys(t, item, wantKeys)
 	}
 	return out
 }
 
 // MustFail runs a command that must fail without side effects: exit code 1, a message on
 // stderr, nothing on stdout, and every table unchanged. It returns stderr.
-func (e *cliEnv) MustFail(args ...string) string {
-	e.t.Helper()
-	before := e.snapshot()
+func (e *cliEnv) MustFail(t *testing.T, args ...string) string {
+	t.Helper()
+	before := e.snapshot(t)
 	code, stdout, stderr := e.Run(args...)
 	if code != 1 {
-		e.t.Errorf("eventq %s: exit %d, want 1 (stderr %q)", strings.Join(args, " "), code, stderr)
+		t.Errorf("eventq %s: exit %d, want 1 (stderr %q)", strings.Join(args, " "), code, stderr)
 	}
 	if strings.TrimSpace(stderr) == "" {
-		e.t.Errorf("eventq %s: no message on stderr", strings.Join(args, " "))
+		t.Errorf("eventq %s: no message on stderr", strings.Join(args, " "))
 	}
 	if stdout != "" {
-		e.t.Errorf("eventq %s: stdout %q, want nothing", strings.Join(args, " "), stdout)
+		t.Errorf("eventq %s: stdout %q, want nothing", strings.Join(args, " "), stdout)
 	}
-	if after := e.snapshot(); after != before {
-		e.t.Errorf("eventq %s changed the database:\nbefore %s\nafter  %s", strings.Join(args, " "), before, after)
+	if after := e.snapshot(t); after != before {
+		t.Errorf("eventq %s changed the database:\nbefore %s\nafter  %s", strings.Join(args, " "), before, after)
 	}
 	return stderr
 }
 
 // snapshot renders every row of every table, so that two snapshots differ if anything changed.
-func (e *cliEnv) snapshot() string {
-	e.t.Helper()
+func (e *cliEnv) snapshot(t *testing.T) string {
+	t.Helper()
 	tables, err := e.db.Migrator().GetTables()
 	if err != nil {
-		e.t.Fatalf("list tables: %v", err)
+		t.Fatalf("list tables: %v", err)
 	}
 	var b strings.Builder
 	for _, table := range tables {
 		var rows []map[string]any
 		if err := e.db.Table(table).Order("1").Find(&rows).Error; err != nil {
-			e.t.Fatalf("read %s: %v", table, err)
+			t.Fatalf("read %s: %v", table, err)
 		}
 		js, err := json.Marshal(rows)
 		if err != nil {
-			e.t.Fatalf("encode %s: %v", table, err)
+			t.Fatalf("encode %s: %v", table, err)
 		}
 		fmt.Fprintf(&b, "%s=%s\n", table, js)
 	}
@@ -138,15 +137,15 @@ func (e *cliEnv) snapshot() string {
 }
 
 // count returns the number of rows of model's table matching the optional condition.
-func (e *cliEnv) count(model any, where ...any) int64 {
-	e.t.Helper()
+func (e *cliEnv) count(t *testing.T, model any, where ...any) int64 {
+	t.Helper()
 	q := e.db.Model(model)
 	if len(where) > 0 {
 		q = q.Where(where[0], where[1:]...)
 	}
 	var n int64
 	if err := q.Count(&n).Error; err != nil {
-		e.t.Fatalf("count: %v", err)
+		t.Fatalf("count: %v", err)
 	}
 	return n
 }
@@ -205,10 +204,10 @@ func str(t *testing.T, m map[string]any, key string) string {
 }
 
 // mustTenant creates a tenant through the CLI and returns its id.
-func (e *cliEnv) mustTenant(name string) string {
-	e.t.Helper()
-	out := e.MustObject([]string{"id", "name", "site_key", "psp_account_id"}, "tenant", "create", "--name", name)
-	return str(e.t, out, "id")
+func (e *cliEnv) mustTenant(t *testing.T, name string) string {
+	t.Helper()
+	out := e.MustObject(t, []string{"id", "name", "site_key", "psp_account_id"}, "tenant", "create", "--name", name)
+	return str(t, out, "id")
 }
 
 func TestMigrate(t *testing.T) {
@@ -219,7 +218,7 @@ func TestMigrate(t *testing.T) {
 		}
 		e := newCLIWithURL(t, url)
 		for i := 1; i <= 2; i++ {
-			if got := e.MustRun("migrate"); string(got) != `{"migrated":true}` {
+			if got := e.MustRun(t, "migrate"); string(got) != `{"migrated":true}` {
 				t.Errorf("migrate #%d printed %s, want {\"migrated\":true}", i, got)
 			}
 		}
@@ -228,7 +227,7 @@ func TestMigrate(t *testing.T) {
 				t.Errorf("table %s missing after migrate", table)
 			}
 		}
-		e.mustTenant("after migrate")
+		e.mustTenant(t, "after migrate")
 	})
 
 	t.Run("creates the sqlite directory", func(t *testing.T) {
@@ -236,8 +235,8 @@ func TestMigrate(t *testing.T) {
 			t.Skip("sqlite only")
 		}
 		url := "sqlite://" + filepath.Join(t.TempDir(), "nested", "dir", "x.db")
-		e := &cliEnv{t: t, environ: []string{"DATABASE_URL=" + url}}
-		if got := e.MustRun("migrate"); string(got) != `{"migrated":true}` {
+		e := &cliEnv{environ: []string{"DATABASE_URL=" + url}}
+		if got := e.MustRun(t, "migrate"); string(got) != `{"migrated":true}` {
 			t.Errorf("migrate printed %s", got)
 		}
 	})
@@ -251,7 +250,7 @@ func TestInvalidConfiguration(t *testing.T) {
 		{"fails on an http REDIS_URL", "REDIS_URL=http://x", "REDIS_URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := &cliEnv{t: t, environ: []string{tc.env}}
+			e := &cliEnv{environ: []string{tc.env}}
 			for _, args := range [][]string{{"migrate"}, {"tenant", "create", "--name", "x"}} {
 				code, stdout, stderr := e.Run(args...)
 				if code != 1 || stdout != "" || !strings.Contains(stderr, tc.wantVar) {
@@ -265,6 +264,6 @@ func TestInvalidConfiguration(t *testing.T) {
 
 func TestUnknownCommandFails(t *testing.T) {
 	e := newCLI(t)
-	e.MustFail("frobnicate")
-	e.MustFail("tenant", "create", "--name", "x", "--no-such-flag")
+	e.MustFail(t, "frobnicate")
+	e.MustFail(t, "tenant", "create", "--name", "x", "--no-such-flag")
 }

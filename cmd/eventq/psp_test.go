@@ -22,7 +22,7 @@ func newReconcileEnv(t *testing.T) (*cliEnv, *testenv.FakePSP, *asynq.Inspector,
 	r := testenv.StartRedis(t)
 	fake := testenv.StartFakePSP(t)
 	e.environ = append(e.environ, "REDIS_URL="+r.URL(), "PSP_SECRET_KEY=sk_test_cli", "PSP_API_BASE="+fake.URL)
-	s := e.mustShop("acct_cli")
+	s := e.mustShop(t, "acct_cli")
 	cs := fake.AddSession("acct_cli", psp.CheckoutSession{
 		AmountTotal: 1999, Currency: "eur", Mode: "payment", PaymentStatus: "unpaid", Status: "open",
 		Metadata: map[string]string{"tenant_id": s.tenant, "audience_member_id": s.member, "product_id": s.product},
@@ -34,7 +34,7 @@ func newReconcileEnv(t *testing.T) (*cliEnv, *testenv.FakePSP, *asynq.Inspector,
 func TestPSPReconcile(t *testing.T) {
 	t.Run("queues a missed event once, as its delivery would have", func(t *testing.T) {
 		e, fake, tasks, _, id := newReconcileEnv(t)
-		out := e.MustObject(reconcileKeys, "psp", "reconcile")
+		out := e.MustObject(t, reconcileKeys, "psp", "reconcile")
 		if out["checked"] != float64(1) || out["enqueued"] != float64(1) {
 			t.Errorf("first run printed %v, want checked 1, enqueued 1", out)
 		}
@@ -42,7 +42,7 @@ func TestPSPReconcile(t *testing.T) {
 		if err != nil || info.Type != "psp:"+psp.EventCheckoutCompleted {
 			t.Fatalf("task %s: %v %v, want the webhook's fulfilment task under the event id", id, info, err)
 		}
-		if raw := e.MustRun("psp", "reconcile"); string(raw) != `{"checked":1,"enqueued":0}` {
+		if raw := e.MustRun(t, "psp", "reconcile"); string(raw) != `{"checked":1,"enqueued":0}` {
 			t.Errorf("second run printed %s, want {\"checked\":1,\"enqueued\":0}", raw)
 		}
 		// Both runs listed the platform and the connected account, 72 hours back by default.
@@ -63,12 +63,12 @@ func TestPSPReconcile(t *testing.T) {
 
 	t.Run("honours --since and --tenant", func(t *testing.T) {
 		e, fake, _, s, _ := newReconcileEnv(t)
-		other := e.mustShop("acct_other")
-		out := e.MustObject(reconcileKeys, "psp", "reconcile", "--since", "1h", "--tenant", other.tenant)
+		other := e.mustShop(t, "acct_other")
+		out := e.MustObject(t, reconcileKeys, "psp", "reconcile", "--since", "1h", "--tenant", other.tenant)
 		if out["checked"] != float64(0) || out["enqueued"] != float64(0) {
 			t.Errorf("run for another tenant printed %v, want nothing", out)
 		}
-		out = e.MustObject(reconcileKeys, "psp", "reconcile", "--since", "1h", "--tenant", s.tenant)
+		out = e.MustObject(t, reconcileKeys, "psp", "reconcile", "--since", "1h", "--tenant", s.tenant)
 		if out["checked"] != float64(1) || out["enqueued"] != float64(1) {
 			t.Errorf("run for the tenant printed %v, want its event queued", out)
 		}
@@ -81,8 +81,8 @@ func TestPSPReconcile(t *testing.T) {
 
 	t.Run("fails without a provider key, naming PSP_SECRET_KEY", func(t *testing.T) {
 		e := newCLI(t)
-		e.mustShop("acct_cli")
-		if stderr := e.MustFail("psp", "reconcile"); !strings.Contains(stderr, "PSP_SECRET_KEY") {
+		e.mustShop(t, "acct_cli")
+		if stderr := e.MustFail(t, "psp", "reconcile"); !strings.Contains(stderr, "PSP_SECRET_KEY") {
 			t.Errorf("stderr %q does not name PSP_SECRET_KEY", stderr)
 		}
 	})
@@ -90,7 +90,7 @@ func TestPSPReconcile(t *testing.T) {
 	t.Run("fails when the provider fails", func(t *testing.T) {
 		e, fake, _, _, _ := newReconcileEnv(t)
 		fake.SetDown(true)
-		if stderr := e.MustFail("psp", "reconcile"); !strings.Contains(stderr, "provider") {
+		if stderr := e.MustFail(t, "psp", "reconcile"); !strings.Contains(stderr, "provider") {
 			t.Errorf("stderr %q does not say the provider failed", stderr)
 		}
 	})
@@ -102,7 +102,7 @@ func TestPSPReconcile(t *testing.T) {
 			{"--tenant ada", "--tenant"}, {"--tenant 999999", "tenant 999999 not found"},
 		} {
 			args := append([]string{"psp", "reconcile"}, strings.Fields(tc.args)...)
-			if stderr := e.MustFail(args...); !strings.Contains(stderr, tc.want) {
+			if stderr := e.MustFail(t, args...); !strings.Contains(stderr, tc.want) {
 				t.Errorf("%s: stderr %q does not mention %q", tc.args, stderr, tc.want)
 			}
 		}

@@ -16,19 +16,19 @@ func TestQueueStats(t *testing.T) {
 	e := newCLI(t)
 	r := testenv.StartRedis(t)
 	e.environ = append(e.environ, "REDIS_URL="+r.URL())
-	tenant := e.mustTenant("Acme")
+	tenant := e.mustTenant(t, "Acme")
 	base := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	for n := 1; n <= 3; n++ {
-		e.insertEvent(tenant, n, base, nil)
+		e.insertEvent(t, tenant, n, base, nil)
 	}
-	held := e.insertEvent(tenant, 4, base, nil)
+	held := e.insertEvent(t, tenant, 4, base, nil)
 	e.db.Model(&held).Update("queue_pending", true)
 	id := held.TenantID
 	if err := eventqueue.New(r.Client()).Append(context.Background(), id, []byte(`{"a":1}`), []byte(`{"b":2}`)); err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf(`{"tenant_id":%q,"length":2,"offset":0,"held_back":1}`, tenant)
-	if got := e.MustRun("queue", "stats", "--tenant", tenant); string(got) != want {
+	if got := e.MustRun(t, "queue", "stats", "--tenant", tenant); string(got) != want {
 		t.Fatalf("stats %s, want %s", got, want)
 	}
 	t.Run("fails for an unknown tenant", func(t *testing.T) {
@@ -44,32 +44,32 @@ func TestQueueRebuild(t *testing.T) {
 	e := newCLI(t)
 	r := testenv.StartRedis(t)
 	e.environ = append(e.environ, "REDIS_URL="+r.URL())
-	tenant, other := e.mustTenant("Acme"), e.mustTenant("Other")
-	e.MustRun("feature", "activate", "UseQueueEvents", "--tenant", tenant)
+	tenant, other := e.mustTenant(t, "Acme"), e.mustTenant(t, "Other")
+	e.MustRun(t, "feature", "activate", "UseQueueEvents", "--tenant", tenant)
 	base := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	var events []models.TrackedEvent
 	for n := 1; n <= 5; n++ {
-		ev := e.insertEvent(tenant, n, base.Add(time.Duration(n)*time.Second), nil)
+		ev := e.insertEvent(t, tenant, n, base.Add(time.Duration(n)*time.Second), nil)
 		e.db.Model(&ev).Update("queued", true)
 		events = append(events, ev)
 	}
-	e.insertEvent(other, 6, base, nil) // not queued: its flag is off
+	e.insertEvent(t, other, 6, base, nil) // not queued: its flag is off
 	tid := events[0].TenantID
 	if err := e.db.Create(&models.QueueFront{TenantID: tid, Front: 2, TrimmedThrough: events[1].ID}).Error; err != nil {
 		t.Fatal(err)
 	}
-	if got := e.MustRun("queue", "rebuild", "--all"); string(got) != `{"tenants":1,"restored":3}` {
+	if got := e.MustRun(t, "queue", "rebuild", "--all"); string(got) != `{"tenants":1,"restored":3}` {
 		t.Fatalf("rebuild --all: %s", got)
 	}
 	want := fmt.Sprintf(`{"tenant_id":%q,"length":3,"offset":2,"held_back":0}`, tenant)
-	if got := e.MustRun("queue", "stats", "--tenant", tenant); string(got) != want {
+	if got := e.MustRun(t, "queue", "stats", "--tenant", tenant); string(got) != want {
 		t.Fatalf("stats %s, want %s", got, want)
 	}
 	raw, err := eventqueue.New(r.Client()).Read(context.Background(), tid)
 	if err != nil || len(raw) != 3 || !strings.Contains(raw[0], events[2].ID) || !strings.Contains(raw[2], events[4].ID) {
 		t.Fatalf("queue %v (%v)", raw, err)
 	}
-	if got := e.MustRun("queue", "rebuild", "--tenant", tenant); string(got) != `{"tenants":1,"restored":3}` {
+	if got := e.MustRun(t, "queue", "rebuild", "--tenant", tenant); string(got) != `{"tenants":1,"restored":3}` {
 		t.Fatalf("rebuild --tenant: %s", got)
 	}
 	for _, args := range [][]string{{"queue", "rebuild"}, {"queue", "rebuild", "--all", "--tenant", tenant}} {

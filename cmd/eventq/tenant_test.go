@@ -13,7 +13,7 @@ var tenantKeys = []string{"id", "name", "site_key", "psp_account_id"}
 func TestTenantCreate(t *testing.T) {
 	t.Run("prints null psp_account_id without --psp-account", func(t *testing.T) {
 		e := newCLI(t)
-		raw := e.MustRun("tenant", "create", "--name", "Acme Shop")
+		raw := e.MustRun(t, "tenant", "create", "--name", "Acme Shop")
 		re := regexp.MustCompile(`^\{"id":"([1-9][0-9]*)","name":"Acme Shop","site_key":"(site_[0-9a-f]{32})","psp_account_id":null\}$`)
 		m := re.FindStringSubmatch(string(raw))
 		if m == nil {
@@ -30,7 +30,7 @@ func TestTenantCreate(t *testing.T) {
 
 	t.Run("prints the account id with --psp-account", func(t *testing.T) {
 		e := newCLI(t)
-		out := e.MustObject(tenantKeys, "tenant", "create", "--name", "Acme", "--psp-account", "acct_1ABC")
+		out := e.MustObject(t, tenantKeys, "tenant", "create", "--name", "Acme", "--psp-account", "acct_1ABC")
 		if got := str(t, out, "psp_account_id"); got != "acct_1ABC" {
 			t.Errorf("psp_account_id = %q, want acct_1ABC", got)
 		}
@@ -45,8 +45,8 @@ func TestTenantCreate(t *testing.T) {
 
 	t.Run("gives each tenant its own id and site key", func(t *testing.T) {
 		e := newCLI(t)
-		a := e.MustObject(tenantKeys, "tenant", "create", "--name", "A")
-		b := e.MustObject(tenantKeys, "tenant", "create", "--name", "B")
+		a := e.MustObject(t, tenantKeys, "tenant", "create", "--name", "A")
+		b := e.MustObject(t, tenantKeys, "tenant", "create", "--name", "B")
 		if str(t, a, "id") == str(t, b, "id") || str(t, a, "site_key") == str(t, b, "site_key") {
 			t.Errorf("two tenants share an id or site key: %v %v", a, b)
 		}
@@ -54,7 +54,7 @@ func TestTenantCreate(t *testing.T) {
 
 	t.Run("trims the name", func(t *testing.T) {
 		e := newCLI(t)
-		out := e.MustObject(tenantKeys, "tenant", "create", "--name", "  Padded  ")
+		out := e.MustObject(t, tenantKeys, "tenant", "create", "--name", "  Padded  ")
 		if got := str(t, out, "name"); got != "Padded" {
 			t.Errorf("name = %q, want Padded", got)
 		}
@@ -72,11 +72,11 @@ func TestTenantCreate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newCLI(t)
-			stderr := e.MustFail(tc.args...)
+			stderr := e.MustFail(t, tc.args...)
 			if !strings.Contains(stderr, tc.wantMsg) {
 				t.Errorf("stderr %q does not mention %s", stderr, tc.wantMsg)
 			}
-			if n := e.count(&models.Tenant{}); n != 0 {
+			if n := e.count(t, &models.Tenant{}); n != 0 {
 				t.Errorf("%d tenant rows, want 0", n)
 			}
 		})

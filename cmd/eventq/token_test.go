@@ -17,19 +17,19 @@ var tokenRe = regexp.MustCompile(`^\{"id":"([1-9][0-9]*)","token":"([1-9][0-9]*)
 
 // mustToken creates a token with args appended to "token create --tenant ID" and returns its
 // id, its secret and its row.
-func (e *cliEnv) mustToken(tenantID string, args ...string) (id, secret string, row models.PersonalAccessToken) {
-	e.t.Helper()
-	raw := e.MustRun(append([]string{"token", "create", "--tenant", tenantID}, args...)...)
-	mustObjectKeys(e.t, raw, tokenKeys)
+func (e *cliEnv) mustToken(t *testing.T, tenantID string, args ...string) (id, secret string, row models.PersonalAccessToken) {
+	t.Helper()
+	raw := e.MustRun(t, append([]string{"token", "create", "--tenant", tenantID}, args...)...)
+	mustObjectKeys(t, raw, tokenKeys)
 	m := tokenRe.FindStringSubmatch(string(raw))
 	if m == nil {
-		e.t.Fatalf("stdout %s does not match %s", raw, tokenRe)
+		t.Fatalf("stdout %s does not match %s", raw, tokenRe)
 	}
 	if m[1] != m[2] {
-		e.t.Fatalf("token %s|… does not start with its id %s", m[2], m[1])
+		t.Fatalf("token %s|… does not start with its id %s", m[2], m[1])
 	}
 	if err := e.db.Where("id = ?", m[1]).Take(&row).Error; err != nil {
-		e.t.Fatalf("token row %s: %v", m[1], err)
+		t.Fatalf("token row %s: %v", m[1], err)
 	}
 	return m[1], m[3], row
 }
@@ -37,8 +37,8 @@ func (e *cliEnv) mustToken(tenantID string, args ...string) (id, secret string, 
 func TestTokenCreate(t *testing.T) {
 	t.Run("stores the hash of the secret with default abilities", func(t *testing.T) {
 		e := newCLI(t)
-		tenant := e.mustTenant("Acme")
-		id, secret, row := e.mustToken(tenant)
+		tenant := e.mustTenant(t, "Acme")
+		id, secret, row := e.mustToken(t, tenant)
 		sum := sha256.Sum256([]byte(secret))
 		if row.Token != hex.EncodeToString(sum[:]) {
 			t.Errorf("token column %q, want hex sha256 of the secret %q", row.Token, hex.EncodeToString(sum[:]))
@@ -59,8 +59,8 @@ func TestTokenCreate(t *testing.T) {
 
 	t.Run("stores the given abilities and name", func(t *testing.T) {
 		e := newCLI(t)
-		tenant := e.mustTenant("Acme")
-		_, _, row := e.mustToken(tenant, "--abilities", "events:read, events:delete", "--name", "reader")
+		tenant := e.mustTenant(t, "Acme")
+		_, _, row := e.mustToken(t, tenant, "--abilities", "events:read, events:delete", "--name", "reader")
 		if row.Abilities == nil || *row.Abilities != `["events:read","events:delete"]` {
 			t.Errorf("abilities = %v, want [\"events:read\",\"events:delete\"]", deref(row.Abilities))
 		}
@@ -71,9 +71,9 @@ func TestTokenCreate(t *testing.T) {
 
 	t.Run("issues distinct tokens", func(t *testing.T) {
 		e := newCLI(t)
-		tenant := e.mustTenant("Acme")
-		id1, s1, _ := e.mustToken(tenant)
-		id2, s2, _ := e.mustToken(tenant)
+		tenant := e.mustTenant(t, "Acme")
+		id1, s1, _ := e.mustToken(t, tenant)
+		id2, s2, _ := e.mustToken(t, tenant)
 		if id1 == id2 || s1 == s2 {
 			t.Errorf("two tokens share id or secret: %s|%s and %s|%s", id1, s1, id2, s2)
 		}
@@ -89,9 +89,9 @@ func TestTokenCreate(t *testing.T) {
 	} {
 		t.Run("sets expires_at from --expires-in "+tc.expiresIn, func(t *testing.T) {
 			e := newCLI(t)
-			tenant := e.mustTenant("Acme")
+			tenant := e.mustTenant(t, "Acme")
 			start := time.Now()
-			_, _, row := e.mustToken(tenant, "--expires-in", tc.expiresIn)
+			_, _, row := e.mustToken(t, tenant, "--expires-in", tc.expiresIn)
 			end := time.Now()
 			if row.ExpiresAt == nil {
 				t.Fatal("expires_at is NULL")
@@ -116,12 +116,12 @@ func TestTokenCreate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newCLI(t)
-			tenant := e.mustTenant("Acme")
-			stderr := e.MustFail(append([]string{"token", "create", "--tenant", tenant}, tc.args...)...)
+			tenant := e.mustTenant(t, "Acme")
+			stderr := e.MustFail(t, append([]string{"token", "create", "--tenant", tenant}, tc.args...)...)
 			if !strings.Contains(stderr, tc.wantMsg) {
 				t.Errorf("stderr %q does not mention %s", stderr, tc.wantMsg)
 			}
-			if n := e.count(&models.PersonalAccessToken{}); n != 0 {
+			if n := e.count(t, &models.PersonalAccessToken{}); n != 0 {
 				t.Errorf("%d token rows, want 0", n)
 			}
 		})
@@ -129,44 +129,44 @@ func TestTokenCreate(t *testing.T) {
 
 	t.Run("fails for an unknown tenant", func(t *testing.T) {
 		e := newCLI(t)
-		e.MustFail("token", "create", "--tenant", "999999")
-		e.MustFail("token", "create", "--tenant", "acme")
-		e.MustFail("token", "create")
+		e.MustFail(t, "token", "create", "--tenant", "999999")
+		e.MustFail(t, "token", "create", "--tenant", "acme")
+		e.MustFail(t, "token", "create")
 	})
 }
 
 func TestTokenRevoke(t *testing.T) {
 	t.Run("deletes the row", func(t *testing.T) {
 		e := newCLI(t)
-		tenant := e.mustTenant("Acme")
-		id, _, _ := e.mustToken(tenant)
-		keep, _, _ := e.mustToken(tenant)
-		raw := e.MustRun("token", "revoke", "--id", id)
+		tenant := e.mustTenant(t, "Acme")
+		id, _, _ := e.mustToken(t, tenant)
+		keep, _, _ := e.mustToken(t, tenant)
+		raw := e.MustRun(t, "token", "revoke", "--id", id)
 		mustObjectKeys(t, raw, []string{"id", "revoked"})
 		if want := `{"id":"` + id + `","revoked":true}`; string(raw) != want {
 			t.Errorf("stdout %s, want %s", raw, want)
 		}
-		if n := e.count(&models.PersonalAccessToken{}, "id = ?", id); n != 0 {
+		if n := e.count(t, &models.PersonalAccessToken{}, "id = ?", id); n != 0 {
 			t.Errorf("revoked token row still there")
 		}
-		if n := e.count(&models.PersonalAccessToken{}, "id = ?", keep); n != 1 {
+		if n := e.count(t, &models.PersonalAccessToken{}, "id = ?", keep); n != 1 {
 			t.Errorf("the other token was deleted too")
 		}
 	})
 
 	t.Run("fails a second time", func(t *testing.T) {
 		e := newCLI(t)
-		id, _, _ := e.mustToken(e.mustTenant("Acme"))
-		e.MustRun("token", "revoke", "--id", id)
-		e.MustFail("token", "revoke", "--id", id)
+		id, _, _ := e.mustToken(t, e.mustTenant(t, "Acme"))
+		e.MustRun(t, "token", "revoke", "--id", id)
+		e.MustFail(t, "token", "revoke", "--id", id)
 	})
 
 	t.Run("fails for an unknown id", func(t *testing.T) {
 		e := newCLI(t)
-		e.mustToken(e.mustTenant("Acme"))
-		e.MustFail("token", "revoke", "--id", "999999")
-		e.MustFail("token", "revoke", "--id", "abc")
-		e.MustFail("token", "revoke")
+		e.mustToken(t, e.mustTenant(t, "Acme"))
+		e.MustFail(t, "token", "revoke", "--id", "999999")
+		e.MustFail(t, "token", "revoke", "--id", "abc")
+		e.MustFail(t, "token", "revoke")
 	})
 }
 

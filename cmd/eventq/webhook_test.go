@@ -77,11 +77,11 @@ func newWebhookSink(t *testing.T, status int) *webhookSink {
 // newAPISink is a webhookSink in front of the real webhook handler of an api whose
 // PSP_WEBHOOK_SECRET is secrets, on a fresh Redis and e's database. It points the CLI's
 // REDIS_URL at that Redis and returns the sink and an inspector of the api's tasks.
-func (e *cliEnv) newAPISink(secrets ...string) (*webhookSink, *asynq.Inspector) {
-	e.t.Helper()
-	r := testenv.StartRedis(e.t)
+func (e *cliEnv) newAPISink(t *testing.T, secrets ...string) (*webhookSink, *asynq.Inspector) {
+	t.Helper()
+	r := testenv.StartRedis(t)
 	e.environ = append(e.environ, "REDIS_URL="+r.URL())
-	s := newWebhookSink(e.t, 0)
+	s := newWebhookSink(t, 0)
 	s.app = routes.New(&routes.Server{
 		DB: e.db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.New(),
 		Tasks:    asynq.NewClientFromRedisClient(r.Client()),
@@ -122,14 +122,14 @@ func (s *webhookSink) mustOne(t *testing.T) received {
 // shop is a tenant with a member and a product, created through the CLI.
 type shop struct{ tenant, member, product string }
 
-func (e *cliEnv) mustShop(account string) shop {
-	e.t.Helper()
+func (e *cliEnv) mustShop(t *testing.T, account string) shop {
+	t.Helper()
 	args := []string{"tenant", "create", "--name", "Acme"}
 	if account != "" {
 		args = append(args, "--psp-account", account)
 	}
-	tenant := str(e.t, e.MustObject(tenantKeys, args...), "id")
-	return shop{tenant, e.mustMember(tenant, "ada@example.com"), e.mustProduct(tenant, 1999, "eur")}
+	tenant := str(t, e.MustObject(t, tenantKeys, args...), "id")
+	return shop{tenant, e.mustMember(t, tenant, "ada@example.com"), e.mustProduct(t, tenant, 1999, "eur")}
 }
 
 func (s shop) args(extra ...string) []string {
@@ -155,11 +155,11 @@ func TestWebhookSend(t *testing.T) {
 	t.Run("posts a signed, realistic checkout.session.completed for the connected account", func(t *testing.T) {
 		e := newCLI(t)
 		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test", "APP_URL=https://pay.example/")
-		sink, tasks := e.newAPISink("whsec_test")
-		s := e.mustShop("acct_1ABC")
+		sink, tasks := e.newAPISink(t, "whsec_test")
+		s := e.mustShop(t, "acct_1ABC")
 		url := sink.URL + "/api/webhooks/psp"
 
-		out := e.MustObject(webhookSentKeys, s.args("--url", url)...)
+		out := e.MustObject(t, webhookSentKeys, s.args("--url", url)...)
 		r := sink.mustOne(t)
 		mustQueued(t, tasks, str(t, out, "event_id"))
 		if r.Method != http.MethodPost || r.Path != "/api/webhooks/psp" {
@@ -207,17 +207,17 @@ func TestWebhookSend(t *testing.T) {
 				t.Errorf("printed %s = %#v, want %#v", k, out[k], v)
 			}
 		}
-		if n := e.count(&models.Purchase{}); n != 0 {
+		if n := e.count(t, &models.Purchase{}); n != 0 {
 			t.Errorf("%d purchases, want 0: the CLI only sends", n)
 		}
 	})
 
 	t.Run("posts to APP_URL/api/webhooks/psp by default", func(t *testing.T) {
 		e := newCLI(t)
-		sink, _ := e.newAPISink("whsec_test")
+		sink, _ := e.newAPISink(t, "whsec_test")
 		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test", "APP_URL="+sink.URL)
-		s := e.mustShop("acct_1ABC")
-		out := e.MustObject(webhookSentKeys, s.args()...)
+		s := e.mustShop(t, "acct_1ABC")
+		out := e.MustObject(t, webhookSentKeys, s.args()...)
 		if r := sink.mustOne(t); r.Path != "/api/webhooks/psp" {
 			t.Errorf("posted to %s, want /api/webhooks/psp", r.Path)
 		}
@@ -229,10 +229,10 @@ func TestWebhookSend(t *testing.T) {
 	t.Run("honours --type", func(t *testing.T) {
 		e := newCLI(t)
 		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
-		sink, tasks := e.newAPISink("whsec_test")
-		s := e.mustShop("acct_1ABC")
+		sink, tasks := e.newAPISink(t, "whsec_test")
+		s := e.mustShop(t, "acct_1ABC")
 		typ := psp.EventAsyncPaymentSucceeded
-		out := e.MustObject(webhookSentKeys, s.args("--url", sink.URL+"/api/webhooks/psp", "--type", typ)...)
+		out := e.MustObject(t, webhookSentKeys, s.args("--url", sink.URL+"/api/webhooks/psp", "--type", typ)...)
 		ev, _ := mustVerify(t, sink.mustOne(t), "whsec_test")
 		if ev.Type != stripe.EventType(typ) || str(t, out, "type") != typ || str(t, out, "event_id") != ev.ID {
 			t.Errorf("--type %s: event type %q, printed %v", typ, ev.Type, out)
@@ -243,9 +243,9 @@ func TestWebhookSend(t *testing.T) {
 	t.Run("fails for a type the service does not fulfil, sending nothing", func(t *testing.T) {
 		e := newCLI(t)
 		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
-		sink, _ := e.newAPISink("whsec_test")
-		s := e.mustShop("acct_1ABC")
-		stderr := e.MustFail(s.args("--url", sink.URL, "--type", "checkout.session.expired")...)
+		sink, _ := e.newAPISink(t, "whsec_test")
+		s := e.mustShop(t, "acct_1ABC")
+		stderr := e.MustFail(t, s.args("--url", sink.URL, "--type", "checkout.session.expired")...)
 		if !strings.Contains(stderr, "does not fulfil") || !strings.Contains(stderr, psp.EventCheckoutCompleted) {
 			t.Errorf("stderr %q does not say the type is not handled", stderr)
 		}
@@ -257,9 +257,9 @@ func TestWebhookSend(t *testing.T) {
 	t.Run("fails naming PSP_WEBHOOK_SECRET when the api's secret differs", func(t *testing.T) {
 		e := newCLI(t)
 		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_typo")
-		sink, tasks := e.newAPISink("whsec_api")
-		s := e.mustShop("acct_1ABC")
-		stderr := e.MustFail(s.args("--url", sink.URL+"/api/webhooks/psp")...)
+		sink, tasks := e.newAPISink(t, "whsec_api")
+		s := e.mustShop(t, "acct_1ABC")
+		stderr := e.MustFail(t, s.args("--url", sink.URL+"/api/webhooks/psp")...)
 		r := sink.mustOne(t) // it was sent, answered 200 and refused
 		ev, _ := mustVerify(t, r, "whsec_typo")
 		if !strings.Contains(stderr, "PSP_WEBHOOK_SECRET") || !strings.Contains(stderr, ev.ID) || !strings.Contains(stderr, "answered 200") {
@@ -273,9 +273,9 @@ func TestWebhookSend(t *testing.T) {
 	t.Run("omits the account for a tenant without one", func(t *testing.T) {
 		e := newCLI(t)
 		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
-		sink, _ := e.newAPISink("whsec_test")
-		s := e.mustShop("")
-		e.MustObject(webhookSentKeys, s.args("--url", sink.URL+"/api/webhooks/psp")...)
+		sink, _ := e.newAPISink(t, "whsec_test")
+		s := e.mustShop(t, "")
+		e.MustObject(t, webhookSentKeys, s.args("--url", sink.URL+"/api/webhooks/psp")...)
 		r := sink.mustOne(t)
 		ev, _ := mustVerify(t, r, "whsec_test")
 		var raw map[string]json.RawMessage
@@ -291,9 +291,9 @@ func TestWebhookSend(t *testing.T) {
 		for _, env := range []string{"PSP_WEBHOOK_SECRET=whsec_new, whsec_old", "STRIPE_WEBHOOK_SECRET=whsec_new"} {
 			e := newCLI(t)
 			e.environ = append(e.environ, env)
-			sink, _ := e.newAPISink("whsec_new")
-			s := e.mustShop("acct_1ABC")
-			e.MustObject(webhookSentKeys, s.args("--url", sink.URL+"/api/webhooks/psp")...)
+			sink, _ := e.newAPISink(t, "whsec_new")
+			s := e.mustShop(t, "acct_1ABC")
+			e.MustObject(t, webhookSentKeys, s.args("--url", sink.URL+"/api/webhooks/psp")...)
 			r := sink.mustOne(t)
 			mustVerify(t, r, "whsec_new")
 			if _, err := psp.NewVerifier([]string{"whsec_old"}, clock.Real{}).Verify(r.Body, r.Header.Get("PSP-Signature")); err == nil {
@@ -305,8 +305,8 @@ func TestWebhookSend(t *testing.T) {
 	t.Run("fails naming PSP_WEBHOOK_SECRET when none is configured", func(t *testing.T) {
 		e := newCLI(t)
 		sink := newWebhookSink(t, http.StatusOK)
-		s := e.mustShop("acct_1ABC")
-		if stderr := e.MustFail(s.args("--url", sink.URL)...); !strings.Contains(stderr, "PSP_WEBHOOK_SECRET") {
+		s := e.mustShop(t, "acct_1ABC")
+		if stderr := e.MustFail(t, s.args("--url", sink.URL)...); !strings.Contains(stderr, "PSP_WEBHOOK_SECRET") {
 			t.Errorf("stderr %q does not name PSP_WEBHOOK_SECRET", stderr)
 		}
 		if n := len(sink.requests()); n != 0 {
@@ -319,8 +319,8 @@ func TestWebhookSend(t *testing.T) {
 			e := newCLI(t)
 			e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
 			sink := newWebhookSink(t, status)
-			s := e.mustShop("acct_1ABC")
-			stderr := e.MustFail(s.args("--url", sink.URL)...)
+			s := e.mustShop(t, "acct_1ABC")
+			stderr := e.MustFail(t, s.args("--url", sink.URL)...)
 			if !strings.Contains(stderr, http.StatusText(status)) || !strings.Contains(stderr, "evt_") {
 				t.Errorf("status %d: stderr %q does not give the status and the event id", status, stderr)
 			}
@@ -333,8 +333,8 @@ func TestWebhookSend(t *testing.T) {
 		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
 		sink := newWebhookSink(t, http.StatusOK)
 		sink.Close()
-		s := e.mustShop("acct_1ABC")
-		if stderr := e.MustFail(s.args("--url", sink.URL)...); !strings.Contains(stderr, sink.URL) || !strings.Contains(stderr, "not running") {
+		s := e.mustShop(t, "acct_1ABC")
+		if stderr := e.MustFail(t, s.args("--url", sink.URL)...); !strings.Contains(stderr, sink.URL) || !strings.Contains(stderr, "not running") {
 			t.Errorf("stderr %q does not name the URL and say the api is not running", stderr)
 		}
 	})
@@ -343,7 +343,7 @@ func TestWebhookSend(t *testing.T) {
 		e := newCLI(t)
 		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
 		sink := newWebhookSink(t, http.StatusOK)
-		a, b := e.mustShop("acct_A"), e.mustShop("acct_B")
+		a, b := e.mustShop(t, "acct_A"), e.mustShop(t, "acct_B")
 		for _, tc := range []struct {
 			name    string
 			s       shop
@@ -352,7 +352,7 @@ func TestWebhookSend(t *testing.T) {
 			{"member", shop{a.tenant, b.member, a.product}, "member " + b.member + " not found at tenant " + a.tenant},
 			{"product", shop{a.tenant, a.member, b.product}, "product " + b.product + " not found at tenant " + a.tenant},
 		} {
-			if stderr := e.MustFail(tc.s.args("--url", sink.URL)...); !strings.Contains(stderr, tc.wantMsg) {
+			if stderr := e.MustFail(t, tc.s.args("--url", sink.URL)...); !strings.Contains(stderr, tc.wantMsg) {
 				t.Errorf("foreign %s: stderr %q, want %q", tc.name, stderr, tc.wantMsg)
 			}
 		}
@@ -365,7 +365,7 @@ func TestWebhookSend(t *testing.T) {
 		e := newCLI(t)
 		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
 		sink := newWebhookSink(t, http.StatusOK)
-		s := e.mustShop("acct_1ABC")
+		s := e.mustShop(t, "acct_1ABC")
 		for _, tc := range []struct {
 			name    string
 			args    []string
@@ -381,7 +381,7 @@ func TestWebhookSend(t *testing.T) {
 			{"ftp url", s.args("--url", "ftp://example.com/x"), "--url"},
 			{"empty type", s.args("--url", sink.URL, "--type", ""), "--type"},
 		} {
-			if stderr := e.MustFail(tc.args...); !strings.Contains(stderr, tc.wantMsg) {
+			if stderr := e.MustFail(t, tc.args...); !strings.Contains(stderr, tc.wantMsg) {
 				t.Errorf("%s: stderr %q does not mention %q", tc.name, stderr, tc.wantMsg)
 			}
 		}
