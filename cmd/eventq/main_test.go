@@ -212,11 +212,7 @@ func (e *cliEnv) mustTenant(t *testing.T, name string) string {
 
 func TestMigrate(t *testing.T) {
 	t.Run("is idempotent on a fresh database", func(t *testing.T) {
-		url := "sqlite://" + filepath.Join(t.TempDir(), "x.db")
-		if testenv.Backend() == "postgres" {
-			url = testenv.DatabaseURL(t)
-		}
-		e := newCLIWithURL(t, url)
+		e := newCLIWithURL(t, testenv.EmptyDatabaseURL(t))
 		for i := 1; i <= 2; i++ {
 			if got := e.MustRun(t, "migrate"); string(got) != `{"migrated":true}` {
 				t.Errorf("migrate #%d printed %s, want {\"migrated\":true}", i, got)

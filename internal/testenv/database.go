@@ -38,24 +38,78 @@ func Backend() string {
 // temp dir, or a new database on the package's Postgres server.
 func DatabaseURL(t testing.TB) string {
 	t.Helper()
-	var url string
 	switch Backend() {
 	case "postgres":
-		url = postgresDatabase(t)
+		return postgresDatabase(t, true)
 	case "none":
 		t.Fatal("EVENTQ_TEST_DB=none: this package is listed as database-free in scripts/test.sh, but a test asks for a database; remove it from that list")
-	default:
-		url = "sqlite://" + filepath.Join(t.TempDir(), "eventq.db")
 	}
+	dst := filepath.Join(t.TempDir(), "eventq.db")
+	if err := copyFile(sqliteTemplate.path(t), dst); err != nil {
+		t.Fatalf("copy the migrated database: %v", err)
+	}
+	return "sqlite://" + dst
+}
+
+// EmptyDatabaseURL is DatabaseURL without the migrations: for tests of migrating itself.
+func EmptyDatabaseURL(t testing.TB) string {
+	t.Helper()
+	if Backend() == "postgres" {
+		return postgresDatabase(t, false)
+	}
+	return "sqlite://" + filepath.Join(t.TempDir(), "eventq.db")
+}
+
+// sqliteTemplate is a SQLite database migrated once per test binary; each test gets a copy of
+// its file, which is much cheaper than migrating again.
+var sqliteTemplate template
+
+type template struct {
+	once sync.Once
+	file string
+	err  error
+}
+
+func (tp *template) path(t testing.TB) string {
+	t.Helper()
+	tp.once.Do(func() {
+		dir, err := os.MkdirTemp("", "eventq-sqlite-template-")
+		if err != nil {
+			tp.err = err
+			return
+		}
+		tp.file = filepath.Join(dir, "template.db")
+		tp.err = migrate("sqlite://" + tp.file)
+	})
+	if tp.err != nil {
+		t.Fatalf("migrate the template database: %v", tp.err)
+	}
+	return tp.file
+}
+
+// migrate applies the migrations to the database at url and closes it; a SQLite file is
+// checkpointed first, so that the file alone holds everything.
+func migrate(url string) error {
 	db, err := database.Open(url)
 	if err != nil {
-		t.Fatalf("open database: %v", err)
+		return err
 	}
 	defer database.Close(db)
 	if err := database.Migrate(db); err != nil {
-		t.Fatalf("migrate: %v", err)
+		return err
 	}
-	return url
+	if !database.IsPostgres(db) {
+		return db.Exec("PRAGMA wal_checkpoint(TRUNCATE)").Error
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o600)
 }
 
 // DB opens a fresh, migrated database for t, closed when the test ends.
@@ -75,6 +129,9 @@ func DB(t testing.TB) (*gorm.DB, string) {
 func Main(m interface{ Run() int }, cleanups ...func()) {
 	code := m.Run()
 	pg.stop()
+	if sqliteTemplate.file != "" {
+		os.RemoveAll(filepath.Dir(sqliteTemplate.file))
+	}
 	for _, f := range cleanups {
 		f()
 	}
@@ -89,6 +146,10 @@ type Postgres struct {
 	cmd    *exec.Cmd
 	admin  *sql.DB
 	serial atomic.Int64
+
+	template    sync.Once
+	templateErr error
+	copying     sync.Mutex
 }
 
 type sharedPostgres struct {
@@ -105,13 +166,24 @@ func (s *sharedPostgres) stop() {
 	}
 }
 
-func postgresDatabase(t testing.TB) string {
+// postgresDatabase creates a database on the package's server: a copy of a migrated template
+// when migrated, else an empty one.
+func postgresDatabase(t testing.TB, migrated bool) string {
 	t.Helper()
 	pg.once.Do(func() { pg.srv, pg.err = StartPostgres() })
 	if pg.err != nil {
 		t.Fatalf("postgres: %v", pg.err)
 	}
-	url, err := pg.srv.CreateDatabase(fmt.Sprintf("t_%d_%d", os.Getpid(), pg.srv.serial.Add(1)))
+	name := fmt.Sprintf("t_%d_%d", os.Getpid(), pg.srv.serial.Add(1))
+	var (
+		url string
+		err error
+	)
+	if migrated {
+		url, err = pg.srv.CreateMigratedDatabase(name)
+	} else {
+		url, err = pg.srv.CreateDatabase(name)
+	}
 	if err != nil {
 		t.Fatalf("create database: %v", err)
 	}
@@ -194,6 +266,31 @@ func (s *Postgres) URL(name string) string {
 // CreateDatabase creates an empty database and returns its URL.
 func (s *Postgres) CreateDatabase(name string) (string, error) {
 	if _, err := s.admin.Exec("CREATE DATABASE " + name); err != nil {
+		return "", err
+	}
+	return s.URL(name), nil
+}
+
+// templateName is the migrated database CreateMigratedDatabase copies.
+const templateName = "eventq_template"
+
+// CreateMigratedDatabase creates a database with every migration applied, as a copy of a
+// template migrated once per server.
+func (s *Postgres) CreateMigratedDatabase(name string) (string, error) {
+	s.template.Do(func() {
+		var url string
+		if url, s.templateErr = s.CreateDatabase(templateName); s.templateErr == nil {
+			s.templateErr = migrate(url)
+		}
+	})
+	if s.templateErr != nil {
+		return "", fmt.Errorf("migrate the template database: %w", s.templateErr)
+	}
+	// Copies of one template are serialised: Postgres refuses to copy a database that another
+	// CREATE DATABASE is reading.
+	s.copying.Lock()
+	defer s.copying.Unlock()
+	if _, err := s.admin.Exec("CREATE DATABASE " + name + " TEMPLATE " + templateName); err != nil {
 		return "", err
 	}
 	return s.URL(name), nil
