@@ -11,10 +11,9 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/apperr"
-	"github.com/eventq/eventq/internal/fulfil"
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/validate"
-	"github.com/eventq/eventq/jobs"
 	"github.com/eventq/eventq/models"
 )
 
@@ -97,8 +96,8 @@ func (s *Server) checkoutReturn(c *fiber.Ctx) error {
 	if cs.Metadata["tenant_id"] != models.FormatID(tenant.ID) {
 		return errNotFound
 	}
-	res, err := s.Fulfil.Fulfil(ctx, jobs.SessionOf(cs, account))
-	if errors.Is(err, fulfil.ErrRejected) {
+	res, err := s.Payments.Fulfil(ctx, payments.SessionOf(cs, account))
+	if errors.Is(err, payments.ErrRejected) {
 		s.Log.Warn("return page: checkout not fulfilled", "session_id", cs.ID, "reason", err.Error())
 		return errNotFound
 	}

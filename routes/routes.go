@@ -18,8 +18,8 @@ import (
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
-	"github.com/eventq/eventq/internal/fulfil"
 	"github.com/eventq/eventq/internal/metrics"
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/ratelimit"
 	"github.com/eventq/eventq/internal/redisconn"
@@ -54,8 +54,8 @@ type Server struct {
 	Webhooks *psp.Verifier
 	// PSP calls the provider's API.
 	PSP *psp.Client
-	// Fulfil is the shared fulfilment path.
-	Fulfil *fulfil.Fulfiller
+	// Payments is the payment flow; the return page fulfils through it.
+	Payments *payments.Service
 	// Metrics counts requests and outcomes and serves /metrics.
 	Metrics *metrics.Metrics
 	// Limiter enforces Limits; nil lets everything through.

@@ -395,7 +395,7 @@ func TestReturnPageRefusesForeignSessions(t *testing.T) {
 		}
 	}
 	paid := func(account string, md map[string]string) string {
-		cs := fake.AddSession(account, psp.CheckoutSession{
+		cs := fake.AddSession(account, psp.SessionObject{
 			AmountTotal: 1999, Currency: "usd", Mode: "payment", Metadata: md,
 			PaymentStatus: "unpaid", Status: "open",
 		})
@@ -545,7 +545,7 @@ func TestCheckoutWithoutKeyIs503AndSendsNothing(t *testing.T) {
 	fake := testenv.StartFakePSP(t)
 	e := startAPI(t, "PSP_API_BASE="+fake.URL, "APP_URL="+checkoutAppURL)
 	s := e.MustShop(false)
-	cs := fake.AddSession(s.Account, psp.CheckoutSession{
+	cs := fake.AddSession(s.Account, psp.SessionObject{
 		AmountTotal: 1999, Currency: "usd", Mode: "payment", PaymentStatus: "unpaid", Status: "open",
 		Metadata: map[string]string{"tenant_id": models.FormatID(s.ID), "audience_member_id": models.FormatID(s.Member.ID),
 			"product_id": models.FormatID(s.Product.ID)},

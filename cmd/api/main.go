@@ -19,8 +19,8 @@ import (
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/fulfil"
 	"github.com/eventq/eventq/internal/infra"
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/ratelimit"
 	"github.com/eventq/eventq/internal/tracking"
@@ -90,10 +90,12 @@ func (m *Main) Open() error {
 		Tasks:          m.tasks,
 		Webhooks:       psp.NewVerifier(m.Config.PSP.WebhookSecrets, m.Clock),
 		PSP:            psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase),
-		Fulfil:         fulfil.New(in.DB, in.Flags, ingest, m.Config.AppURL, m.Log, mx),
-		Metrics:        mx,
-		Limiter:        ratelimit.New(in.Redis[config.DefaultConnection], m.Clock, mx),
-		Limits:         m.Config.Limits,
+		Payments: &payments.Service{
+			DB: in.DB, Queueing: in.Flags, Ingest: ingest, AppURL: m.Config.AppURL, Log: m.Log, Metrics: mx,
+		},
+		Metrics: mx,
+		Limiter: ratelimit.New(in.Redis[config.DefaultConnection], m.Clock, mx),
+		Limits:  m.Config.Limits,
 	})
 	m.ln, err = net.Listen("tcp", m.Config.HTTPAddr)
 	if err != nil {

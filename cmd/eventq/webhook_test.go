@@ -138,13 +138,13 @@ func (s shop) args(extra ...string) []string {
 
 // mustVerify checks the request the way the webhook endpoint does, with secret, and returns
 // the event and its checkout session.
-func mustVerify(t *testing.T, r received, secret string) (stripe.Event, psp.CheckoutSession) {
+func mustVerify(t *testing.T, r received, secret string) (stripe.Event, psp.SessionObject) {
 	t.Helper()
 	ev, err := psp.NewVerifier([]string{secret}, clock.Real{}).Verify(r.Body, r.Header.Get("PSP-Signature"))
 	if err != nil {
 		t.Fatalf("verify with %s: %v (PSP-Signature %q)", secret, err, r.Header.Get("PSP-Signature"))
 	}
-	var session psp.CheckoutSession
+	var session psp.SessionObject
 	if err := json.Unmarshal(ev.Data.Raw, &session); err != nil {
 		t.Fatalf("decode data.object %s: %v", ev.Data.Raw, err)
 	}
