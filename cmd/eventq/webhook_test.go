@@ -17,8 +17,10 @@ import (
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/metrics"
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/jobs"
 	"github.com/eventq/eventq/models"
 	"github.com/eventq/eventq/routes"
 )
@@ -82,10 +84,13 @@ func (e *cliEnv) newAPISink(secrets ...string) (*webhookSink, *asynq.Inspector) 
 	r := testenv.StartRedis(e.t)
 	e.environ = append(e.environ, "REDIS_URL="+r.URL())
 	s := newWebhookSink(e.t, 0)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	s.app = routes.New(&routes.Server{
-		DB: e.db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.New(),
-		Tasks:    asynq.NewClientFromRedisClient(r.Client()),
-		Webhooks: psp.NewVerifier(secrets, clock.Real{}),
+		Log: log, Metrics: metrics.New(),
+		Payments: &payments.Service{
+			DB: e.db, Log: log, Webhooks: psp.NewVerifier(secrets, clock.Real{}),
+			Queue: jobs.NewEventQueue(asynq.NewClientFromRedisClient(r.Client())),
+		},
 	})
 	return s, asynq.NewInspectorFromRedisClient(r.Client())
 }
