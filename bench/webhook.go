@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
-	"github.com/eventq/eventq/models"
 )
 
 // Webhook is scenario 4: signed checkout.session.completed deliveries at a fixed rate, with
@@ -45,14 +45,11 @@ type delivery struct {
 func paidDeliveries(shop *tenant, n int, tag string) []delivery {
 	now := time.Now()
 	out := make([]delivery, n)
-	meta := map[string]string{
-		"tenant_id": models.FormatID(shop.ID), "audience_member_id": models.FormatID(shop.Member.ID),
-		"product_id": models.FormatID(shop.Product.ID),
-	}
+	meta := payments.Metadata(shop.ID, shop.Member.ID, shop.Product.ID)
 	for i := range out {
 		id := psp.NewID("cs_test_" + tag)
 		pi := psp.NewID("pi")
-		cs := psp.CheckoutSession{
+		cs := psp.SessionObject{
 			ID: id, AmountTotal: shop.Product.Amount, Currency: shop.Product.Currency,
 			CustomerEmail: shop.Member.Email, Metadata: meta, Mode: "payment", PaymentIntent: &pi,
 			PaymentStatus: "paid", Status: "complete", Created: now.Unix(),

@@ -17,8 +17,8 @@ import (
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
-	"github.com/eventq/eventq/internal/fulfil"
 	"github.com/eventq/eventq/internal/metrics"
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/internal/tracking"
@@ -47,17 +47,20 @@ func startEnv(t *testing.T) *env {
 	fake := testenv.StartFakePSP(t)
 	rdb := r.Client()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	queue := eventqueue.New(rdb)
+	store := eventqueue.New(rdb)
 	flags := features.New(db, clock.Real{})
 	mx := metrics.New()
-	ingest := tracking.NewIngestor(db, flags, queue, clock.Real{}, log, mx)
+	ingest := tracking.NewIngestor(db, flags, store, clock.Real{}, log, mx)
 	t.Cleanup(ingest.Close)
 	tasks := asynq.NewClientFromRedisClient(rdb)
+	queue := NewEventQueue(tasks)
 	h := &Handlers{
-		DB: db, Ingest: ingest, Tasks: tasks, Log: log,
-		Fulfil: fulfil.New(db, flags, ingest, "https://app.example", log, mx),
-		Reconciler: &Reconciler{
-			DB: db, PSP: psp.NewClient("sk_test_jobs", fake.URL), Tasks: tasks, Clock: clock.Real{}, Log: log, Metrics: mx,
+		Ingest: ingest, Log: log,
+		Payments: &payments.Service{
+			DB: db, Queue: queue, Queueing: flags, Ingest: ingest, AppURL: "https://app.example", Log: log, Metrics: mx,
+		},
+		Reconciler: &payments.Reconciler{
+			DB: db, PSP: psp.NewClient("sk_test_jobs", fake.URL), Queue: queue, Clock: clock.Real{}, Log: log, Metrics: mx,
 		},
 	}
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
@@ -70,7 +73,7 @@ func startEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
-	return &env{t: t, DB: db, PSP: fake, Tasks: tasks, Inspect: asynq.NewInspectorFromRedisClient(rdb), Queue: queue, H: h, Metrics: mx}
+	return &env{t: t, DB: db, PSP: fake, Tasks: tasks, Inspect: asynq.NewInspectorFromRedisClient(rdb), Queue: store, H: h, Metrics: mx}
 }
 
 // shop is a tenant with UseQueueEvents active, a member and a product.
@@ -103,9 +106,9 @@ func (e *env) MustShop(account string) shop {
 // PaidSession stores a session of s at the fake provider, pays it and records its
 // checkout.session.completed event there (as if its delivery were lost). It returns the
 // session and the event.
-func (e *env) PaidSession(s shop) (cs psp.CheckoutSession, eventID string, payload []byte) {
+func (e *env) PaidSession(s shop) (cs psp.SessionObject, eventID string, payload []byte) {
 	e.t.Helper()
-	cs = e.PSP.AddSession(s.Account, psp.CheckoutSession{
+	cs = e.PSP.AddSession(s.Account, psp.SessionObject{
 		AmountTotal: s.Product.Amount, Currency: s.Product.Currency, Mode: "payment", PaymentStatus: "unpaid", Status: "open",
 		Metadata: map[string]string{
 			"tenant_id": models.FormatID(s.Tenant.ID), "audience_member_id": models.FormatID(s.Member.ID),

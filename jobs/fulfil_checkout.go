@@ -11,7 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/stripe/stripe-go/v76"
 
-	"github.com/eventq/eventq/internal/fulfil"
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
 )
 
@@ -21,39 +21,27 @@ const (
 	TypeCheckoutAsyncPaymentSucceeded = "psp:" + psp.EventAsyncPaymentSucceeded
 )
 
-// FulfilCheckout handles both checkout task types: it fulfils the event's session through the
-// shared fulfilment path. Sessions that can never be fulfilled are logged and not retried.
+// FulfilCheckout handles both checkout task types: it fulfils the event's session through
+// payments.Service.Fulfil. Sessions that can never be fulfilled are logged and not retried.
 func (h *Handlers) FulfilCheckout(ctx context.Context, t *asynq.Task) error {
 	var ev stripe.Event
 	if err := json.Unmarshal(t.Payload(), &ev); err != nil || ev.Data == nil {
 		return fmt.Errorf("fulfil checkout: payload is not an event: %w", asynq.SkipRetry)
 	}
-	var cs stripe.CheckoutSession
-	if err := json.Unmarshal(ev.Data.Raw, &cs); err != nil || cs.ID == "" {
-		return fmt.Errorf("fulfil checkout: event %s carries no checkout session: %w", ev.ID, asynq.SkipRetry)
+	s, err := payments.SessionOfEvent(&ev)
+	if err != nil {
+		return fmt.Errorf("fulfil checkout: %v: %w", err, asynq.SkipRetry)
 	}
-	res, err := h.Fulfil.Fulfil(ctx, SessionOf(&cs, ev.Account))
-	if errors.Is(err, fulfil.ErrRejected) {
-		h.Log.Warn("checkout not fulfilled", "event_id", ev.ID, "session_id", cs.ID, "reason", err.Error())
+	res, err := h.Payments.Fulfil(ctx, s)
+	if errors.Is(err, payments.ErrRejected) {
+		h.Log.Warn("checkout not fulfilled", "event_id", ev.ID, "session_id", s.ID, "reason", err.Error())
 		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
 	}
 	if err != nil {
-		return fmt.Errorf("fulfil checkout %s: %w", cs.ID, err)
+		return fmt.Errorf("fulfil checkout %s: %w", s.ID, err)
 	}
-	h.Log.Info("checkout processed", "event_id", ev.ID, "session_id", cs.ID, "status", res.Status, "purchase_id", res.PurchaseID)
+	h.Log.Info("checkout processed", "event_id", ev.ID, "session_id", s.ID, "status", res.Status, "purchase_id", res.PurchaseID)
 	return nil
-}
-
-// SessionOf converts a provider session on account to what fulfilment needs.
-func SessionOf(cs *stripe.CheckoutSession, account string) fulfil.Session {
-	s := fulfil.Session{
-		ID: cs.ID, Account: account, PaymentStatus: string(cs.PaymentStatus),
-		AmountTotal: cs.AmountTotal, Currency: string(cs.Currency), Metadata: cs.Metadata,
-	}
-	if cs.PaymentIntent != nil {
-		s.PaymentIntent = cs.PaymentIntent.ID
-	}
-	return s
 }
 
 // RetryDelay is the back-off between attempts of a failed task: 1 s, 2 s, 4 s … capped at

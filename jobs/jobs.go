@@ -1,27 +1,36 @@
 // Package jobs owns eventq's background tasks: for each, its type name, payload, constructor
-// and handler live in one file so producer and consumer cannot drift apart.
+// and handler live in one file so producer and consumer cannot drift apart. Handlers decode
+// their task and call the package that does the work (payments, tracking).
 package jobs
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
 	"github.com/hibiken/asynq"
-	"gorm.io/gorm"
 
-	"github.com/eventq/eventq/internal/fulfil"
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/tracking"
 )
 
 // Handlers holds what the task handlers need.
 type Handlers struct {
-	DB     *gorm.DB
+	// Ingest re-pushes events whose queue append failed.
 	Ingest *tracking.Ingestor
-	Fulfil *fulfil.Fulfiller
-	Tasks  *asynq.Client
-	Log    *slog.Logger
+	// Payments fulfils, revokes and drains the webhook inbox.
+	Payments Payments
 	// Reconciler runs the periodic reconciliation; nil when no provider key is configured.
-	Reconciler *Reconciler
+	Reconciler *payments.Reconciler
+	Log        *slog.Logger
+}
+
+// Payments is what the payment tasks need of the payment flow; *payments.Service is one.
+type Payments interface {
+	Fulfil(ctx context.Context, s payments.Session) (payments.Result, error)
+	Revoke(ctx context.Context, r payments.Reversal) (string, error)
+	Ignored()
+	DrainInbox(ctx context.Context) error
 }
 
 // Register binds every task type to its handler on mux.

@@ -1,12 +1,14 @@
 package jobs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hibiken/asynq"
 
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
 )
 
@@ -38,15 +40,39 @@ func EventTaskType(eventType string) (string, bool) {
 // NewEventTask returns the task that handles a verified provider event; payload is the
 // event's JSON. The task id is the event id, whoever enqueues it (webhook, inbox drain,
 // reconciliation): enqueueing a duplicate fails with asynq.ErrTaskIDConflict, which means
-// "already queued".
+// "already queued". The error wraps payments.ErrNotHandled.
 func NewEventTask(eventID, eventType string, payload []byte) (*asynq.Task, error) {
 	typ, ok := EventTaskType(eventType)
 	if !ok {
-		return nil, fmt.Errorf("jobs: event type %q is not handled", eventType)
+		return nil, fmt.Errorf("jobs: event type %q is not handled: %w", eventType, payments.ErrNotHandled)
 	}
 	if eventID == "" {
-		return nil, errors.New("jobs: event without id")
+		return nil, fmt.Errorf("jobs: event without id: %w", payments.ErrNotHandled)
 	}
 	return asynq.NewTask(typ, payload, asynq.TaskID(eventID), asynq.MaxRetry(maxRetry),
 		asynq.Retention(taskRetention), asynq.Timeout(2*time.Minute)), nil
+}
+
+// EventQueue is payments.EventQueue on asynq: each event is enqueued as the task NewEventTask
+// returns, on the client's Redis.
+type EventQueue struct {
+	tasks *asynq.Client
+}
+
+// NewEventQueue returns an EventQueue enqueueing with tasks.
+func NewEventQueue(tasks *asynq.Client) *EventQueue { return &EventQueue{tasks: tasks} }
+
+// Enqueue implements payments.EventQueue: a task id conflict is payments.ErrAlreadyQueued, an
+// event NewEventTask refuses payments.ErrNotHandled. It blocks for one Redis round trip at
+// most as long as ctx allows.
+func (q *EventQueue) Enqueue(ctx context.Context, eventID, eventType string, payload []byte) error {
+	task, err := NewEventTask(eventID, eventType, payload)
+	if err != nil {
+		return err
+	}
+	_, err = q.tasks.EnqueueContext(ctx, task)
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		return fmt.Errorf("%w: %s", payments.ErrAlreadyQueued, eventID)
+	}
+	return err
 }

@@ -12,12 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/eventq/eventq/internal/clock"
-	"github.com/eventq/eventq/internal/fulfil"
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/models"
 )
 
-func since72h() ReconcileOptions {
-	return ReconcileOptions{Since: time.Now().Add(-DefaultReconcileSince)}
+func since72h() payments.ReconcileOptions {
+	return payments.ReconcileOptions{Since: time.Now().Add(-payments.DefaultReconcileSince)}
 }
 
 func TestReconcileFulfilsMissedDeliveriesOnce(t *testing.T) {
@@ -56,7 +56,7 @@ func TestReconcileFulfilsMissedDeliveriesOnce(t *testing.T) {
 				t.Errorf("session %s: %d purchases, want 1", cs, n)
 			}
 		}
-		if got := e.QueuedTypes(platform.Tenant.ID); len(got) != 1 || got[0] != fulfil.EventPurchaseCompleted {
+		if got := e.QueuedTypes(platform.Tenant.ID); len(got) != 1 || got[0] != payments.EventPurchaseCompleted {
 			t.Errorf("platform tenant's queue %v, want one purchase_completed", got)
 		}
 	})
@@ -93,7 +93,7 @@ func TestReconcileFulfilsMissedDeliveriesOnce(t *testing.T) {
 	})
 
 	t.Run("--tenant limits the run to that tenant", func(t *testing.T) {
-		res, err := e.H.Reconciler.Run(context.Background(), ReconcileOptions{Since: time.Now().Add(-time.Hour), TenantID: platform.Tenant.ID})
+		res, err := e.H.Reconciler.Run(context.Background(), payments.ReconcileOptions{Since: time.Now().Add(-time.Hour), TenantID: platform.Tenant.ID})
 		must(t, err)
 		if res.Checked != 1 || res.Enqueued != 0 {
 			t.Errorf("run for the platform tenant = %+v, want checked 1 (its own checkout only)", res)
@@ -195,8 +195,8 @@ func TestReconcilePeriodicStartsAtTheLastRunMinusOverlap(t *testing.T) {
 			lists = append(lists, c.Form.Get("created[gte]"))
 		}
 	}
-	wantFirst := strconv.FormatInt(first.Add(-DefaultReconcileSince).Unix(), 10)
-	wantSecond := strconv.FormatInt(first.Add(-ReconcileOverlap).Unix(), 10)
+	wantFirst := strconv.FormatInt(first.Add(-payments.DefaultReconcileSince).Unix(), 10)
+	wantSecond := strconv.FormatInt(first.Add(-payments.ReconcileOverlap).Unix(), 10)
 	if len(lists) != 2 || lists[0] != wantFirst || lists[1] != wantSecond {
 		t.Errorf("created[gte] of the two runs %v, want [%s %s]", lists, wantFirst, wantSecond)
 	}

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/eventq/eventq/internal/fulfil"
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/models"
 )
 
@@ -48,9 +48,9 @@ func (e *env) assertPurchase(t *testing.T, p models.Purchase, status string, inF
 }
 
 var (
-	completed = []string{fulfil.EventPurchaseCompleted}
-	refunded  = []string{fulfil.EventPurchaseCompleted, fulfil.EventPurchaseRefunded}
-	disputed  = []string{fulfil.EventPurchaseCompleted, fulfil.EventPurchaseDisputed}
+	completed = []string{payments.EventPurchaseCompleted}
+	refunded  = []string{payments.EventPurchaseCompleted, payments.EventPurchaseRefunded}
+	disputed  = []string{payments.EventPurchaseCompleted, payments.EventPurchaseDisputed}
 )
 
 func TestRefundsAndDisputesRevoke(t *testing.T) {

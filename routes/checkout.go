@@ -1,71 +1,34 @@
 package routes
 
 import (
-	"errors"
 	"fmt"
 	"html/template"
-	"net/url"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
-	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/apperr"
-	"github.com/eventq/eventq/internal/fulfil"
-	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/validate"
-	"github.com/eventq/eventq/jobs"
 	"github.com/eventq/eventq/models"
 )
 
 var errNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}
 
-// createCheckout answers POST /api/platform/checkout/sessions: a payment Checkout Session on
-// the tenant's connected account for one product and member, with the metadata fulfilment
-// resolves and a success URL that leads to the return page.
+// createCheckout answers POST /api/platform/checkout/sessions: it checks the body's shape and
+// creates the session with payments.Service.CreateCheckout for the token's tenant.
 func (s *Server) createCheckout(c *fiber.Ctx) error {
 	in := validate.DecodeObject(c.Body())
 	var errs apperr.FieldErrors
 	memberID := idField(&errs, "audience_member_id", in)
 	productID := idField(&errs, "product_id", in)
 	cancelURL, ok := validate.RequiredString(&errs, "cancel_url", in["cancel_url"], 2048)
-	if ok {
-		if u, err := url.Parse(cancelURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			validate.Add(&errs, "cancel_url", "must be a valid URL.")
-		}
+	if ok && !validate.HTTPURL(cancelURL) {
+		validate.Add(&errs, "cancel_url", "must be a valid URL.")
 	}
 	if err := errs.Err(); err != nil {
 		return err
 	}
-	ctx := c.UserContext()
-	tenantID := principal(c).TenantID
-	var (
-		tenant  models.Tenant
-		member  models.AudienceMember
-		product models.Product
-	)
-	if err := s.DB.WithContext(ctx).Take(&tenant, tenantID).Error; err != nil {
-		return err
-	}
-	if err := existsIn(s.DB.WithContext(ctx), &member, memberID, tenantID); err != nil {
-		errs.Add("audience_member_id", "The selected audience member id is invalid.")
-	}
-	if err := existsIn(s.DB.WithContext(ctx), &product, productID, tenantID); err != nil {
-		errs.Add("product_id", "The selected product id is invalid.")
-	}
-	if err := errs.Err(); err != nil {
-		return err
-	}
-	account := tenant.Account()
-	cs, err := s.PSP.CreateCheckoutSession(ctx, psp.CheckoutParams{
-		Account: account, ProductName: product.Name, Amount: product.Amount, Currency: product.Currency,
-		CustomerEmail: member.Email, CancelURL: cancelURL,
-		SuccessURL: fmt.Sprintf("%s/checkout/return?tenant=%d&session_id={CHECKOUT_SESSION_ID}", s.AppURL, tenant.ID),
-		Metadata: map[string]string{
-			"tenant_id": models.FormatID(tenant.ID), "audience_member_id": models.FormatID(member.ID),
-			"product_id": models.FormatID(product.ID),
-		},
-	})
+	cs, err := s.Payments.CreateCheckout(c.UserContext(), principal(c).TenantID, memberID, productID, cancelURL)
 	if err != nil {
 		return err
 	}
@@ -73,35 +36,14 @@ func (s *Server) createCheckout(c *fiber.Ctx) error {
 }
 
 // checkoutReturn answers GET /checkout/return?tenant=…&session_id=…, where the provider sends
-// the member after paying: it retrieves the session as the tenant's account and fulfils it
-// through the same path as the webhook worker.
+// the member after paying: payments.Service.Return fulfils the session, and the answer is JSON
+// or a small HTML page.
 func (s *Server) checkoutReturn(c *fiber.Ctx) error {
-	ctx := c.UserContext()
 	tenantID, ok := models.ParseID(query(c, "tenant"))
-	sessionID := strings.TrimSpace(query(c, "session_id"))
-	if !ok || sessionID == "" || len(sessionID) > 255 {
+	if !ok {
 		return errNotFound
 	}
-	var tenant models.Tenant
-	if err := s.DB.WithContext(ctx).Take(&tenant, tenantID).Error; err != nil {
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return errNotFound
-		}
-		return err
-	}
-	account := tenant.Account()
-	cs, err := s.PSP.GetCheckoutSession(ctx, account, sessionID)
-	if err != nil {
-		return err
-	}
-	if cs.Metadata["tenant_id"] != models.FormatID(tenant.ID) {
-		return errNotFound
-	}
-	res, err := s.Fulfil.Fulfil(ctx, jobs.SessionOf(cs, account))
-	if errors.Is(err, fulfil.ErrRejected) {
-		s.Log.Warn("return page: checkout not fulfilled", "session_id", cs.ID, "reason", err.Error())
-		return errNotFound
-	}
+	res, err := s.Payments.Return(c.UserContext(), tenantID, strings.TrimSpace(query(c, "session_id")))
 	if err != nil {
 		return err
 	}
@@ -136,7 +78,7 @@ var returnPage = template.Must(template.New("return").Parse(`<!doctype html>
 `))
 
 // idField applies "required" to an id given as a JSON string or number; an unparsable id
-// is 0, which the exists check then rejects.
+// is 0, which CreateCheckout then rejects as not the tenant's.
 func idField(errs *apperr.FieldErrors, field string, in map[string]any) uint64 {
 	v := in[field]
 	if v == nil {
@@ -145,11 +87,4 @@ func idField(errs *apperr.FieldErrors, field string, in map[string]any) uint64 {
 	}
 	id, _ := models.ParseID(strings.TrimSpace(fmt.Sprint(v))) // 0 fails the exists check
 	return id
-}
-
-func existsIn(db *gorm.DB, dst any, id, tenantID uint64) error {
-	if id == 0 {
-		return gorm.ErrRecordNotFound
-	}
-	return db.Where("id = ? AND tenant_id = ?", id, tenantID).Take(dst).Error
 }

@@ -19,7 +19,7 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 	defer cancel()
 	checks := fiber.Map{"database": "ok", "redis": "ok"}
 	ready := true
-	if sqlDB, err := s.DB.DB(); err != nil || sqlDB.PingContext(ctx) != nil {
+	if s.PingDB(ctx) != nil {
 		checks["database"], ready = "unreachable", false
 	}
 	if err := s.Redis.Ping(ctx); err != nil {

@@ -3,6 +3,7 @@
 package routes
 
 import (
+	"context"
 	"log/slog"
 	"net/netip"
 	"time"
@@ -10,17 +11,14 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/cors"
 	"github.com/gofiber/fiber/v2/middleware/requestid"
-	"github.com/hibiken/asynq"
-	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/docs"
 	"github.com/eventq/eventq/internal/auth"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
-	"github.com/eventq/eventq/internal/fulfil"
 	"github.com/eventq/eventq/internal/metrics"
-	"github.com/eventq/eventq/internal/psp"
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/ratelimit"
 	"github.com/eventq/eventq/internal/redisconn"
 	"github.com/eventq/eventq/internal/tracking"
@@ -33,9 +31,10 @@ const maxBodyBytes = 1 << 20
 // Server holds what the handlers need. Every field is required unless its comment says it may
 // be nil.
 type Server struct {
-	DB    *gorm.DB
-	Redis redisconn.Set
-	Auth  *auth.Authenticator
+	// PingDB reports whether the database answers; readyz calls it.
+	PingDB func(ctx context.Context) error
+	Redis  redisconn.Set
+	Auth   *auth.Authenticator
 	// Queueing says which tenants' events are queued (UseQueueEvents).
 	Queueing features.Queueing
 	Queue    *eventqueue.Store
@@ -46,16 +45,8 @@ type Server struct {
 	Ingest         *tracking.Ingestor
 	Log            *slog.Logger
 	TrustedProxies []netip.Prefix
-	// AppURL is the public base URL, without a trailing slash.
-	AppURL string
-	// Tasks enqueues background jobs (on the default Redis connection).
-	Tasks *asynq.Client
-	// Webhooks verifies provider signatures.
-	Webhooks *psp.Verifier
-	// PSP calls the provider's API.
-	PSP *psp.Client
-	// Fulfil is the shared fulfilment path.
-	Fulfil *fulfil.Fulfiller
+	// Payments is the checkout and payment flow behind the checkout, return and webhook routes.
+	Payments *payments.Service
 	// Metrics counts requests and outcomes and serves /metrics.
 	Metrics *metrics.Metrics
 	// Limiter enforces Limits; nil lets everything through.

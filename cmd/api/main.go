@@ -19,11 +19,12 @@ import (
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/fulfil"
 	"github.com/eventq/eventq/internal/infra"
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/ratelimit"
 	"github.com/eventq/eventq/internal/tracking"
+	"github.com/eventq/eventq/jobs"
 	"github.com/eventq/eventq/routes"
 )
 
@@ -81,16 +82,17 @@ func (m *Main) Open() error {
 	m.ingest = ingest
 	m.waiter = eventqueue.NewWaiter(in.Redis[m.Config.QueueConnection], m.Log)
 	m.trims = tracking.NewTrimLog(in.DB, m.Log)
+	pay := &payments.Service{
+		DB: in.DB, PSP: psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase),
+		Webhooks: psp.NewVerifier(m.Config.PSP.WebhookSecrets, m.Clock), Queue: jobs.NewEventQueue(m.tasks),
+		Queueing: in.Flags, Ingest: ingest, AppURL: m.Config.AppURL, Log: m.Log, Metrics: mx,
+	}
 	m.app = routes.New(&routes.Server{
-		DB: in.DB, Redis: in.Redis, Queueing: in.Flags, Queue: in.Queue, Log: m.Log, Ingest: ingest,
+		PingDB: in.PingDB, Redis: in.Redis, Queueing: in.Flags, Queue: in.Queue, Log: m.Log, Ingest: ingest,
 		Waiter: m.waiter, Trims: m.trims,
 		Auth:           auth.NewAuthenticator(in.DB, m.Clock, m.Log),
 		TrustedProxies: m.Config.TrustedProxies,
-		AppURL:         m.Config.AppURL,
-		Tasks:          m.tasks,
-		Webhooks:       psp.NewVerifier(m.Config.PSP.WebhookSecrets, m.Clock),
-		PSP:            psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase),
-		Fulfil:         fulfil.New(in.DB, in.Flags, ingest, m.Config.AppURL, m.Log, mx),
+		Payments:       pay,
 		Metrics:        mx,
 		Limiter:        ratelimit.New(in.Redis[config.DefaultConnection], m.Clock, mx),
 		Limits:         m.Config.Limits,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/jobs"
 	"github.com/eventq/eventq/models"
@@ -58,18 +59,18 @@ func (c *cli) pspCommand() *cobra.Command {
 				return err
 			}
 			tasks := asynq.NewClientFromRedisClient(conns[config.DefaultConnection])
-			r := &jobs.Reconciler{
-				DB: db, PSP: psp.NewClient(cfg.PSP.SecretKey, cfg.PSP.APIBase), Tasks: tasks, Clock: clock.Real{},
-				Log: slog.New(slog.DiscardHandler),
+			r := &payments.Reconciler{
+				DB: db, PSP: psp.NewClient(cfg.PSP.SecretKey, cfg.PSP.APIBase), Queue: jobs.NewEventQueue(tasks),
+				Clock: clock.Real{}, Log: slog.New(slog.DiscardHandler),
 			}
-			res, err := r.Run(cmd.Context(), jobs.ReconcileOptions{Since: time.Now().Add(-since), TenantID: tenant})
+			res, err := r.Run(cmd.Context(), payments.ReconcileOptions{Since: time.Now().Add(-since), TenantID: tenant})
 			if err != nil {
 				return fmt.Errorf("%w (checked %d, queued %d before the failure)", err, res.Checked, res.Enqueued)
 			}
 			return c.print(res)
 		},
 	}
-	reconcile.Flags().DurationVar(&since, "since", jobs.DefaultReconcileSince, "how far back to look (the provider keeps events for 30 days)")
+	reconcile.Flags().DurationVar(&since, "since", payments.DefaultReconcileSince, "how far back to look (the provider keeps events for 30 days)")
 	reconcile.Flags().StringVar(&tenantID, "tenant", "", "only this tenant's account and checkouts")
 	cmd.AddCommand(reconcile)
 	return cmd

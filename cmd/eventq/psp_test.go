@@ -23,7 +23,7 @@ func newReconcileEnv(t *testing.T) (*cliEnv, *testenv.FakePSP, *asynq.Inspector,
 	fake := testenv.StartFakePSP(t)
 	e.environ = append(e.environ, "REDIS_URL="+r.URL(), "PSP_SECRET_KEY=sk_test_cli", "PSP_API_BASE="+fake.URL)
 	s := e.mustShop(t, "acct_cli")
-	cs := fake.AddSession("acct_cli", psp.CheckoutSession{
+	cs := fake.AddSession("acct_cli", psp.SessionObject{
 		AmountTotal: 1999, Currency: "eur", Mode: "payment", PaymentStatus: "unpaid", Status: "open",
 		Metadata: map[string]string{"tenant_id": s.tenant, "audience_member_id": s.member, "product_id": s.product},
 	})

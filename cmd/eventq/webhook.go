@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/config"
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/validate"
 	"github.com/eventq/eventq/models"
@@ -82,21 +83,17 @@ func (c *cli) webhookCommand() *cobra.Command {
 
 			now := time.Now()
 			pi := psp.NewID("pi")
-			session := psp.CheckoutSession{
+			session := psp.SessionObject{
 				ID:            psp.NewID("cs_test"),
 				AmountTotal:   product.Amount,
 				Currency:      product.Currency,
 				CustomerEmail: member.Email,
-				Metadata: map[string]string{
-					"tenant_id":          models.FormatID(tenant.ID),
-					"audience_member_id": models.FormatID(member.ID),
-					"product_id":         models.FormatID(product.ID),
-				},
+				Metadata:      payments.Metadata(tenant.ID, member.ID, product.ID),
 				Mode:          "payment",
 				PaymentIntent: &pi,
 				PaymentStatus: "paid",
 				Status:        "complete",
-				SuccessURL:    fmt.Sprintf("%s/checkout/return?tenant=%d&session_id={CHECKOUT_SESSION_ID}", cfg.AppURL, tenant.ID),
+				SuccessURL:    payments.SuccessURL(cfg.AppURL, tenant.ID),
 				CancelURL:     cfg.AppURL,
 				Created:       now.Unix(),
 			}

@@ -17,8 +17,10 @@ import (
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/metrics"
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/jobs"
 	"github.com/eventq/eventq/models"
 	"github.com/eventq/eventq/routes"
 )
@@ -82,10 +84,13 @@ func (e *cliEnv) newAPISink(t *testing.T, secrets ...string) (*webhookSink, *asy
 	r := testenv.StartRedis(t)
 	e.environ = append(e.environ, "REDIS_URL="+r.URL())
 	s := newWebhookSink(t, 0)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	s.app = routes.New(&routes.Server{
-		DB: e.db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.New(),
-		Tasks:    asynq.NewClientFromRedisClient(r.Client()),
-		Webhooks: psp.NewVerifier(secrets, clock.Real{}),
+		Log: log, Metrics: metrics.New(),
+		Payments: &payments.Service{
+			DB: e.db, Log: log, Webhooks: psp.NewVerifier(secrets, clock.Real{}),
+			Queue: jobs.NewEventQueue(asynq.NewClientFromRedisClient(r.Client())),
+		},
 	})
 	return s, asynq.NewInspectorFromRedisClient(r.Client())
 }
@@ -138,13 +143,13 @@ func (s shop) args(extra ...string) []string {
 
 // mustVerify checks the request the way the webhook endpoint does, with secret, and returns
 // the event and its checkout session.
-func mustVerify(t *testing.T, r received, secret string) (stripe.Event, psp.CheckoutSession) {
+func mustVerify(t *testing.T, r received, secret string) (stripe.Event, psp.SessionObject) {
 	t.Helper()
 	ev, err := psp.NewVerifier([]string{secret}, clock.Real{}).Verify(r.Body, r.Header.Get("PSP-Signature"))
 	if err != nil {
 		t.Fatalf("verify with %s: %v (PSP-Signature %q)", secret, err, r.Header.Get("PSP-Signature"))
 	}
-	var session psp.CheckoutSession
+	var session psp.SessionObject
 	if err := json.Unmarshal(ev.Data.Raw, &session); err != nil {
 		t.Fatalf("decode data.object %s: %v", ev.Data.Raw, err)
 	}

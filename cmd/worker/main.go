@@ -18,8 +18,8 @@ import (
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
-	"github.com/eventq/eventq/internal/fulfil"
 	"github.com/eventq/eventq/internal/infra"
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/jobs"
@@ -111,18 +111,14 @@ func (m *Main) Open() (err error) {
 	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log, mx)
 	m.ingest = ingest
 	m.mux = asynq.NewServeMux()
-	h := &jobs.Handlers{
-		DB:     in.DB,
-		Ingest: ingest,
-		Fulfil: fulfil.New(in.DB, in.Flags, ingest, m.Config.AppURL, m.Log, mx),
-		Tasks:  m.tasks,
-		Log:    m.Log,
+	provider, queue := psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase), jobs.NewEventQueue(m.tasks)
+	pay := &payments.Service{
+		DB: in.DB, PSP: provider, Queue: queue, Queueing: in.Flags, Ingest: ingest,
+		AppURL: m.Config.AppURL, Log: m.Log, Metrics: mx,
 	}
+	h := &jobs.Handlers{Ingest: ingest, Payments: pay, Log: m.Log}
 	if m.Config.PSP.SecretKey != "" {
-		h.Reconciler = &jobs.Reconciler{
-			DB: in.DB, PSP: psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase), Tasks: m.tasks,
-			Clock: m.Clock, Log: m.Log, Metrics: mx,
-		}
+		h.Reconciler = &payments.Reconciler{DB: in.DB, PSP: provider, Queue: queue, Clock: m.Clock, Log: m.Log, Metrics: mx}
 	}
 	jobs.Register(m.mux, h)
 	m.reconcile = h.Reconciler != nil && m.Config.PSP.ReconcileInterval > 0

@@ -110,7 +110,7 @@ func TestWorkersReconcileOncePerInterval(t *testing.T) {
 	must(t, db.Create(&member).Error)
 	product := models.Product{TenantID: tn.ID, Name: "Course", Amount: 1999, Currency: "usd"}
 	must(t, db.Create(&product).Error)
-	cs := fake.AddSession(account, psp.CheckoutSession{
+	cs := fake.AddSession(account, psp.SessionObject{
 		AmountTotal: 1999, Currency: "usd", Mode: "payment", PaymentStatus: "unpaid", Status: "open",
 		Metadata: map[string]string{"tenant_id": models.FormatID(tn.ID), "audience_member_id": models.FormatID(member.ID),
 			"product_id": models.FormatID(product.ID)},

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventq/eventq/internal/fulfil"
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
@@ -84,7 +84,7 @@ func TestReconcileThroughTheStack(t *testing.T) {
 	if n := s.Count(&models.Purchase{}, "tenant_id = ?", sh.Tenant.ID); n != 7 {
 		t.Fatalf("%d purchases, want 7", n)
 	}
-	if n := s.Count(&models.TrackedEvent{}, "tenant_id = ? AND type = ?", sh.Tenant.ID, fulfil.EventPurchaseCompleted); n != 7 {
+	if n := s.Count(&models.TrackedEvent{}, "tenant_id = ? AND type = ?", sh.Tenant.ID, payments.EventPurchaseCompleted); n != 7 {
 		t.Fatalf("%d purchase_completed events, want 7", n)
 	}
 	t.Run("a second run changes nothing", func(t *testing.T) {
@@ -105,7 +105,7 @@ func TestRefundThroughTheStack(t *testing.T) {
 	sh := s.MustShop("acct_refund", true)
 	full := s.PaidSession(sh, "acct_refund")
 	partial := s.PaidSession(sh, "acct_refund")
-	for _, cs := range []psp.CheckoutSession{full, partial} {
+	for _, cs := range []psp.SessionObject{full, partial} {
 		id, b := s.PSP.Complete(cs.ID)
 		s.MustDeliver(b)
 		testenv.Eventually(t, 20*time.Second, "fulfilment", func() bool { return s.TaskState(id) == "completed" })
@@ -131,7 +131,7 @@ func TestRefundThroughTheStack(t *testing.T) {
 			t.Errorf("session %s: status %s, entitlements in force %d; want %s", cs, p.Status, inForce, want)
 		}
 	}
-	if n := s.Count(&models.TrackedEvent{}, "tenant_id = ? AND type = ?", sh.Tenant.ID, fulfil.EventPurchaseRefunded); n != 1 {
+	if n := s.Count(&models.TrackedEvent{}, "tenant_id = ? AND type = ?", sh.Tenant.ID, payments.EventPurchaseRefunded); n != 1 {
 		t.Errorf("%d purchase_refunded events, want 1", n)
 	}
 }

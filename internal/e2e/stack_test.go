@@ -147,8 +147,8 @@ func (s *stack) MustShop(account string, flag bool) shop {
 }
 
 // PaidSession returns a paid session of sh, stored at the fake provider on account.
-func (s *stack) PaidSession(sh shop, account string) psp.CheckoutSession {
-	cs := s.PSP.AddSession(account, psp.CheckoutSession{
+func (s *stack) PaidSession(sh shop, account string) psp.SessionObject {
+	cs := s.PSP.AddSession(account, psp.SessionObject{
 		AmountTotal: sh.Product.Amount, Currency: sh.Product.Currency, Mode: "payment",
 		PaymentStatus: "unpaid", Status: "open",
 		Metadata: map[string]string{

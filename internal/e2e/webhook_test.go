@@ -70,7 +70,7 @@ func TestWebhookRefusalsAre200AndFulfilNothing(t *testing.T) {
 		payload func() (string, []byte, string) // event id, body, signature header
 		queued  bool                            // verified and enqueued, then refused by the worker
 	}
-	event := func(typ, account string, cs psp.CheckoutSession) (string, []byte) {
+	event := func(typ, account string, cs psp.SessionObject) (string, []byte) {
 		return psp.NewEvent(typ, account, cs, time.Now())
 	}
 	for _, d := range []delivery{

@@ -3,6 +3,7 @@
 package infra
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -54,6 +55,15 @@ func (in *Infra) Metrics() *metrics.Metrics {
 	mx := metrics.New()
 	mx.Registry.MustRegister(asynqmetrics.NewQueueMetricsCollector(asynq.NewInspectorFromRedisClient(in.Redis[config.DefaultConnection])))
 	return mx
+}
+
+// PingDB reports whether the database answers within ctx.
+func (in *Infra) PingDB(ctx context.Context) error {
+	sqlDB, err := in.DB.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.PingContext(ctx)
 }
 
 // Close closes every connection.

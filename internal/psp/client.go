@@ -56,14 +56,15 @@ func NewClient(secretKey, apiBase string) *Client {
 
 // CheckoutParams describes a one-item payment Checkout Session.
 type CheckoutParams struct {
-	Account       string // connected account, "" for the platform
-	ProductName   string
-	Amount        int64
-	Currency      string
-	CustomerEmail string
-	SuccessURL    string
-	CancelURL     string
-	Metadata      map[string]string
+	Account           string // connected account, "" for the platform
+	ProductName       string
+	Amount            int64
+	Currency          string
+	CustomerEmail     string // may be empty
+	SuccessURL        string
+	CancelURL         string
+	ClientReferenceID string
+	Metadata          map[string]string
 }
 
 // CreateCheckoutSession creates a Checkout Session in payment mode on params.Account.
@@ -75,7 +76,7 @@ func (c *Client) CreateCheckoutSession(ctx context.Context, p CheckoutParams) (*
 		Mode:              stripe.String(string(stripe.CheckoutSessionModePayment)),
 		SuccessURL:        stripe.String(p.SuccessURL),
 		CancelURL:         stripe.String(p.CancelURL),
-		ClientReferenceID: stripe.String(p.Metadata["audience_member_id"]),
+		ClientReferenceID: stripe.String(p.ClientReferenceID),
 		LineItems: []*stripe.CheckoutSessionLineItemParams{{
 			Quantity: stripe.Int64(1),
 			PriceData: &stripe.CheckoutSessionLineItemPriceDataParams{

@@ -1,6 +1,8 @@
 // Package psp is eventq's side of the payment provider (Stripe, through stripe-go): webhook
 // verification, the two Checkout Session calls the service makes, and the event list that
-// reconciliation reads.
+// reconciliation reads. It knows the provider's API and nothing of eventq's payment flow
+// (internal/payments). NewEvent and Sign build signed events as the provider sends them, for
+// `eventq webhook send`, the fake provider and tests.
 package psp
 
 import (

@@ -51,7 +51,7 @@ type FakeRequest struct {
 
 type fakeSession struct {
 	account string
-	s       psp.CheckoutSession
+	s       psp.SessionObject
 }
 
 // StartFakePSP starts the fake for t.
@@ -71,7 +71,7 @@ func (f *FakePSP) SetDown(down bool) {
 }
 
 // AddSession stores a session on account directly (as if created earlier) and returns it.
-func (f *FakePSP) AddSession(account string, s psp.CheckoutSession) psp.CheckoutSession {
+func (f *FakePSP) AddSession(account string, s psp.SessionObject) psp.SessionObject {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if s.ID == "" {
@@ -84,7 +84,7 @@ func (f *FakePSP) AddSession(account string, s psp.CheckoutSession) psp.Checkout
 }
 
 // Pay marks a session paid and complete, as after a successful card payment.
-func (f *FakePSP) Pay(id string) psp.CheckoutSession {
+func (f *FakePSP) Pay(id string) psp.SessionObject {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fs := f.sessions[id]
@@ -95,12 +95,12 @@ func (f *FakePSP) Pay(id string) psp.CheckoutSession {
 }
 
 // Session returns the stored session and its account.
-func (f *FakePSP) Session(id string) (psp.CheckoutSession, string, bool) {
+func (f *FakePSP) Session(id string) (psp.SessionObject, string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fs, ok := f.sessions[id]
 	if !ok {
-		return psp.CheckoutSession{}, "", false
+		return psp.SessionObject{}, "", false
 	}
 	return fs.s, fs.account, true
 }
@@ -127,7 +127,7 @@ func (f *FakePSP) serve(w http.ResponseWriter, r *http.Request) {
 		id := fmt.Sprintf("cs_test_%d_%d", time.Now().UnixNano(), f.seq)
 		amount, _ := strconv.ParseInt(r.PostForm.Get("line_items[0][price_data][unit_amount]"), 10, 64)
 		pay := "https://checkout.fake/pay/" + id
-		s := psp.CheckoutSession{
+		s := psp.SessionObject{
 			ID: id, Object: "checkout.session", AmountTotal: amount,
 			Currency: r.PostForm.Get("line_items[0][price_data][currency]"), Mode: r.PostForm.Get("mode"),
 			CustomerEmail: r.PostForm.Get("customer_email"), PaymentStatus: "unpaid", Status: "open",
@@ -179,7 +179,7 @@ func (f *FakePSP) Complete(id string) (string, []byte) {
 // Refund records a charge.refunded event for payment intent pi on account: amountRefunded of
 // amount, fully refunded when they are equal.
 func (f *FakePSP) Refund(account, pi string, amount, amountRefunded int64) (string, []byte) {
-	ch := psp.Charge{
+	ch := psp.ChargeObject{
 		ID: psp.NewID("ch"), Object: "charge", Amount: amount, AmountRefunded: amountRefunded, Currency: "usd",
 		PaymentIntent: pi, Refunded: amountRefunded >= amount, Created: time.Now().Unix(),
 	}
@@ -188,7 +188,7 @@ func (f *FakePSP) Refund(account, pi string, amount, amountRefunded int64) (stri
 
 // Dispute records a charge.dispute.created event for payment intent pi on account.
 func (f *FakePSP) Dispute(account, pi string, amount int64) (string, []byte) {
-	d := psp.Dispute{
+	d := psp.DisputeObject{
 		ID: psp.NewID("dp"), Object: "dispute", Amount: amount, Charge: psp.NewID("ch"), Currency: "usd",
 		PaymentIntent: pi, Reason: "fraudulent", Status: "needs_response", Created: time.Now().Unix(),
 	}

@@ -18,9 +18,11 @@ func NewID(prefix string) string {
 	return prefix + "_" + hex.EncodeToString(b)
 }
 
-// CheckoutSession is the subset of a Checkout Session object that eventq reads and writes in
-// events it builds (CLI `webhook send`, tests, the fake provider).
-type CheckoutSession struct {
+// SessionObject is a Checkout Session as the provider writes it in JSON (an event's data.object,
+// or an API answer): the wire fixture from which `eventq webhook send`, the fake provider and
+// tests build what the provider would send. It is not part of the payment flow, which decodes
+// sessions with stripe-go and knows them only as payments.Session.
+type SessionObject struct {
 	ID            string            `json:"id"`
 	Object        string            `json:"object"`
 	AmountTotal   int64             `json:"amount_total"`
@@ -38,8 +40,9 @@ type CheckoutSession struct {
 	Created       int64             `json:"created"`
 }
 
-// Charge is the subset of a Charge object that eventq reads, for events it builds.
-type Charge struct {
+// ChargeObject is a Charge as the provider writes it in JSON, for events built by tests and
+// the fake provider.
+type ChargeObject struct {
 	ID             string `json:"id"`
 	Object         string `json:"object"`
 	Amount         int64  `json:"amount"`
@@ -50,8 +53,9 @@ type Charge struct {
 	Created        int64  `json:"created"`
 }
 
-// Dispute is the subset of a Dispute object that eventq reads, for events it builds.
-type Dispute struct {
+// DisputeObject is a Dispute as the provider writes it in JSON, for events built by tests and
+// the fake provider.
+type DisputeObject struct {
 	ID            string `json:"id"`
 	Object        string `json:"object"`
 	Amount        int64  `json:"amount"`
@@ -65,7 +69,7 @@ type Dispute struct {
 
 // NewEvent builds a realistic event of eventType about session, as delivered for a connected
 // account (account "" is the platform). It returns the event id and the JSON payload.
-func NewEvent(eventType, account string, session CheckoutSession, at time.Time) (string, []byte) {
+func NewEvent(eventType, account string, session SessionObject, at time.Time) (string, []byte) {
 	if session.Object == "" {
 		session.Object = "checkout.session"
 	}
@@ -73,7 +77,7 @@ func NewEvent(eventType, account string, session CheckoutSession, at time.Time) 
 }
 
 // NewChargeEvent builds a charge.refunded (or other charge.*) event about ch on account.
-func NewChargeEvent(eventType, account string, ch Charge, at time.Time) (string, []byte) {
+func NewChargeEvent(eventType, account string, ch ChargeObject, at time.Time) (string, []byte) {
 	if ch.Object == "" {
 		ch.Object = "charge"
 	}
@@ -81,7 +85,7 @@ func NewChargeEvent(eventType, account string, ch Charge, at time.Time) (string,
 }
 
 // NewDisputeEvent builds a charge.dispute.* event about d on account.
-func NewDisputeEvent(eventType, account string, d Dispute, at time.Time) (string, []byte) {
+func NewDisputeEvent(eventType, account string, d DisputeObject, at time.Time) (string, []byte) {
 	if d.Object == "" {
 		d.Object = "dispute"
 	}

@@ -1,15 +1,10 @@
-// Package fulfil is the one fulfilment path for a paid checkout, shared by the webhook worker
-// and the return page: purchase record, entitlement and a purchase_completed event, exactly
-// once per checkout session however often and however concurrently it runs. It also ends a
-// purchase on a full refund or a dispute (Revoke), once, whichever of the two arrives first.
-package fulfil
+package payments
 
 import (
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"time"
 
@@ -17,8 +12,6 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/eventq/eventq/internal/features"
-	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/models"
 )
 
@@ -32,48 +25,10 @@ const (
 // EventPurchaseCompleted is the tracked event recorded with every purchase.
 const EventPurchaseCompleted = "purchase_completed"
 
-// ErrRejected marks a session that can never be fulfilled (unknown tenant, member or product,
-// missing metadata, or a connected account that is not the tenant's). Retrying is pointless.
-var ErrRejected = errors.New("fulfil: rejected")
-
-// Session is what fulfilment needs of a provider Checkout Session.
-type Session struct {
-	ID            string
-	Account       string // the connected account the session lives on; "" for the platform
-	PaymentStatus string // "paid", "unpaid" or "no_payment_required"
-	PaymentIntent string
-	AmountTotal   int64
-	Currency      string
-	Metadata      map[string]string
-}
-
 // Result is the outcome of Fulfil.
 type Result struct {
 	Status     string
 	PurchaseID uint64 // 0 while pending
-}
-
-// Fulfiller runs fulfilments. It is safe for concurrent use, across processes too: the unique
-// checkout session id on purchases decides which call creates the purchase.
-type Fulfiller struct {
-	db       *gorm.DB
-	queueing features.Queueing
-	ingest   Pusher
-	appURL   string
-	log      *slog.Logger
-	metrics  *metrics.Metrics
-}
-
-// Pusher appends committed events marked pending to their tenant's queue (and clears their
-// marks); tracking.Ingestor is one. Fulfilment needs nothing else of ingestion.
-type Pusher interface {
-	PushPending(ctx context.Context, tenantID uint64, rows []models.TrackedEvent)
-}
-
-// New returns a Fulfiller. queueing says which tenants' events are queued; appURL is the
-// public base URL, used for the event's url; m may be nil.
-func New(db *gorm.DB, queueing features.Queueing, ingest Pusher, appURL string, log *slog.Logger, m *metrics.Metrics) *Fulfiller {
-	return &Fulfiller{db: db, queueing: queueing, ingest: ingest, appURL: appURL, log: log, metrics: m}
 }
 
 // Fulfil fulfils s if it is paid. Purchase, entitlement and event are written in one
@@ -81,32 +36,32 @@ func New(db *gorm.DB, queueing features.Queueing, ingest Pusher, appURL string, 
 // already fulfilled reports StatusAlreadyFulfilled and changes nothing. The event is appended
 // to the tenant's queue after the commit when UseQueueEvents is active (a failed append is
 // retried by the worker's requeue job). Errors wrapping ErrRejected are permanent.
-func (f *Fulfiller) Fulfil(ctx context.Context, s Session) (Result, error) {
-	res, err := f.fulfil(ctx, s)
+func (svc *Service) Fulfil(ctx context.Context, s Session) (Result, error) {
+	res, err := svc.fulfil(ctx, s)
 	switch {
 	case errors.Is(err, ErrRejected):
-		f.metrics.Fulfilment("rejected")
+		svc.Metrics.Fulfilment("rejected")
 	case err != nil:
-		f.metrics.Fulfilment("error")
+		svc.Metrics.Fulfilment("error")
 	default:
-		f.metrics.Fulfilment(res.Status)
+		svc.Metrics.Fulfilment(res.Status)
 	}
 	return res, err
 }
 
-func (f *Fulfiller) fulfil(ctx context.Context, s Session) (Result, error) {
-	tenant, member, product, err := f.resolve(ctx, s)
+func (svc *Service) fulfil(ctx context.Context, s Session) (Result, error) {
+	tenant, member, product, err := svc.resolve(ctx, s)
 	if err != nil {
 		return Result{}, err
 	}
 	if s.PaymentStatus != "paid" && s.PaymentStatus != "no_payment_required" {
 		var p models.Purchase
-		if err := f.db.WithContext(ctx).Where("psp_checkout_session_id = ?", s.ID).Take(&p).Error; err == nil {
+		if err := svc.DB.WithContext(ctx).Where("psp_checkout_session_id = ?", s.ID).Take(&p).Error; err == nil {
 			return Result{Status: StatusAlreadyFulfilled, PurchaseID: p.ID}, nil
 		}
 		return Result{Status: StatusPending}, nil
 	}
-	queued, err := f.queueing.Queues(ctx, tenant.ID)
+	queued, err := svc.Queueing.Queues(ctx, tenant.ID)
 	if err != nil {
 		return Result{}, err
 	}
@@ -117,7 +72,7 @@ func (f *Fulfiller) fulfil(ctx context.Context, s Session) (Result, error) {
 		reversal *models.TrackedEvent
 		purchase models.Purchase
 	)
-	err = f.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = svc.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		p := models.Purchase{
 			TenantID: tenant.ID, AudienceMemberID: member.ID, ProductID: product.ID,
 			PSPCheckoutSessionID: s.ID, PSPPaymentIntentID: s.PaymentIntent,
@@ -139,14 +94,14 @@ func (f *Fulfiller) fulfil(ctx context.Context, s Session) (Result, error) {
 		if err := tx.Create(&ent).Error; err != nil {
 			return fmt.Errorf("fulfil: entitlement: %w", err)
 		}
-		event = f.purchaseEvent(tenant, member, &p, s)
+		event = svc.purchaseEvent(tenant, member, &p, s)
 		event.Queued, event.QueuePending = queued, queued
 		if err := tx.Create(&event).Error; err != nil {
 			return fmt.Errorf("fulfil: event: %w", err)
 		}
 		purchase = p
 		// A refund or dispute that arrived before this fulfilment applies now, atomically.
-		reversal, err = f.applyReversalsTx(tx, &purchase, tenant, queued)
+		reversal, err = svc.applyReversalsTx(tx, &purchase, tenant, queued)
 		return err
 	})
 	if err != nil {
@@ -157,46 +112,46 @@ func (f *Fulfiller) fulfil(ctx context.Context, s Session) (Result, error) {
 		if reversal != nil {
 			pushed = append(pushed, *reversal)
 		}
-		f.ingest.PushPending(ctx, tenant.ID, pushed)
+		svc.Ingest.PushPending(ctx, tenant.ID, pushed)
 	}
 	// A reversal recorded while this transaction ran (it could not see the purchase, nor this
 	// transaction the reversal) is applied here; applying is idempotent.
 	if purchase.ID == 0 {
-		if err := f.db.WithContext(ctx).Take(&purchase, res.PurchaseID).Error; err != nil {
+		if err := svc.DB.WithContext(ctx).Take(&purchase, res.PurchaseID).Error; err != nil {
 			return Result{}, fmt.Errorf("fulfil: load purchase: %w", err)
 		}
 	}
-	if _, err := f.applyReversals(ctx, &purchase, tenant); err != nil {
+	if _, err := svc.applyReversals(ctx, &purchase, tenant); err != nil {
 		return Result{}, err
 	}
 	return res, nil
 }
 
-func (f *Fulfiller) resolve(ctx context.Context, s Session) (*models.Tenant, *models.AudienceMember, *models.Product, error) {
+func (svc *Service) resolve(ctx context.Context, s Session) (*models.Tenant, *models.AudienceMember, *models.Product, error) {
 	ids := make(map[string]uint64, 3)
-	for _, key := range []string{"tenant_id", "audience_member_id", "product_id"} {
+	for _, key := range []string{MetaTenant, MetaMember, MetaProduct} {
 		id, ok := models.ParseID(s.Metadata[key])
 		if !ok {
 			return nil, nil, nil, fmt.Errorf("%w: session %s: metadata %s missing or invalid", ErrRejected, s.ID, key)
 		}
 		ids[key] = id
 	}
-	db := f.db.WithContext(ctx)
+	db := svc.DB.WithContext(ctx)
 	var (
 		t models.Tenant
 		m models.AudienceMember
 		p models.Product
 	)
-	if err := take(db, &t, "id = ?", ids["tenant_id"]); err != nil {
+	if err := take(db, &t, "id = ?", ids[MetaTenant]); err != nil {
 		return nil, nil, nil, err
 	}
 	if account := t.Account(); account != s.Account {
 		return nil, nil, nil, fmt.Errorf("%w: session %s on account %q, tenant %d has %q", ErrRejected, s.ID, s.Account, t.ID, account)
 	}
-	if err := take(db, &m, "id = ? AND tenant_id = ?", ids["audience_member_id"], t.ID); err != nil {
+	if err := take(db, &m, "id = ? AND tenant_id = ?", ids[MetaMember], t.ID); err != nil {
 		return nil, nil, nil, err
 	}
-	if err := take(db, &p, "id = ? AND tenant_id = ?", ids["product_id"], t.ID); err != nil {
+	if err := take(db, &p, "id = ? AND tenant_id = ?", ids[MetaProduct], t.ID); err != nil {
 		return nil, nil, nil, err
 	}
 	return &t, &m, &p, nil
@@ -215,12 +170,12 @@ func take(db *gorm.DB, dst any, query string, args ...any) error {
 
 // purchaseEvent builds the purchase_completed event. Its id is derived from the purchase, so
 // it is the same whoever builds it, and it sorts by the purchase's time.
-func (f *Fulfiller) purchaseEvent(t *models.Tenant, m *models.AudienceMember, p *models.Purchase, s Session) models.TrackedEvent {
+func (svc *Service) purchaseEvent(t *models.Tenant, m *models.AudienceMember, p *models.Purchase, s Session) models.TrackedEvent {
 	now := time.Now().UTC()
 	if !p.CreatedAt.IsZero() {
 		now = p.CreatedAt.UTC()
 	}
-	page := fmt.Sprintf("%s/checkout/return?tenant=%d&session_id=%s", f.appURL, t.ID, url.QueryEscape(s.ID))
+	page := ReturnURL(svc.AppURL, t.ID, s.ID)
 	u, _ := url.Parse(page)
 	member := models.FormatID(m.ID)
 	return models.TrackedEvent{

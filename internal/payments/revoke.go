@@ -1,15 +1,18 @@
-package fulfil
+package payments
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"time"
 
+	"github.com/stripe/stripe-go/v76"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/models"
 )
 
@@ -34,29 +37,69 @@ type Reversal struct {
 	EventID       string
 }
 
+// ReversalOf reads the reversal a charge.refunded or charge.dispute.created event reports, on
+// the event's account: ok is false for a charge that is not fully refunded (nothing to do). An
+// error means the event can never apply.
+func ReversalOf(ev *stripe.Event) (r Reversal, ok bool, err error) {
+	r = Reversal{Account: ev.Account, EventID: ev.ID}
+	if ev.Data == nil {
+		return r, false, fmt.Errorf("event %s carries no data", ev.ID)
+	}
+	switch string(ev.Type) {
+	case psp.EventChargeRefunded:
+		var ch stripe.Charge
+		if err := json.Unmarshal(ev.Data.Raw, &ch); err != nil || ch.ID == "" {
+			return r, false, fmt.Errorf("event %s carries no charge", ev.ID)
+		}
+		if !ch.Refunded && (ch.Amount == 0 || ch.AmountRefunded < ch.Amount) {
+			return r, false, nil
+		}
+		r.Kind = models.PurchaseRefunded
+		if ch.PaymentIntent != nil {
+			r.PaymentIntent = ch.PaymentIntent.ID
+		}
+	case psp.EventDisputeCreated:
+		var d stripe.Dispute
+		if err := json.Unmarshal(ev.Data.Raw, &d); err != nil || d.ID == "" {
+			return r, false, fmt.Errorf("event %s carries no dispute", ev.ID)
+		}
+		r.Kind = models.PurchaseDisputed
+		if d.PaymentIntent != nil {
+			r.PaymentIntent = d.PaymentIntent.ID
+		}
+	default:
+		return r, false, fmt.Errorf("event %s: type %q is not a reversal", ev.ID, ev.Type)
+	}
+	if r.PaymentIntent == "" {
+		return r, false, fmt.Errorf("event %s names no payment intent", ev.ID)
+	}
+	return r, true, nil
+}
+
 // Revoke records r and applies it to the purchase of r.PaymentIntent on r.Account: the
 // purchase gets status r.Kind, its entitlement is revoked and the tenant's queue gets a
 // purchase_refunded or purchase_disputed event when UseQueueEvents is active. Exactly once per
 // purchase, however often and concurrently it runs: a purchase already refunded or disputed is
 // left as it is. When no such purchase exists yet, r is kept and applied by the fulfilment that
 // creates it. Errors wrapping ErrRejected are permanent.
-func (f *Fulfiller) Revoke(ctx context.Context, r Reversal) (string, error) {
-	out, err := f.revoke(ctx, r)
+func (svc *Service) Revoke(ctx context.Context, r Reversal) (string, error) {
+	out, err := svc.revoke(ctx, r)
 	switch {
 	case errors.Is(err, ErrRejected):
-		f.metrics.Revocation("rejected")
+		svc.Metrics.Revocation("rejected")
 	case err != nil:
-		f.metrics.Revocation("error")
+		svc.Metrics.Revocation("error")
 	default:
-		f.metrics.Revocation(out)
+		svc.Metrics.Revocation(out)
 	}
 	return out, err
 }
 
-// Ignored counts a refund that changes nothing (a partial refund).
-func (f *Fulfiller) Ignored() { f.metrics.Revocation("ignored") }
+// Ignored counts a refund that changes nothing (a partial refund, which ReversalOf reports as
+// not ok).
+func (svc *Service) Ignored() { svc.Metrics.Revocation("ignored") }
 
-func (f *Fulfiller) revoke(ctx context.Context, r Reversal) (string, error) {
+func (svc *Service) revoke(ctx context.Context, r Reversal) (string, error) {
 	if r.PaymentIntent == "" {
 		return "", fmt.Errorf("%w: event %s names no payment intent", ErrRejected, r.EventID)
 	}
@@ -64,14 +107,14 @@ func (f *Fulfiller) revoke(ctx context.Context, r Reversal) (string, error) {
 		return "", fmt.Errorf("%w: event %s: unknown reversal %q", ErrRejected, r.EventID, r.Kind)
 	}
 	row := models.PurchaseReversal{PSPPaymentIntentID: r.PaymentIntent, Kind: r.Kind, Account: r.Account, EventID: r.EventID}
-	err := f.db.WithContext(ctx).Clauses(clause.OnConflict{
+	err := svc.DB.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns: []clause.Column{{Name: "psp_payment_intent_id"}, {Name: "kind"}, {Name: "account"}}, DoNothing: true,
 	}).Create(&row).Error
 	if err != nil {
 		return "", fmt.Errorf("fulfil: record reversal: %w", err)
 	}
 	var p models.Purchase
-	err = f.db.WithContext(ctx).Where("psp_payment_intent_id = ?", r.PaymentIntent).Take(&p).Error
+	err = svc.DB.WithContext(ctx).Where("psp_payment_intent_id = ?", r.PaymentIntent).Take(&p).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return RevokeParked, nil
 	}
@@ -79,13 +122,13 @@ func (f *Fulfiller) revoke(ctx context.Context, r Reversal) (string, error) {
 		return "", fmt.Errorf("fulfil: load purchase: %w", err)
 	}
 	var t models.Tenant
-	if err := f.db.WithContext(ctx).Take(&t, p.TenantID).Error; err != nil {
+	if err := svc.DB.WithContext(ctx).Take(&t, p.TenantID).Error; err != nil {
 		return "", fmt.Errorf("fulfil: load tenant: %w", err)
 	}
 	if t.Account() != r.Account {
 		return "", fmt.Errorf("%w: event %s on account %q, purchase %d belongs to %q", ErrRejected, r.EventID, r.Account, p.ID, t.Account())
 	}
-	applied, err := f.applyReversals(ctx, &p, &t)
+	applied, err := svc.applyReversals(ctx, &p, &t)
 	if err != nil {
 		return "", err
 	}
@@ -98,36 +141,36 @@ func (f *Fulfiller) revoke(ctx context.Context, r Reversal) (string, error) {
 // applyReversals applies, in one transaction, every recorded reversal of p's payment intent
 // on tenant t's account that is not applied yet, then appends the resulting event to the
 // queue. It reports whether p changed. Safe to run concurrently: the status update decides.
-func (f *Fulfiller) applyReversals(ctx context.Context, p *models.Purchase, t *models.Tenant) (bool, error) {
+func (svc *Service) applyReversals(ctx context.Context, p *models.Purchase, t *models.Tenant) (bool, error) {
 	if p.PSPPaymentIntentID == "" {
 		return false, nil
 	}
 	var pending int64
-	err := f.db.WithContext(ctx).Model(&models.PurchaseReversal{}).
+	err := svc.DB.WithContext(ctx).Model(&models.PurchaseReversal{}).
 		Where("psp_payment_intent_id = ? AND applied_at IS NULL", p.PSPPaymentIntentID).Count(&pending).Error
 	if err != nil || pending == 0 { // the common case: nothing to apply, no transaction
 		return false, err
 	}
-	queued, err := f.queueing.Queues(ctx, t.ID)
+	queued, err := svc.Queueing.Queues(ctx, t.ID)
 	if err != nil {
 		return false, err
 	}
 	var event *models.TrackedEvent
-	err = f.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		event, err = f.applyReversalsTx(tx, p, t, queued)
+	err = svc.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		event, err = svc.applyReversalsTx(tx, p, t, queued)
 		return err
 	})
 	if err != nil {
 		return false, err
 	}
 	if event != nil && queued {
-		f.ingest.PushPending(ctx, t.ID, []models.TrackedEvent{*event})
+		svc.Ingest.PushPending(ctx, t.ID, []models.TrackedEvent{*event})
 	}
 	return event != nil, nil
 }
 
 // applyReversalsTx is applyReversals inside tx; it returns the event it stored, if any.
-func (f *Fulfiller) applyReversalsTx(tx *gorm.DB, p *models.Purchase, t *models.Tenant, queued bool) (*models.TrackedEvent, error) {
+func (svc *Service) applyReversalsTx(tx *gorm.DB, p *models.Purchase, t *models.Tenant, queued bool) (*models.TrackedEvent, error) {
 	var rows []models.PurchaseReversal
 	err := tx.Where("psp_payment_intent_id = ? AND account = ? AND applied_at IS NULL", p.PSPPaymentIntentID, t.Account()).
 		Order("id").Find(&rows).Error
@@ -157,7 +200,7 @@ func (f *Fulfiller) applyReversalsTx(tx *gorm.DB, p *models.Purchase, t *models.
 		if err != nil {
 			return nil, fmt.Errorf("fulfil: revoke entitlement: %w", err)
 		}
-		ev := f.reversalEvent(t, p, r.Kind, now)
+		ev := svc.reversalEvent(t, p, r.Kind, now)
 		ev.Queued, ev.QueuePending = queued, queued
 		if err := tx.Create(&ev).Error; err != nil {
 			return nil, fmt.Errorf("fulfil: reversal event: %w", err)
@@ -169,12 +212,12 @@ func (f *Fulfiller) applyReversalsTx(tx *gorm.DB, p *models.Purchase, t *models.
 
 // reversalEvent builds the purchase_refunded or purchase_disputed event of p. Its id is derived
 // from the purchase and the kind, so it is the same whoever builds it.
-func (f *Fulfiller) reversalEvent(t *models.Tenant, p *models.Purchase, kind string, at time.Time) models.TrackedEvent {
+func (svc *Service) reversalEvent(t *models.Tenant, p *models.Purchase, kind string, at time.Time) models.TrackedEvent {
 	typ := EventPurchaseRefunded
 	if kind == models.PurchaseDisputed {
 		typ = EventPurchaseDisputed
 	}
-	page := fmt.Sprintf("%s/checkout/return?tenant=%d&session_id=%s", f.appURL, t.ID, url.QueryEscape(p.PSPCheckoutSessionID))
+	page := ReturnURL(svc.AppURL, t.ID, p.PSPCheckoutSessionID)
 	u, _ := url.Parse(page)
 	member := models.FormatID(p.AudienceMemberID)
 	return models.TrackedEvent{

@@ -1,0 +1,115 @@
+package payments_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/eventq/eventq/internal/payments"
+	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/models"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const appURL = "https://app.example"
+
+// queueing is a fixed answer to "are this tenant's events queued?".
+type queueing bool
+
+func (q queueing) Queues(context.Context, uint64) (bool, error) { return bool(q), nil }
+
+// fakePusher records what fulfilment and revocation hand to the tenant's queue.
+type fakePusher struct {
+	mu     sync.Mutex
+	pushed []models.TrackedEvent
+}
+
+func (p *fakePusher) PushPending(_ context.Context, _ uint64, rows []models.TrackedEvent) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pushed = append(p.pushed, rows...)
+}
+
+func (p *fakePusher) types() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, len(p.pushed))
+	for i, ev := range p.pushed {
+		out[i] = ev.Type
+	}
+	return out
+}
+
+// env is a Service on a fresh database with a fake Pusher; nothing else is real.
+type env struct {
+	t      *testing.T
+	DB     *gorm.DB
+	Pusher *fakePusher
+	Svc    *payments.Service
+}
+
+func newEnv(t *testing.T, queued bool) *env {
+	t.Helper()
+	db, _ := testenv.DB(t)
+	p := &fakePusher{}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc := &payments.Service{DB: db, Queueing: queueing(queued), Ingest: p, AppURL: appURL, Log: log}
+	return &env{t: t, DB: db, Pusher: p, Svc: svc}
+}
+
+// shop is a tenant on account ("" for the platform) with one member and one product.
+type shop struct {
+	Tenant  models.Tenant
+	Member  models.AudienceMember
+	Product models.Product
+}
+
+var serial atomic.Int64
+
+// MustShop creates a shop on account.
+func (e *env) MustShop(account string) shop {
+	e.t.Helper()
+	n := serial.Add(1)
+	s := shop{Tenant: models.Tenant{Name: "Shop", SiteKey: fmt.Sprintf("site_payments_%d", n)}}
+	if account != "" {
+		s.Tenant.PSPAccountID = &account
+	}
+	must(e.t, e.DB.Create(&s.Tenant).Error)
+	s.Member = models.AudienceMember{TenantID: s.Tenant.ID, Email: fmt.Sprintf("m%d@example.com", n)}
+	must(e.t, e.DB.Create(&s.Member).Error)
+	s.Product = models.Product{TenantID: s.Tenant.ID, Name: "Course", Amount: 1999, Currency: "usd"}
+	must(e.t, e.DB.Create(&s.Product).Error)
+	return s
+}
+
+// Session is a paid session of s on its tenant's account, with a fresh id and payment intent.
+func (e *env) Session(s shop) payments.Session {
+	n := serial.Add(1)
+	return payments.Session{
+		ID: fmt.Sprintf("cs_test_%d", n), Account: s.Tenant.Account(), PaymentStatus: "paid",
+		PaymentIntent: fmt.Sprintf("pi_%d", n), AmountTotal: 1999, Currency: "usd",
+		Metadata: payments.Metadata(s.Tenant.ID, s.Member.ID, s.Product.ID),
+	}
+}
+
+// Count counts rows of model matching query.
+func (e *env) Count(model any, query string, args ...any) int64 {
+	e.t.Helper()
+	var n int64
+	must(e.t, e.DB.Model(model).Where(query, args...).Count(&n).Error)
+	return n
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

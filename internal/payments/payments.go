@@ -1,0 +1,78 @@
+// Package payments is eventq's checkout and payment flow, in one place: creating a Checkout
+// Session, the return page, turning a verified webhook delivery into a worker task (or an inbox
+// row when Redis is down), fulfilling a paid session exactly once, ending a purchase on a full
+// refund or a dispute, and reconciling with the provider's event list.
+//
+// It knows one session type, Session, made from the provider's session by SessionOf. It talks
+// to the provider through internal/psp and hands events to the worker through EventQueue, which
+// package jobs implements on asynq, so it imports neither jobs nor asynq. Callers translate its
+// results: routes into HTTP, jobs into task outcomes.
+package payments
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"gorm.io/gorm"
+
+	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/metrics"
+	"github.com/eventq/eventq/internal/psp"
+	"github.com/eventq/eventq/models"
+)
+
+// Service runs the payment flow. A field whose comment names the methods that need it may be
+// nil in a Service that never calls them (the worker's has no Webhooks); the others are
+// required, except Metrics. A Service is safe for concurrent use, across processes too (the
+// database decides every race).
+type Service struct {
+	DB *gorm.DB
+	// PSP calls the provider's API; CreateCheckout and Return need it.
+	PSP *psp.Client
+	// Webhooks verifies webhook signatures; only Receive needs it.
+	Webhooks *psp.Verifier
+	// Queue hands verified events to the worker; Receive and DrainInbox need it.
+	Queue EventQueue
+	// Queueing says which tenants' events are queued (UseQueueEvents).
+	Queueing features.Queueing
+	// Ingest appends the events fulfilment and revocation store to the tenant's queue.
+	Ingest Pusher
+	// AppURL is the public base URL, without a trailing slash: it starts the return page's URL.
+	AppURL string
+	Log    *slog.Logger
+	// Metrics counts fulfilment and revocation outcomes; may be nil.
+	Metrics *metrics.Metrics
+}
+
+// Pusher appends committed events marked pending to their tenant's queue (and clears their
+// marks); tracking.Ingestor is one. Fulfilment needs nothing else of ingestion.
+type Pusher interface {
+	PushPending(ctx context.Context, tenantID uint64, rows []models.TrackedEvent)
+}
+
+// EventQueue hands a verified provider event to the worker as the task that handles it, under
+// the event's id, so that whoever enqueues an event (webhook, inbox drain, reconciliation), it
+// is queued once. Package jobs implements it on asynq.
+type EventQueue interface {
+	// Enqueue queues the task of event eventID of eventType whose JSON is payload. It returns
+	// an error wrapping ErrAlreadyQueued when a task with that id exists (success: the event is
+	// queued), and one wrapping ErrNotHandled for an event that has no task (an unhandled type,
+	// or no id); nothing is queued then.
+	Enqueue(ctx context.Context, eventID, eventType string, payload []byte) error
+}
+
+// Sentinels of EventQueue.Enqueue.
+var (
+	ErrAlreadyQueued = errors.New("payments: event already queued")
+	ErrNotHandled    = errors.New("payments: event not handled")
+)
+
+// ErrRejected marks a session or event that can never be processed (unknown tenant, member or
+// product, missing metadata, a connected account that is not the tenant's, no payment intent).
+// Retrying is pointless. Its text is the one logs have always shown.
+var ErrRejected = errors.New("fulfil: rejected")
+
+// ErrNotFound is what the return page answers for anything it cannot show.
+var ErrNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}

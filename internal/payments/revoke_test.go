@@ -1,0 +1,160 @@
+package payments_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/stripe/stripe-go/v76"
+
+	"github.com/eventq/eventq/internal/payments"
+	"github.com/eventq/eventq/internal/psp"
+	"github.com/eventq/eventq/models"
+)
+
+// mustEvent builds the event of eventType about object on account as the provider sends it,
+// and decodes it as the task handlers do.
+func mustEvent(t *testing.T, eventType, account string, object any) *stripe.Event {
+	t.Helper()
+	_, payload := psp.NewObjectEvent(eventType, account, object, time.Now())
+	var ev stripe.Event
+	must(t, json.Unmarshal(payload, &ev))
+	return &ev
+}
+
+func TestReversalOf(t *testing.T) {
+	charge := func(amount, refunded int64, full bool, pi string) psp.ChargeObject {
+		return psp.ChargeObject{ID: "ch_1", Amount: amount, AmountRefunded: refunded, Currency: "usd", PaymentIntent: pi, Refunded: full}
+	}
+	cases := []struct {
+		name      string
+		eventType string
+		object    any
+		kind      string // "" when ok is false
+		wantErr   bool
+	}{
+		{"a full refund", psp.EventChargeRefunded, charge(1999, 1999, true, "pi_1"), models.PurchaseRefunded, false},
+		{"a refund of the whole amount not flagged refunded", psp.EventChargeRefunded, charge(1999, 1999, false, "pi_1"), models.PurchaseRefunded, false},
+		{"a partial refund is ignored", psp.EventChargeRefunded, charge(1999, 500, false, "pi_1"), "", false},
+		{"a dispute", psp.EventDisputeCreated, psp.DisputeObject{ID: "dp_1", Amount: 1999, Charge: "ch_1", PaymentIntent: "pi_1"}, models.PurchaseDisputed, false},
+		{"a refund without payment intent", psp.EventChargeRefunded, charge(1999, 1999, true, ""), "", true},
+		{"a refund whose payment intent is missing", psp.EventChargeRefunded,
+			map[string]any{"id": "ch_1", "object": "charge", "amount": 1999, "amount_refunded": 1999, "refunded": true}, "", true},
+		{"a dispute without payment intent", psp.EventDisputeCreated, psp.DisputeObject{ID: "dp_1", Amount: 1999}, "", true},
+		{"a refund event without a charge", psp.EventChargeRefunded, map[string]any{"object": "charge"}, "", true},
+		{"a dispute event without a dispute", psp.EventDisputeCreated, map[string]any{"object": "dispute"}, "", true},
+		{"an event of another type", psp.EventCheckoutCompleted, charge(1999, 1999, true, "pi_1"), "", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := mustEvent(t, tc.eventType, "acct_rev", tc.object)
+			r, ok, err := payments.ReversalOf(ev)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("ReversalOf error %v, want error: %v", err, tc.wantErr)
+			}
+			if ok != (tc.kind != "") {
+				t.Fatalf("ReversalOf ok %v, want %v", ok, tc.kind != "")
+			}
+			if !ok {
+				return
+			}
+			want := payments.Reversal{Kind: tc.kind, PaymentIntent: "pi_1", Account: "acct_rev", EventID: ev.ID}
+			if r != want {
+				t.Errorf("reversal %+v, want %+v", r, want)
+			}
+		})
+	}
+}
+
+func TestRevoke(t *testing.T) {
+	e := newEnv(t, true)
+	ctx := context.Background()
+	// fulfilled returns a fulfilled paid session of a new shop on account.
+	fulfilled := func(t *testing.T, account string) payments.Session {
+		t.Helper()
+		s := e.Session(e.MustShop(account))
+		if _, err := e.Svc.Fulfil(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	status := func(t *testing.T, s payments.Session) (string, int64) {
+		t.Helper()
+		var p models.Purchase
+		must(t, e.DB.Take(&p, "psp_checkout_session_id = ?", s.ID).Error)
+		return p.Status, e.Count(&models.Entitlement{}, "purchase_id = ? AND revoked_at IS NULL", p.ID)
+	}
+	cases := []struct {
+		name string
+		// edit turns the full refund of a fulfilled session's payment into the reversal under test.
+		edit    func(r *payments.Reversal)
+		outcome string // "" for a rejected reversal
+		status  string // the purchase's status afterwards
+	}{
+		{"a full refund ends the purchase", func(*payments.Reversal) {}, payments.RevokeApplied, models.PurchaseRefunded},
+		{"a dispute ends the purchase", func(r *payments.Reversal) { r.Kind = models.PurchaseDisputed }, payments.RevokeApplied, models.PurchaseDisputed},
+		{"a refund from another account is rejected", func(r *payments.Reversal) { r.Account = "acct_attacker" }, "", models.PurchasePaid},
+		{"a refund without payment intent is rejected", func(r *payments.Reversal) { r.PaymentIntent = "" }, "", models.PurchasePaid},
+		{"an unknown kind is rejected", func(r *payments.Reversal) { r.Kind = "chargeback" }, "", models.PurchasePaid},
+		{"a refund of a payment without purchase is parked", func(r *payments.Reversal) { r.PaymentIntent = "pi_unknown" }, payments.RevokeParked, models.PurchasePaid},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := fulfilled(t, fmt.Sprintf("acct_revoke_%d", i))
+			r := payments.Reversal{Kind: models.PurchaseRefunded, PaymentIntent: s.PaymentIntent, Account: s.Account, EventID: psp.NewID("evt")}
+			tc.edit(&r)
+			out, err := e.Svc.Revoke(ctx, r)
+			if tc.outcome == "" {
+				if !errors.Is(err, payments.ErrRejected) {
+					t.Fatalf("Revoke = %q, %v; want an error wrapping ErrRejected", out, err)
+				}
+			} else if err != nil || out != tc.outcome {
+				t.Fatalf("Revoke = %q, %v; want %s", out, err, tc.outcome)
+			}
+			got, inForce := status(t, s)
+			if got != tc.status || (inForce == 1) != (tc.status == models.PurchasePaid) {
+				t.Errorf("purchase %s with %d entitlements in force, want %s", got, inForce, tc.status)
+			}
+		})
+	}
+
+	t.Run("a second reversal changes nothing", func(t *testing.T) {
+		s := fulfilled(t, "acct_revoke_twice")
+		r := payments.Reversal{Kind: models.PurchaseRefunded, PaymentIntent: s.PaymentIntent, Account: s.Account, EventID: "evt_1"}
+		pushed := len(e.Pusher.types())
+		for i, want := range []string{payments.RevokeApplied, payments.RevokeAlready} {
+			if out, err := e.Svc.Revoke(ctx, r); err != nil || out != want {
+				t.Fatalf("call %d: Revoke = %q, %v; want %s", i, out, err, want)
+			}
+		}
+		r.Kind, r.EventID = models.PurchaseDisputed, "evt_2"
+		if out, err := e.Svc.Revoke(ctx, r); err != nil || out != payments.RevokeAlready {
+			t.Fatalf("dispute after refund: Revoke = %q, %v; want %s", out, err, payments.RevokeAlready)
+		}
+		if got := e.Pusher.types()[pushed:]; !reflect.DeepEqual(got, []string{payments.EventPurchaseRefunded}) {
+			t.Errorf("pushed %v, want one purchase_refunded", got)
+		}
+	})
+	t.Run("a parked refund is applied by the fulfilment", func(t *testing.T) {
+		s := e.Session(e.MustShop("acct_revoke_early"))
+		r := payments.Reversal{Kind: models.PurchaseRefunded, PaymentIntent: s.PaymentIntent, Account: s.Account, EventID: "evt_3"}
+		if out, err := e.Svc.Revoke(ctx, r); err != nil || out != payments.RevokeParked {
+			t.Fatalf("Revoke = %q, %v; want parked", out, err)
+		}
+		pushed := len(e.Pusher.types())
+		if res, err := e.Svc.Fulfil(ctx, s); err != nil || res.Status != payments.StatusFulfilled {
+			t.Fatalf("Fulfil = %+v, %v", res, err)
+		}
+		if got, inForce := status(t, s); got != models.PurchaseRefunded || inForce != 0 {
+			t.Errorf("purchase %s with %d entitlements in force, want refunded and none", got, inForce)
+		}
+		want := []string{payments.EventPurchaseCompleted, payments.EventPurchaseRefunded}
+		if got := e.Pusher.types()[pushed:]; !reflect.DeepEqual(got, want) {
+			t.Errorf("pushed %v, want %v", got, want)
+		}
+	})
+}
