@@ -14,8 +14,8 @@ import (
 
 func TestPlatformAuthentication(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
-	e.MustTrack(tn, pageView("s", 1))
+	tn := testenv.MustTenant(t, e.DB, true)
+	e.MustTrack(t, tn, pageView("s", 1))
 	id, secret, _ := strings.Cut(tn.Token, "|")
 	unauth := `{"message":"Unauthenticated."}`
 
@@ -32,23 +32,23 @@ func TestPlatformAuthentication(t *testing.T) {
 			for _, method := range []string{"GET", "DELETE"} {
 				var res response
 				if tc.header == "" {
-					res = e.Do(method, "/api/platform/events?count=1", "", nil)
+					res = e.Do(t, method, "/api/platform/events?count=1", "", nil)
 				} else {
-					res = e.Do(method, "/api/platform/events?count=1", "", nil, "Authorization", tc.header)
+					res = e.Do(t, method, "/api/platform/events?count=1", "", nil, "Authorization", tc.header)
 				}
 				assertBody(t, res, 401, unauth)
 			}
-			if n := e.QueueLen(tn); n != 1 {
+			if n := e.QueueLen(t, tn); n != 1 {
 				t.Fatalf("queue length %d, want 1", n)
 			}
 		})
 	}
 
 	t.Run("lower-case bearer and a hash-only token work as in Sanctum", func(t *testing.T) {
-		if res := e.Do("GET", "/api/platform/events", "", nil, "Authorization", "bearer "+tn.Token); res.Status != 200 {
+		if res := e.Do(t, "GET", "/api/platform/events", "", nil, "Authorization", "bearer "+tn.Token); res.Status != 200 {
 			t.Fatalf("%d", res.Status)
 		}
-		if res := e.Do("GET", "/api/platform/events", secret, nil); res.Status != 200 {
+		if res := e.Do(t, "GET", "/api/platform/events", secret, nil); res.Status != 200 {
 			t.Fatalf("%d", res.Status)
 		}
 	})
@@ -59,18 +59,18 @@ func TestPlatformAuthentication(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		assertBody(t, e.Do("GET", "/api/platform/events", expired, nil), 401, unauth)
+		assertBody(t, e.Do(t, "GET", "/api/platform/events", expired, nil), 401, unauth)
 	})
 
 	t.Run("403 when the token lacks the ability", func(t *testing.T) {
 		_, reader, _ := auth.CreateToken(context.Background(), e.DB, tn.ID, "r", []string{auth.AbilityEventsRead}, nil)
 		_, deleter, _ := auth.CreateToken(context.Background(), e.DB, tn.ID, "d", []string{auth.AbilityEventsDelete}, nil)
-		if res := e.Do("GET", "/api/platform/events", reader, nil); res.Status != 200 {
+		if res := e.Do(t, "GET", "/api/platform/events", reader, nil); res.Status != 200 {
 			t.Fatalf("reader GET %d", res.Status)
 		}
-		assertBody(t, e.Do("DELETE", "/api/platform/events?count=1", reader, nil), 403, `{"message":"Invalid ability provided."}`)
-		assertBody(t, e.Do("GET", "/api/platform/events", deleter, nil), 403, `{"message":"Invalid ability provided."}`)
-		if n := e.QueueLen(tn); n != 1 {
+		assertBody(t, e.Do(t, "DELETE", "/api/platform/events?count=1", reader, nil), 403, `{"message":"Invalid ability provided."}`)
+		assertBody(t, e.Do(t, "GET", "/api/platform/events", deleter, nil), 403, `{"message":"Invalid ability provided."}`)
+		if n := e.QueueLen(t, tn); n != 1 {
 			t.Fatalf("queue length %d, want 1", n)
 		}
 	})
@@ -89,12 +89,12 @@ func TestPlatformAuthentication(t *testing.T) {
 // so the revoked token's cached row cannot stand in for the new one.
 func TestNewTokenReusingARevokedIDWorksAtOnce(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
+	tn := testenv.MustTenant(t, e.DB, true)
 	row, old, err := auth.CreateToken(context.Background(), e.DB, tn.ID, "old", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := e.Do("GET", "/api/platform/events", old, nil); res.Status != 200 {
+	if res := e.Do(t, "GET", "/api/platform/events", old, nil); res.Status != 200 {
 		t.Fatalf("old token: %d", res.Status)
 	}
 	if err := auth.RevokeToken(context.Background(), e.DB, row.ID); err != nil {
@@ -111,7 +111,7 @@ func TestNewTokenReusingARevokedIDWorksAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	token := fmt.Sprintf("%d|%s", row.ID, secret)
-	if res := e.Do("GET", "/api/platform/events", token, nil); res.Status != 200 {
+	if res := e.Do(t, "GET", "/api/platform/events", token, nil); res.Status != 200 {
 		t.Fatalf("new token with the revoked id refused: %d %s", res.Status, res.Body)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/eventq/eventq/internal/testenv"
@@ -21,42 +22,16 @@ func startCheckoutAPI(t *testing.T) (*apiEnv, *testenv.FakePSP) {
 	return e, fake
 }
 
-// shop is a tenant with (usually) a connected account, one audience member and one product.
-type shop struct {
-	tenant
-	Account string
-	Member  models.AudienceMember
-	Product models.Product
-}
+// shop is a tenant with a connected account (usually), a member and a product.
+type shop = testenv.Shop
 
-// MustShop creates a tenant (UseQueueEvents = flag, token abilities as MustTenant) with a
-// connected account, a member and a 19.99 USD product.
-func (e *apiEnv) MustShop(flag bool, abilities ...string) shop {
-	e.t.Helper()
-	return e.mustShopOn(true, flag, abilities...)
-}
+var accounts atomic.Int64
 
-// mustShopOn is MustShop; connected false leaves the tenant without a connected account.
-func (e *apiEnv) mustShopOn(connected, flag bool, abilities ...string) shop {
-	e.t.Helper()
-	tn := e.MustTenant(flag, abilities...)
-	s := shop{tenant: tn}
-	if connected {
-		s.Account = fmt.Sprintf("acct_test_%d", tn.ID)
-		if err := e.DB.Model(&models.Tenant{}).Where("id = ?", tn.ID).Update("psp_account_id", s.Account).Error; err != nil {
-			e.t.Fatalf("set connected account: %v", err)
-		}
-		s.PSPAccountID = &s.Account
-	}
-	s.Member = models.AudienceMember{TenantID: tn.ID, Email: fmt.Sprintf("member%d@example.com", tn.ID), Name: "Ada"}
-	if err := e.DB.Create(&s.Member).Error; err != nil {
-		e.t.Fatalf("create member: %v", err)
-	}
-	s.Product = models.Product{TenantID: tn.ID, Name: "Course", Amount: 1999, Currency: "usd"}
-	if err := e.DB.Create(&s.Product).Error; err != nil {
-		e.t.Fatalf("create product: %v", err)
-	}
-	return s
+// mustShop creates a shop (testenv.MustShop) on a connected account of its own; UseQueueEvents
+// is flag and the token carries abilities (default "*").
+func mustShop(t *testing.T, e *apiEnv, flag bool, abilities ...string) shop {
+	t.Helper()
+	return testenv.MustShop(t, e.DB, fmt.Sprintf("acct_test_%d", accounts.Add(1)), flag, abilities...)
 }
 
 type checkoutCreated struct {
@@ -67,25 +42,25 @@ type checkoutCreated struct {
 }
 
 // PostCheckout posts body to the checkout endpoint with tn's token.
-func (e *apiEnv) PostCheckout(token string, body any) response {
-	e.t.Helper()
+func (e *apiEnv) PostCheckout(t *testing.T, token string, body any) response {
+	t.Helper()
 	b, err := json.Marshal(body)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
-	return e.Do("POST", "/api/platform/checkout/sessions", token, b, "Content-Type", "application/json", "Accept", "application/json")
+	return e.Do(t, "POST", "/api/platform/checkout/sessions", token, b, "Content-Type", "application/json", "Accept", "application/json")
 }
 
 // MustCheckout creates a checkout session for s's member and product and returns its id.
-func (e *apiEnv) MustCheckout(s shop) string {
-	e.t.Helper()
-	res := e.PostCheckout(s.Token, checkoutBody(s))
+func (e *apiEnv) MustCheckout(t *testing.T, s shop) string {
+	t.Helper()
+	res := e.PostCheckout(t, s.Token, checkoutBody(s))
 	if res.Status != 201 {
-		e.t.Fatalf("POST checkout: %d %s", res.Status, res.Body)
+		t.Fatalf("POST checkout: %d %s", res.Status, res.Body)
 	}
 	var out checkoutCreated
 	if err := json.Unmarshal(res.Body, &out); err != nil || !strings.HasPrefix(out.Data.ID, "cs_") {
-		e.t.Fatalf("bad 201 body %s", res.Body)
+		t.Fatalf("bad 201 body %s", res.Body)
 	}
 	return out.Data.ID
 }
@@ -102,9 +77,9 @@ func returnPath(tenantID uint64, session string) string {
 }
 
 // ReturnJSON GETs the return page as JSON.
-func (e *apiEnv) ReturnJSON(tenantID uint64, session string) response {
-	e.t.Helper()
-	return e.Do("GET", returnPath(tenantID, session), "", nil, "Accept", "application/json")
+func (e *apiEnv) ReturnJSON(t *testing.T, tenantID uint64, session string) response {
+	t.Helper()
+	return e.Do(t, "GET", returnPath(tenantID, session), "", nil, "Accept", "application/json")
 }
 
 func returnBody(status string, purchaseID uint64) string {

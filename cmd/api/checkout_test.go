@@ -14,9 +14,9 @@ import (
 
 func TestCheckoutCreatesSessionOnConnectedAccount(t *testing.T) {
 	e, fake := startCheckoutAPI(t)
-	s := e.MustShop(false, "checkout:write")
+	s := mustShop(t, e, false, "checkout:write")
 
-	res := e.PostCheckout(s.Token, checkoutBody(s))
+	res := e.PostCheckout(t, s.Token, checkoutBody(s))
 	if res.Status != 201 {
 		t.Fatalf("POST: %d %s", res.Status, res.Body)
 	}
@@ -59,7 +59,7 @@ func TestCheckoutCreatesSessionOnConnectedAccount(t *testing.T) {
 	}
 
 	t.Run("accepts ids as JSON numbers", func(t *testing.T) {
-		res := e.PostCheckout(s.Token, map[string]any{
+		res := e.PostCheckout(t, s.Token, map[string]any{
 			"audience_member_id": s.Member.ID, "product_id": s.Product.ID, "cancel_url": "https://shop.example/cancel",
 		})
 		if res.Status != 201 {
@@ -75,8 +75,8 @@ func TestCheckoutCreatesSessionOnConnectedAccount(t *testing.T) {
 
 func TestCheckoutRejectsBadInput(t *testing.T) {
 	e, fake := startCheckoutAPI(t)
-	s := e.MustShop(false, "checkout:write")
-	other := e.MustShop(false)
+	s := mustShop(t, e, false, "checkout:write")
+	other := mustShop(t, e, false)
 
 	invalid := func(field, msg string) string {
 		return fmt.Sprintf(`{"message":%q,"errors":{%q:[%q]}}`, msg, field, msg)
@@ -86,7 +86,7 @@ func TestCheckoutRejectsBadInput(t *testing.T) {
 		b[key] = v
 		return b
 	}
-	weak := e.MustTenant(false, "events:read")
+	weak := testenv.MustTenant(t, e.DB, false, "events:read")
 	cases := []struct {
 		name, token string
 		body        any
@@ -116,7 +116,7 @@ func TestCheckoutRejectsBadInput(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(createCalls(fake))
-			assertBody(t, e.PostCheckout(tc.token, tc.body), tc.status, tc.want)
+			assertBody(t, e.PostCheckout(t, tc.token, tc.body), tc.status, tc.want)
 			if n := len(createCalls(fake)) - before; n != 0 {
 				t.Fatalf("provider got %d create calls, want 0", n)
 			}
@@ -126,21 +126,21 @@ func TestCheckoutRejectsBadInput(t *testing.T) {
 
 func TestCheckoutProviderDownIs502(t *testing.T) {
 	e, fake := startCheckoutAPI(t)
-	s := e.MustShop(false)
-	cs := e.MustCheckout(s)
+	s := mustShop(t, e, false)
+	cs := e.MustCheckout(t, s)
 	fake.SetDown(true)
 	const body = `{"message":"The payment provider could not be reached."}`
 
 	t.Run("create answers 502 promptly", func(t *testing.T) {
 		start := time.Now()
-		assertBody(t, e.PostCheckout(s.Token, checkoutBody(s)), 502, body)
+		assertBody(t, e.PostCheckout(t, s.Token, checkoutBody(s)), 502, body)
 		if d := time.Since(start); d > 8*time.Second {
 			t.Fatalf("took %v", d)
 		}
 	})
 	t.Run("return page answers 502 promptly", func(t *testing.T) {
 		start := time.Now()
-		assertBody(t, e.ReturnJSON(s.ID, cs), 502, body)
+		assertBody(t, e.ReturnJSON(t, s.ID, cs), 502, body)
 		if d := time.Since(start); d > 8*time.Second {
 			t.Fatalf("took %v", d)
 		}
@@ -155,7 +155,7 @@ func TestCheckoutProviderDownIs502(t *testing.T) {
 func TestCheckoutWithoutKeyIs503AndSendsNothing(t *testing.T) {
 	fake := testenv.StartFakePSP(t)
 	e := startAPI(t, "PSP_API_BASE="+fake.URL, "APP_URL="+checkoutAppURL)
-	s := e.MustShop(false)
+	s := mustShop(t, e, false)
 	cs := fake.AddSession(s.Account, psp.SessionObject{
 		AmountTotal: 1999, Currency: "usd", Mode: "payment", PaymentStatus: "unpaid", Status: "open",
 		Metadata: map[string]string{"tenant_id": models.FormatID(s.ID), "audience_member_id": models.FormatID(s.Member.ID),
@@ -165,11 +165,11 @@ func TestCheckoutWithoutKeyIs503AndSendsNothing(t *testing.T) {
 	const body = `{"message":"Service Unavailable."}`
 
 	t.Run("create answers 503", func(t *testing.T) {
-		assertBody(t, e.PostCheckout(s.Token, checkoutBody(s)), 503, body)
+		assertBody(t, e.PostCheckout(t, s.Token, checkoutBody(s)), 503, body)
 	})
 	t.Run("return page answers 503 and fulfils nothing", func(t *testing.T) {
-		assertBody(t, e.ReturnJSON(s.ID, cs.ID), 503, body)
-		res := e.Do("GET", returnPath(s.ID, cs.ID), "", nil, "Accept", "text/html")
+		assertBody(t, e.ReturnJSON(t, s.ID, cs.ID), 503, body)
+		res := e.Do(t, "GET", returnPath(s.ID, cs.ID), "", nil, "Accept", "text/html")
 		if res.Status != 503 {
 			t.Fatalf("HTML return page: %d %s", res.Status, res.Body)
 		}

@@ -25,34 +25,34 @@ import (
 // keeps events that arrived after the read, and an offset beyond the front is a 422.
 func TestOffsetTrims(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
-	ids := e.MustTrack(tn, pageView("s", 1), pageView("s", 2), pageView("s", 3))
+	tn := testenv.MustTenant(t, e.DB, true)
+	ids := e.MustTrack(t, tn, pageView("s", 1), pageView("s", 2), pageView("s", 3))
 
-	res := e.Do("GET", "/api/platform/events?limit=2", tn.Token, nil)
+	res := e.Do(t, "GET", "/api/platform/events?limit=2", tn.Token, nil)
 	if res.Status != 200 || res.Header.Get("Queue-Offset") != "0" {
 		t.Fatalf("GET: %d, Queue-Offset %q", res.Status, res.Header.Get("Queue-Offset"))
 	}
-	later := e.MustTrack(tn, pageView("s", 4))
+	later := e.MustTrack(t, tn, pageView("s", 4))
 	for attempt := range 3 { // a DELETE retried after a lost response
-		res := e.Do("DELETE", "/api/platform/events?count=2&offset=0", tn.Token, nil)
+		res := e.Do(t, "DELETE", "/api/platform/events?count=2&offset=0", tn.Token, nil)
 		if res.Status != 204 || res.Header.Get("Queue-Offset") != "2" || len(res.Body) != 0 {
 			t.Fatalf("DELETE attempt %d: %d, Queue-Offset %q, body %q", attempt, res.Status, res.Header.Get("Queue-Offset"), res.Body)
 		}
-		if n := e.QueueLen(tn); n != 2 {
+		if n := e.QueueLen(t, tn); n != 2 {
 			t.Fatalf("attempt %d: queue length %d, want 2 (events 3 and 4)", attempt, n)
 		}
 	}
-	got := e.MustRead(tn)
+	got := e.MustRead(t, tn)
 	if got.Data.Count != 2 || got.Data.Events[0].ID != ids[2] || got.Data.Events[1].ID != later[0] {
 		t.Fatalf("left %+v", got.Data)
 	}
-	assertBody(t, e.Do("DELETE", "/api/platform/events?count=1&offset=3", tn.Token, nil), 422,
+	assertBody(t, e.Do(t, "DELETE", "/api/platform/events?count=1&offset=3", tn.Token, nil), 422,
 		`{"message":"The offset field must not be greater than 2.","errors":{"offset":["The offset field must not be greater than 2."]}}`)
-	if n := e.QueueLen(tn); n != 2 {
+	if n := e.QueueLen(t, tn); n != 2 {
 		t.Fatalf("queue length %d after a refused trim, want 2", n)
 	}
 	// Without an offset, DELETE keeps its original meaning, and reports the front.
-	res = e.Do("DELETE", "/api/platform/events?count=1", tn.Token, nil)
+	res = e.Do(t, "DELETE", "/api/platform/events?count=1", tn.Token, nil)
 	if res.Status != 204 || res.Header.Get("Queue-Offset") != "3" {
 		t.Fatalf("plain DELETE: %d, Queue-Offset %q", res.Status, res.Header.Get("Queue-Offset"))
 	}
@@ -62,8 +62,8 @@ func TestOffsetTrims(t *testing.T) {
 // nothing.
 func TestConsumptionParametersAreValidated(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
-	e.MustTrack(tn, pageView("s", 1), pageView("s", 2))
+	tn := testenv.MustTenant(t, e.DB, true)
+	e.MustTrack(t, tn, pageView("s", 1), pageView("s", 2))
 	msg := func(field, text string) string {
 		m := fmt.Sprintf("The %s field %s", field, text)
 		return fmt.Sprintf(`{"message":%q,"errors":{%q:[%q]}}`, m, field, m)
@@ -82,14 +82,14 @@ func TestConsumptionParametersAreValidated(t *testing.T) {
 		{"DELETE", "?count=1&offset=1&offset=9", msg("offset", "must not be greater than 0.")},
 	} {
 		t.Run(tc.method+tc.query, func(t *testing.T) {
-			assertBody(t, e.Do(tc.method, "/api/platform/events"+tc.query, tn.Token, nil), 422, tc.body)
-			if n := e.QueueLen(tn); n != 2 {
+			assertBody(t, e.Do(t, tc.method, "/api/platform/events"+tc.query, tn.Token, nil), 422, tc.body)
+			if n := e.QueueLen(t, tn); n != 2 {
 				t.Fatalf("queue length %d, want 2", n)
 			}
 		})
 	}
 	t.Run("limit bounds the read", func(t *testing.T) {
-		res := e.Do("GET", "/api/platform/events?limit=1", tn.Token, nil)
+		res := e.Do(t, "GET", "/api/platform/events?limit=1", tn.Token, nil)
 		if res.Status != 200 || !bytes.HasPrefix(res.Body, []byte(`{"data":{"count":1,"events":[{`)) {
 			t.Fatalf("limit=1: %d %s", res.Status, res.Body)
 		}
@@ -101,7 +101,7 @@ func TestConsumptionParametersAreValidated(t *testing.T) {
 func TestWaitIsWokenByATrackOnAnotherProcess(t *testing.T) {
 	e := startAPI(t)
 	other := startAPIOn(t, e.Redis, e.DB, e.Main.Config.DatabaseURL)
-	tn := e.MustTenant(true)
+	tn := testenv.MustTenant(t, e.DB, true)
 
 	type answer struct {
 		res   *http.Response
@@ -134,7 +134,7 @@ func TestWaitIsWokenByATrackOnAnotherProcess(t *testing.T) {
 		t.Fatalf("read answered at once: %v %s", a.error, a.body)
 	case <-time.After(300 * time.Millisecond):
 	}
-	ids := other.MustTrack(tn, pageView("s", 1))
+	ids := other.MustTrack(t, tn, pageView("s", 1))
 	tracked := time.Now()
 	var a answer
 	select {
@@ -150,7 +150,7 @@ func TestWaitIsWokenByATrackOnAnotherProcess(t *testing.T) {
 	}
 	t.Logf("answered %v after the track's 202, %v after the request", a.at.Sub(tracked), a.at.Sub(start))
 
-	e.Do("DELETE", "/api/platform/events?count=1&offset=0", tn.Token, nil)
+	e.Do(t, "DELETE", "/api/platform/events?count=1&offset=0", tn.Token, nil)
 	start = time.Now()
 	a = <-get("?wait=1")
 	if a.error != nil || string(a.body) != `{"data":{"count":0,"events":[]}}` || a.res.Header.Get("Queue-Offset") != "1" {
@@ -177,11 +177,11 @@ func TestWaitIsWokenByATrackOnAnotherProcess(t *testing.T) {
 // gzip and zstd reads decompress to the identity body; Vary says the body depends on it.
 func TestCompressedReads(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
+	tn := testenv.MustTenant(t, e.DB, true)
 	for i := range 20 {
-		e.MustTrack(tn, pageView("s", i), pageView("s", i+100))
+		e.MustTrack(t, tn, pageView("s", i), pageView("s", i+100))
 	}
-	identity := e.Do("GET", "/api/platform/events", tn.Token, nil, "Accept-Encoding", "identity")
+	identity := e.Do(t, "GET", "/api/platform/events", tn.Token, nil, "Accept-Encoding", "identity")
 	if identity.Header.Get("Content-Encoding") != "" || identity.Header.Get("Vary") != "Accept-Encoding" {
 		t.Fatalf("identity: Content-Encoding %q, Vary %q", identity.Header.Get("Content-Encoding"), identity.Header.Get("Vary"))
 	}
@@ -195,7 +195,7 @@ func TestCompressedReads(t *testing.T) {
 		{"br", "", func(b []byte) ([]byte, error) { return b, nil }},
 	} {
 		t.Run(tc.accept, func(t *testing.T) {
-			res := e.Do("GET", "/api/platform/events", tn.Token, nil, "Accept-Encoding", tc.accept)
+			res := e.Do(t, "GET", "/api/platform/events", tn.Token, nil, "Accept-Encoding", tc.accept)
 			if res.Status != 200 || res.Header.Get("Content-Encoding") != tc.coding || res.Header.Get("Queue-Offset") != "0" {
 				t.Fatalf("%d, Content-Encoding %q, Queue-Offset %q", res.Status, res.Header.Get("Content-Encoding"), res.Header.Get("Queue-Offset"))
 			}
@@ -234,9 +234,9 @@ func unzstd(b []byte) ([]byte, error) {
 // offset.
 func TestWaitWithTheFlagOff(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(false)
+	tn := testenv.MustTenant(t, e.DB, false)
 	start := time.Now()
-	res := e.Do("GET", "/api/platform/events?wait=1", tn.Token, nil)
+	res := e.Do(t, "GET", "/api/platform/events?wait=1", tn.Token, nil)
 	assertBody(t, res, 200, `{"data":{"count":0,"events":[]}}`)
 	if took := time.Since(start); took < time.Second {
 		t.Fatalf("answered after %v", took)
@@ -251,13 +251,13 @@ func TestWaitWithTheFlagOff(t *testing.T) {
 // loss beyond the restored front is refused.
 func TestRebuildAfterAnEmptyRedisRestart(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
+	tn := testenv.MustTenant(t, e.DB, true)
 	var ids []string
 	for i := range 5 {
-		ids = append(ids, e.MustTrack(tn, pageView("s", 2*i), pageView("s", 2*i+1))...)
+		ids = append(ids, e.MustTrack(t, tn, pageView("s", 2*i), pageView("s", 2*i+1))...)
 	}
-	e.Do("GET", "/api/platform/events?limit=4", tn.Token, nil)
-	if res := e.Do("DELETE", "/api/platform/events?count=4&offset=0", tn.Token, nil); res.Status != 204 {
+	e.Do(t, "GET", "/api/platform/events?limit=4", tn.Token, nil)
+	if res := e.Do(t, "DELETE", "/api/platform/events?count=4&offset=0", tn.Token, nil); res.Status != 204 {
 		t.Fatalf("DELETE: %d", res.Status)
 	}
 	testenv.Eventually(t, 5*time.Second, "the api recorded the trim", func() bool {
@@ -270,7 +270,7 @@ func TestRebuildAfterAnEmptyRedisRestart(t *testing.T) {
 		return n == 0
 	})
 	e.Redis.Wipe()
-	if n := e.QueueLen(tn); n != 0 {
+	if n := e.QueueLen(t, tn); n != 0 {
 		t.Fatalf("queue length %d after an empty restart", n)
 	}
 	in := tracking.NewIngestor(e.DB, features.New(e.DB, clock.Real{}), e.Queue, clock.Real{}, slog.New(slog.DiscardHandler), metrics.New())
@@ -279,8 +279,8 @@ func TestRebuildAfterAnEmptyRedisRestart(t *testing.T) {
 	if err != nil || restored[tn.ID] != 6 {
 		t.Fatalf("rebuild: %v %v", restored, err)
 	}
-	res := e.Do("GET", "/api/platform/events", tn.Token, nil)
-	got := e.MustRead(tn)
+	res := e.Do(t, "GET", "/api/platform/events", tn.Token, nil)
+	got := e.MustRead(t, tn)
 	if res.Header.Get("Queue-Offset") != "4" || got.Data.Count != 6 {
 		t.Fatalf("after the rebuild: offset %q, %d events", res.Header.Get("Queue-Offset"), got.Data.Count)
 	}
@@ -289,6 +289,6 @@ func TestRebuildAfterAnEmptyRedisRestart(t *testing.T) {
 			t.Fatalf("event %d is %s, want %s", i, ev.ID, ids[4+i])
 		}
 	}
-	assertBody(t, e.Do("DELETE", "/api/platform/events?count=2&offset=6", tn.Token, nil), 422,
+	assertBody(t, e.Do(t, "DELETE", "/api/platform/events?count=2&offset=6", tn.Token, nil), 422,
 		`{"message":"The offset field must not be greater than 4.","errors":{"offset":["The offset field must not be greater than 4."]}}`)
 }

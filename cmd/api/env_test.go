@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,11 +13,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/eventq/eventq/internal/auth"
-	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -28,7 +24,6 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // apiEnv is a real api process (the same Main as production) on a free port, with its own
 // redis-server and database.
 type apiEnv struct {
-	t     *testing.T
 	Redis *testenv.Redis
 	DB    *gorm.DB
 	Main  *Main
@@ -64,34 +59,11 @@ func startAPIOn(t *testing.T, r *testenv.Redis, db *gorm.DB, dbURL string, extra
 	done := make(chan struct{})
 	go func() { defer close(done); m.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &apiEnv{t: t, Redis: r, DB: db, Main: m, Base: "http://" + m.Addr(), Queue: eventqueue.New(r.Client())}
+	return &apiEnv{Redis: r, DB: db, Main: m, Base: "http://" + m.Addr(), Queue: eventqueue.New(r.Client())}
 }
 
-// tenant is a tenant created directly in the database with a token.
-type tenant struct {
-	models.Tenant
-	Token string
-}
-
-// MustTenant creates a tenant with a token carrying abilities (default "*"), and switches
-// UseQueueEvents to flag.
-func (e *apiEnv) MustTenant(flag bool, abilities ...string) tenant {
-	e.t.Helper()
-	tn := models.Tenant{Name: "Shop", SiteKey: fmt.Sprintf("site_test_%d", siteKeySerial.Add(1))}
-	if err := e.DB.Create(&tn).Error; err != nil {
-		e.t.Fatalf("create tenant: %v", err)
-	}
-	_, token, err := auth.CreateToken(context.Background(), e.DB, tn.ID, "test", abilities, nil)
-	if err != nil {
-		e.t.Fatalf("create token: %v", err)
-	}
-	if flag {
-		if err := features.New(e.DB, clock.Real{}).Set(context.Background(), features.UseQueueEvents, tn.ID, true); err != nil {
-			e.t.Fatalf("activate flag: %v", err)
-		}
-	}
-	return tenant{Tenant: tn, Token: token}
-}
+// tenant is a tenant with a token; testenv.MustTenant makes one.
+type tenant = testenv.Tenant
 
 type response struct {
 	Status int
@@ -100,11 +72,11 @@ type response struct {
 }
 
 // Do sends one request; token may be empty.
-func (e *apiEnv) Do(method, path, token string, body []byte, headers ...string) response {
-	e.t.Helper()
+func (e *apiEnv) Do(t *testing.T, method, path, token string, body []byte, headers ...string) response {
+	t.Helper()
 	req, err := http.NewRequest(method, e.Base+path, bytes.NewReader(body))
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -114,12 +86,12 @@ func (e *apiEnv) Do(method, path, token string, body []byte, headers ...string) 
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return response{Status: res.StatusCode, Header: res.Header, Body: b}
 }
@@ -133,29 +105,29 @@ type readResult struct {
 }
 
 // MustRead GETs the tenant's events and decodes them.
-func (e *apiEnv) MustRead(tn tenant) readResult {
-	e.t.Helper()
-	res := e.Do("GET", "/api/platform/events", tn.Token, nil)
+func (e *apiEnv) MustRead(t *testing.T, tn tenant) readResult {
+	t.Helper()
+	res := e.Do(t, "GET", "/api/platform/events", tn.Token, nil)
 	if res.Status != 200 {
-		e.t.Fatalf("GET events: %d %s", res.Status, res.Body)
+		t.Fatalf("GET events: %d %s", res.Status, res.Body)
 	}
 	var out readResult
 	if err := json.Unmarshal(res.Body, &out); err != nil {
-		e.t.Fatalf("decode %s: %v", res.Body, err)
+		t.Fatalf("decode %s: %v", res.Body, err)
 	}
 	if out.Data.Count != len(out.Data.Events) {
-		e.t.Fatalf("count %d but %d events", out.Data.Count, len(out.Data.Events))
+		t.Fatalf("count %d but %d events", out.Data.Count, len(out.Data.Events))
 	}
 	return out
 }
 
 // MustTrack posts events for tn to /api/track and returns the ids.
-func (e *apiEnv) MustTrack(tn tenant, events ...map[string]any) []string {
-	e.t.Helper()
+func (e *apiEnv) MustTrack(t *testing.T, tn tenant, events ...map[string]any) []string {
+	t.Helper()
 	body, _ := json.Marshal(map[string]any{"site_key": tn.SiteKey, "events": events})
-	res := e.Do("POST", "/api/track", "", body, "User-Agent", "Mozilla/5.0 (test)")
+	res := e.Do(t, "POST", "/api/track", "", body, "User-Agent", "Mozilla/5.0 (test)")
 	if res.Status != 202 {
-		e.t.Fatalf("POST /api/track: %d %s", res.Status, res.Body)
+		t.Fatalf("POST /api/track: %d %s", res.Status, res.Body)
 	}
 	var out struct {
 		Data struct {
@@ -163,27 +135,27 @@ func (e *apiEnv) MustTrack(tn tenant, events ...map[string]any) []string {
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(res.Body, &out); err != nil || len(out.Data.IDs) != len(events) {
-		e.t.Fatalf("bad 202 body %s", res.Body)
+		t.Fatalf("bad 202 body %s", res.Body)
 	}
 	return out.Data.IDs
 }
 
 // QueueLen is the length of tn's Redis list, read directly.
-func (e *apiEnv) QueueLen(tn tenant) int64 {
-	e.t.Helper()
+func (e *apiEnv) QueueLen(t *testing.T, tn tenant) int64 {
+	t.Helper()
 	n, err := e.Queue.Len(context.Background(), tn.ID)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return n
 }
 
 // EventRows counts tn's stored events.
-func (e *apiEnv) EventRows(tn tenant) int64 {
-	e.t.Helper()
+func (e *apiEnv) EventRows(t *testing.T, tn tenant) int64 {
+	t.Helper()
 	var n int64
 	if err := e.DB.Model(&models.TrackedEvent{}).Where("tenant_id = ?", tn.ID).Count(&n).Error; err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return n
 }

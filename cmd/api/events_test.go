@@ -8,14 +8,16 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/eventq/eventq/internal/testenv"
 )
 
 func TestQuickStartFlow(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
+	tn := testenv.MustTenant(t, e.DB, true)
 
-	ids := e.MustTrack(tn, pageView("s-1", 1), pageView("s-1", 2))
-	got := e.MustRead(tn)
+	ids := e.MustTrack(t, tn, pageView("s-1", 1), pageView("s-1", 2))
+	got := e.MustRead(t, tn)
 	if got.Data.Count != 2 || got.Data.Events[0].ID != ids[0] || got.Data.Events[1].ID != ids[1] {
 		t.Fatalf("read %+v, want ids %v in order", got.Data, ids)
 	}
@@ -31,12 +33,12 @@ func TestQuickStartFlow(t *testing.T) {
 	}
 
 	t.Run("read is repeatable", func(t *testing.T) {
-		if again := e.MustRead(tn); again.Data.Count != 2 {
+		if again := e.MustRead(t, tn); again.Data.Count != 2 {
 			t.Fatalf("second read count %d, want 2", again.Data.Count)
 		}
 	})
 	t.Run("every key is present, audience_member_id as null", func(t *testing.T) {
-		res := e.Do("GET", "/api/platform/events", tn.Token, nil)
+		res := e.Do(t, "GET", "/api/platform/events", tn.Token, nil)
 		for _, key := range []string{"id", "type", "session_id", "audience_member_id", "url", "page_hostname",
 			"page_path", "user_agent", "ip_address", "event_sequence", "created_at"} {
 			if !strings.Contains(string(res.Body), `"`+key+`":`) {
@@ -51,21 +53,21 @@ func TestQuickStartFlow(t *testing.T) {
 		}
 	})
 	t.Run("trim removes exactly count", func(t *testing.T) {
-		res := e.Do("DELETE", "/api/platform/events?count=1", tn.Token, nil)
+		res := e.Do(t, "DELETE", "/api/platform/events?count=1", tn.Token, nil)
 		if res.Status != 204 || len(res.Body) != 0 {
 			t.Fatalf("DELETE: %d %q", res.Status, res.Body)
 		}
-		left := e.MustRead(tn)
+		left := e.MustRead(t, tn)
 		if left.Data.Count != 1 || left.Data.Events[0].ID != ids[1] {
 			t.Fatalf("after trim %+v, want only %s", left.Data, ids[1])
 		}
 	})
 	t.Run("empty queue reads as the empty result", func(t *testing.T) {
-		e.Do("DELETE", "/api/platform/events?count=5", tn.Token, nil)
-		assertBody(t, e.Do("GET", "/api/platform/events", tn.Token, nil), 200, `{"data":{"count":0,"events":[]}}`)
+		e.Do(t, "DELETE", "/api/platform/events?count=5", tn.Token, nil)
+		assertBody(t, e.Do(t, "GET", "/api/platform/events", tn.Token, nil), 200, `{"data":{"count":0,"events":[]}}`)
 	})
 	t.Run("every event is also in the database", func(t *testing.T) {
-		if n := e.EventRows(tn); n != 2 {
+		if n := e.EventRows(t, tn); n != 2 {
 			t.Fatalf("%d rows, want 2", n)
 		}
 	})
@@ -73,8 +75,8 @@ func TestQuickStartFlow(t *testing.T) {
 
 func TestTrimRejectsInvalidCount(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
-	e.MustTrack(tn, pageView("s", 1), pageView("s", 2), pageView("s", 3))
+	tn := testenv.MustTenant(t, e.DB, true)
+	e.MustTrack(t, tn, pageView("s", 1), pageView("s", 2), pageView("s", 3))
 
 	required := `{"message":"The count field is required.","errors":{"count":["The count field is required."]}}`
 	integer := `{"message":"The count field must be an integer.","errors":{"count":["The count field must be an integer."]}}`
@@ -93,8 +95,8 @@ func TestTrimRejectsInvalidCount(t *testing.T) {
 		{"negative", "?count=-1", atLeast},
 	} {
 		t.Run("422 when count is "+tc.name, func(t *testing.T) {
-			assertBody(t, e.Do("DELETE", "/api/platform/events"+tc.query, tn.Token, nil), 422, tc.body)
-			if n := e.QueueLen(tn); n != 3 {
+			assertBody(t, e.Do(t, "DELETE", "/api/platform/events"+tc.query, tn.Token, nil), 422, tc.body)
+			if n := e.QueueLen(t, tn); n != 3 {
 				t.Fatalf("queue length %d after rejected trim, want 3", n)
 			}
 		})
@@ -103,11 +105,11 @@ func TestTrimRejectsInvalidCount(t *testing.T) {
 
 func TestEventsRouteRejectsOtherMethods(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
-	e.MustTrack(tn, pageView("s", 1))
+	tn := testenv.MustTenant(t, e.DB, true)
+	e.MustTrack(t, tn, pageView("s", 1))
 	for _, method := range []string{"PUT", "PATCH", "POST"} {
 		t.Run(method+" answers 405 with Allow", func(t *testing.T) {
-			res := e.Do(method, "/api/platform/events?count=1", tn.Token, nil)
+			res := e.Do(t, method, "/api/platform/events?count=1", tn.Token, nil)
 			assertBody(t, res, 405, `{"message":"Method Not Allowed."}`)
 			allow := res.Header.Get("Allow")
 			for _, m := range []string{"GET", "HEAD", "DELETE"} {
@@ -115,62 +117,62 @@ func TestEventsRouteRejectsOtherMethods(t *testing.T) {
 					t.Fatalf("Allow %q lacks %s", allow, m)
 				}
 			}
-			if n := e.QueueLen(tn); n != 1 {
+			if n := e.QueueLen(t, tn); n != 1 {
 				t.Fatalf("queue length %d, want 1", n)
 			}
 		})
 	}
 	t.Run("unknown path answers 404", func(t *testing.T) {
-		assertBody(t, e.Do("GET", "/api/platform/nope", tn.Token, nil), 404, `{"message":"Not Found."}`)
+		assertBody(t, e.Do(t, "GET", "/api/platform/nope", tn.Token, nil), 404, `{"message":"Not Found."}`)
 	})
 }
 
 func TestFlagInactive(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(false)
+	tn := testenv.MustTenant(t, e.DB, false)
 	// Events that are somehow in the list must neither be shown nor trimmed.
 	if err := e.Queue.Append(context.Background(), tn.ID, []byte(`{"id":"x"}`), []byte(`{"id":"y"}`)); err != nil {
 		t.Fatal(err)
 	}
 
 	t.Run("track stores the event but does not queue it", func(t *testing.T) {
-		e.MustTrack(tn, pageView("s", 1))
-		if n := e.EventRows(tn); n != 1 {
+		e.MustTrack(t, tn, pageView("s", 1))
+		if n := e.EventRows(t, tn); n != 1 {
 			t.Fatalf("%d rows, want 1", n)
 		}
-		if n := e.QueueLen(tn); n != 2 {
+		if n := e.QueueLen(t, tn); n != 2 {
 			t.Fatalf("queue length %d, want 2", n)
 		}
 	})
 	t.Run("DELETE is a 204 no-op", func(t *testing.T) {
-		res := e.Do("DELETE", "/api/platform/events?count=2", tn.Token, nil)
+		res := e.Do(t, "DELETE", "/api/platform/events?count=2", tn.Token, nil)
 		if res.Status != 204 {
 			t.Fatalf("DELETE: %d %s", res.Status, res.Body)
 		}
-		if n := e.QueueLen(tn); n != 2 {
+		if n := e.QueueLen(t, tn); n != 2 {
 			t.Fatalf("queue length %d, want 2", n)
 		}
 	})
 	t.Run("DELETE still validates count", func(t *testing.T) {
-		if res := e.Do("DELETE", "/api/platform/events?count=0", tn.Token, nil); res.Status != 422 {
+		if res := e.Do(t, "DELETE", "/api/platform/events?count=0", tn.Token, nil); res.Status != 422 {
 			t.Fatalf("DELETE count=0: %d", res.Status)
 		}
 	})
 	t.Run("GET answers the empty result without touching Redis", func(t *testing.T) {
 		e.Redis.Stop()
 		defer e.Redis.Start()
-		assertBody(t, e.Do("GET", "/api/platform/events", tn.Token, nil), 200, `{"data":{"count":0,"events":[]}}`)
+		assertBody(t, e.Do(t, "GET", "/api/platform/events", tn.Token, nil), 200, `{"data":{"count":0,"events":[]}}`)
 	})
 }
 
 func TestTrimKeepsEventsThatArrivedAfterTheRead(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
-	e.MustTrack(tn, pageView("s", 1), pageView("s", 2))
-	read := e.MustRead(tn)
-	later := e.MustTrack(tn, pageView("s", 3))
-	e.Do("DELETE", fmt.Sprintf("/api/platform/events?count=%d", read.Data.Count), tn.Token, nil)
-	left := e.MustRead(tn)
+	tn := testenv.MustTenant(t, e.DB, true)
+	e.MustTrack(t, tn, pageView("s", 1), pageView("s", 2))
+	read := e.MustRead(t, tn)
+	later := e.MustTrack(t, tn, pageView("s", 3))
+	e.Do(t, "DELETE", fmt.Sprintf("/api/platform/events?count=%d", read.Data.Count), tn.Token, nil)
+	left := e.MustRead(t, tn)
 	if left.Data.Count != 1 || left.Data.Events[0].ID != later[0] {
 		t.Fatalf("after trim %+v, want only the later event %s", left.Data, later[0])
 	}
@@ -178,7 +180,7 @@ func TestTrimKeepsEventsThatArrivedAfterTheRead(t *testing.T) {
 
 func TestReadReturnsAtMost10000(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
+	tn := testenv.MustTenant(t, e.DB, true)
 	batch := make([][]byte, 10050)
 	for i := range batch {
 		batch[i] = []byte(fmt.Sprintf(`{"id":"%05d"}`, i))
@@ -186,25 +188,25 @@ func TestReadReturnsAtMost10000(t *testing.T) {
 	if err := e.Queue.Append(context.Background(), tn.ID, batch...); err != nil {
 		t.Fatal(err)
 	}
-	got := e.MustRead(tn)
+	got := e.MustRead(t, tn)
 	if got.Data.Count != 10000 || got.Data.Events[0].ID != "00000" || got.Data.Events[9999].ID != "09999" {
 		t.Fatalf("count %d, first %s", got.Data.Count, got.Data.Events[0].ID)
 	}
-	e.Do("DELETE", "/api/platform/events?count=10000", tn.Token, nil)
-	if rest := e.MustRead(tn); rest.Data.Count != 50 || rest.Data.Events[0].ID != "10000" {
+	e.Do(t, "DELETE", "/api/platform/events?count=10000", tn.Token, nil)
+	if rest := e.MustRead(t, tn); rest.Data.Count != 50 || rest.Data.Events[0].ID != "10000" {
 		t.Fatalf("after trim: count %d", rest.Data.Count)
 	}
 }
 
 func TestTenantsAreIsolated(t *testing.T) {
 	e := startAPI(t)
-	a, b := e.MustTenant(true), e.MustTenant(true)
-	e.MustTrack(a, pageView("a", 1))
-	if got := e.MustRead(b); got.Data.Count != 0 {
+	a, b := testenv.MustTenant(t, e.DB, true), testenv.MustTenant(t, e.DB, true)
+	e.MustTrack(t, a, pageView("a", 1))
+	if got := e.MustRead(t, b); got.Data.Count != 0 {
 		t.Fatalf("tenant b sees %d events of tenant a", got.Data.Count)
 	}
-	e.Do("DELETE", "/api/platform/events?count=1", b.Token, nil)
-	if n := e.QueueLen(a); n != 1 {
+	e.Do(t, "DELETE", "/api/platform/events?count=1", b.Token, nil)
+	if n := e.QueueLen(t, a); n != 1 {
 		t.Fatalf("tenant b's trim changed tenant a's queue: %d", n)
 	}
 }
@@ -213,7 +215,7 @@ func TestTenantsAreIsolated(t *testing.T) {
 // count read): every event is seen exactly once, and each producer's events in its order.
 func TestConcurrentProducersAndConsumerSeeEveryEventOnce(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
+	tn := testenv.MustTenant(t, e.DB, true)
 	const producers, requests, perRequest = 4, 25, 4
 	total := producers * requests * perRequest
 
@@ -228,7 +230,7 @@ func TestConcurrentProducersAndConsumerSeeEveryEventOnce(t *testing.T) {
 				for i := range evs {
 					evs[i] = pageView(fmt.Sprintf("p%d", p), r*perRequest+i)
 				}
-				sent[p] = append(sent[p], e.MustTrack(tn, evs...)...)
+				sent[p] = append(sent[p], e.MustTrack(t, tn, evs...)...)
 			}
 		}(p)
 	}
@@ -240,7 +242,7 @@ func TestConcurrentProducersAndConsumerSeeEveryEventOnce(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("consumer saw %d of %d events", len(order), total)
 		}
-		got := e.MustRead(tn)
+		got := e.MustRead(t, tn)
 		if got.Data.Count == 0 {
 			time.Sleep(5 * time.Millisecond) // the consumer's back-off, not synchronisation
 			continue
@@ -249,12 +251,12 @@ func TestConcurrentProducersAndConsumerSeeEveryEventOnce(t *testing.T) {
 			seen[ev.ID]++
 			order = append(order, ev.ID)
 		}
-		if res := e.Do("DELETE", fmt.Sprintf("/api/platform/events?count=%d", got.Data.Count), tn.Token, nil); res.Status != 204 {
+		if res := e.Do(t, "DELETE", fmt.Sprintf("/api/platform/events?count=%d", got.Data.Count), tn.Token, nil); res.Status != 204 {
 			t.Fatalf("DELETE: %d %s", res.Status, res.Body)
 		}
 	}
 	wg.Wait()
-	if n := e.QueueLen(tn); n != 0 {
+	if n := e.QueueLen(t, tn); n != 0 {
 		t.Fatalf("%d events left in the queue", n)
 	}
 	for p := range sent {

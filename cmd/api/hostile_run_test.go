@@ -161,7 +161,7 @@ func sendRaw(base string, req []byte) (int, error) {
 // request gets a 5xx, and every one of the other tenant's requests is stored and queued.
 func TestHostileTrafficGetsNo5xxAndHarmsNoOtherTenant(t *testing.T) {
 	e := startAPI(t, "TRUSTED_PROXIES=127.0.0.1")
-	attacker, victim := e.MustTenant(true), e.MustTenant(true)
+	attacker, victim := testenv.MustTenant(t, e.DB, true), testenv.MustTenant(t, e.DB, true)
 	const clients, perClient = 8, 300
 	var (
 		mu       sync.Mutex
@@ -231,7 +231,7 @@ func TestHostileTrafficGetsNo5xxAndHarmsNoOtherTenant(t *testing.T) {
 	if v[1] != 0 || v[0] == 0 {
 		t.Fatalf("the other tenant had %d of its requests refused (%d events accepted)", v[1], v[0])
 	}
-	if rows, n := e.EventRows(victim), e.QueueLen(victim); rows != int64(v[0]) || n != int64(v[0]) {
+	if rows, n := e.EventRows(t, victim), e.QueueLen(t, victim); rows != int64(v[0]) || n != int64(v[0]) {
 		t.Fatalf("other tenant: %d rows and %d queued, want %d", rows, n, v[0])
 	}
 }

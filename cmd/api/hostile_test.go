@@ -14,13 +14,15 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/eventq/eventq/internal/testenv"
 )
 
 // Input the database cannot store as sent is refused naming the field (client fields) or
 // made storable (server-set fields), on SQLite and Postgres alike: never a 5xx.
 func TestTrackRefusesWhatTheDatabaseCannotStore(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
+	tn := testenv.MustTenant(t, e.DB, true)
 	formatInvalid := func(field string) string {
 		msg := fmt.Sprintf("The %s field format is invalid.", strings.ReplaceAll(field, "_", " "))
 		return fmt.Sprintf(`{"message":%q,"errors":{%q:[%q]}}`, msg, field, msg)
@@ -41,27 +43,27 @@ func TestTrackRefusesWhatTheDatabaseCannotStore(t *testing.T) {
 		{"invalid UTF-8 in site_key", "{\"site_key\":\"k\xff\",\"events\":[" + event + "]}", "site_key"},
 	} {
 		t.Run("422 for "+tc.name, func(t *testing.T) {
-			assertBody(t, e.Do("POST", "/api/track", "", []byte(tc.body)), 422, formatInvalid(tc.field))
-			if rows, n := e.EventRows(tn), e.QueueLen(tn); rows != 0 || n != 0 {
+			assertBody(t, e.Do(t, "POST", "/api/track", "", []byte(tc.body)), 422, formatInvalid(tc.field))
+			if rows, n := e.EventRows(t, tn), e.QueueLen(t, tn); rows != 0 || n != 0 {
 				t.Fatalf("refused request left %d rows and %d queued", rows, n)
 			}
 		})
 	}
 	t.Run("422 for invalid UTF-8 outside a string, as for any malformed JSON", func(t *testing.T) {
-		res := e.Do("POST", "/api/track", "", []byte("{\"site_key\":\xff}"))
-		if res.Status != 422 || e.EventRows(tn) != 0 {
+		res := e.Do(t, "POST", "/api/track", "", []byte("{\"site_key\":\xff}"))
+		if res.Status != 422 || e.EventRows(t, tn) != 0 {
 			t.Fatalf("%d %s", res.Status, res.Body)
 		}
 	})
 	t.Run("422 for a NUL in a platform user_agent and a zone in ip_address", func(t *testing.T) {
 		for field, raw := range map[string]string{"user_agent": `"Bot\u0000"`, "ip_address": `"fe80::1%eth0"`} {
 			body := strings.Replace(`{"events":[`+event+`]}`, `"event_sequence":1`, `"event_sequence":1,"`+field+`":`+raw, 1)
-			res := e.Do("POST", "/api/platform/track", tn.Token, []byte(body))
+			res := e.Do(t, "POST", "/api/platform/track", tn.Token, []byte(body))
 			if res.Status != 422 || !strings.Contains(string(res.Body), `"events.0.`+field+`"`) {
 				t.Fatalf("%s: %d %s", field, res.Status, res.Body)
 			}
 		}
-		if rows := e.EventRows(tn); rows != 0 {
+		if rows := e.EventRows(t, tn); rows != 0 {
 			t.Fatalf("%d rows", rows)
 		}
 	})
@@ -69,7 +71,7 @@ func TestTrackRefusesWhatTheDatabaseCannotStore(t *testing.T) {
 
 func TestTrackStoresServerSetFieldsSanitised(t *testing.T) {
 	e := startAPI(t, "TRUSTED_PROXIES=127.0.0.1")
-	tn := e.MustTenant(true)
+	tn := testenv.MustTenant(t, e.DB, true)
 
 	t.Run("a NUL and invalid UTF-8 in the User-Agent header become U+FFFD", func(t *testing.T) {
 		body := fmt.Sprintf(`{"site_key":%q,"events":[{"type":"page_view","session_id":"s","url":"https://shop.example/","event_sequence":1}]}`, tn.SiteKey)
@@ -78,7 +80,7 @@ func TestTrackStoresServerSetFieldsSanitised(t *testing.T) {
 		if res.StatusCode != 202 {
 			t.Fatalf("status %d", res.StatusCode)
 		}
-		if got := e.MustRead(tn).Data.Events[0].UserAgent; got != "Bot\uFFFD/\uFFFD1" {
+		if got := e.MustRead(t, tn).Data.Events[0].UserAgent; got != "Bot\uFFFD/\uFFFD1" {
 			t.Fatalf("user agent %q", got)
 		}
 	})
@@ -86,8 +88,8 @@ func TestTrackStoresServerSetFieldsSanitised(t *testing.T) {
 		host := strings.Repeat("a", 300) + ".example"
 		ev := pageView("s", 2)
 		ev["url"] = "https://" + host + "/p"
-		e.MustTrack(tn, ev)
-		got := e.MustRead(tn).Data.Events[1]
+		e.MustTrack(t, tn, ev)
+		got := e.MustRead(t, tn).Data.Events[1]
 		if got.PageHostname != host[:255] || got.URL != "https://"+host+"/p" {
 			t.Fatalf("hostname %q (%d chars)", got.PageHostname, len(got.PageHostname))
 		}
@@ -96,19 +98,19 @@ func TestTrackStoresServerSetFieldsSanitised(t *testing.T) {
 		host := strings.Repeat("é", 300)
 		ev := pageView("s", 3)
 		ev["url"] = "https://" + host + "/"
-		e.MustTrack(tn, ev)
-		got := e.MustRead(tn).Data.Events[2].PageHostname
+		e.MustTrack(t, tn, ev)
+		got := e.MustRead(t, tn).Data.Events[2].PageHostname
 		if !utf8.ValidString(got) || utf8.RuneCountInString(got) != 255 {
 			t.Fatalf("hostname %d chars, valid %v", utf8.RuneCountInString(got), utf8.ValidString(got))
 		}
 	})
 	t.Run("a forwarded address loses its zone", func(t *testing.T) {
 		body, _ := json.Marshal(map[string]any{"site_key": tn.SiteKey, "events": []any{pageView("s", 4)}})
-		res := e.Do("POST", "/api/track", "", body, "X-Forwarded-For", "fe80::1%"+strings.Repeat("x", 60))
+		res := e.Do(t, "POST", "/api/track", "", body, "X-Forwarded-For", "fe80::1%"+strings.Repeat("x", 60))
 		if res.Status != 202 {
 			t.Fatalf("%d %s", res.Status, res.Body)
 		}
-		if got := e.MustRead(tn).Data.Events[3].IPAddress; got != "fe80::1" {
+		if got := e.MustRead(t, tn).Data.Events[3].IPAddress; got != "fe80::1" {
 			t.Fatalf("ip %q", got)
 		}
 	})
@@ -118,12 +120,12 @@ func TestTrackStoresServerSetFieldsSanitised(t *testing.T) {
 // from curl; nothing is stored.
 func TestOversizedBodiesGetA413TheClientReads(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
+	tn := testenv.MustTenant(t, e.DB, true)
 	for _, size := range []int{70 << 10, 2 << 20, 20 << 20} {
 		body := bytes.Repeat([]byte("x"), size)
 		t.Run(fmt.Sprintf("Go client, %d KiB", size>>10), func(t *testing.T) {
 			for i := 0; i < 5; i++ { // a reset is a race: try it more than once
-				assertBody(t, e.Do("POST", "/api/track", "", body), 413, `{"message":"Content Too Large."}`)
+				assertBody(t, e.Do(t, "POST", "/api/track", "", body), 413, `{"message":"Content Too Large."}`)
 			}
 		})
 		t.Run(fmt.Sprintf("curl, %d KiB", size>>10), func(t *testing.T) {
@@ -140,14 +142,14 @@ func TestOversizedBodiesGetA413TheClientReads(t *testing.T) {
 			}
 		})
 	}
-	if rows := e.EventRows(tn); rows != 0 {
+	if rows := e.EventRows(t, tn); rows != 0 {
 		t.Fatalf("%d rows", rows)
 	}
 }
 
 func TestEdgeCasesOfTheWire(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
+	tn := testenv.MustTenant(t, e.DB, true)
 
 	t.Run("the webhook answers 200 to a multipart body", func(t *testing.T) {
 		var buf bytes.Buffer
@@ -155,7 +157,7 @@ func TestEdgeCasesOfTheWire(t *testing.T) {
 		w.WriteField("type", "checkout.session.completed")
 		w.Close()
 		for _, ct := range []string{w.FormDataContentType(), "multipart/form-data", "multipart/form-data; boundary=", "application/x-www-form-urlencoded"} {
-			res := e.Do("POST", "/api/webhooks/psp", "", buf.Bytes(), "Content-Type", ct)
+			res := e.Do(t, "POST", "/api/webhooks/psp", "", buf.Bytes(), "Content-Type", ct)
 			if res.Status != 200 {
 				t.Fatalf("%s: %d %s", ct, res.Status, res.Body)
 			}
@@ -163,17 +165,17 @@ func TestEdgeCasesOfTheWire(t *testing.T) {
 	})
 	t.Run("a token with an empty id is 401", func(t *testing.T) {
 		_, secret, _ := strings.Cut(tn.Token, "|")
-		assertBody(t, e.Do("GET", "/api/platform/events", "|"+secret, nil), 401, `{"message":"Unauthenticated."}`)
+		assertBody(t, e.Do(t, "GET", "/api/platform/events", "|"+secret, nil), 401, `{"message":"Unauthenticated."}`)
 	})
 	t.Run("a repeated query parameter takes its last value", func(t *testing.T) {
-		e.MustTrack(tn, pageView("s", 1), pageView("s", 2), pageView("s", 3))
-		res := e.Do("DELETE", "/api/platform/events?count=1&count=2", tn.Token, nil)
-		if res.Status != 204 || e.QueueLen(tn) != 1 {
-			t.Fatalf("%d, queue %d, want 1 left", res.Status, e.QueueLen(tn))
+		e.MustTrack(t, tn, pageView("s", 1), pageView("s", 2), pageView("s", 3))
+		res := e.Do(t, "DELETE", "/api/platform/events?count=1&count=2", tn.Token, nil)
+		if res.Status != 204 || e.QueueLen(t, tn) != 1 {
+			t.Fatalf("%d, queue %d, want 1 left", res.Status, e.QueueLen(t, tn))
 		}
-		assertBody(t, e.Do("DELETE", "/api/platform/events?count=1&count=x", tn.Token, nil), 422,
+		assertBody(t, e.Do(t, "DELETE", "/api/platform/events?count=1&count=x", tn.Token, nil), 422,
 			`{"message":"The count field must be an integer.","errors":{"count":["The count field must be an integer."]}}`)
-		if e.QueueLen(tn) != 1 {
+		if e.QueueLen(t, tn) != 1 {
 			t.Fatal("a refused trim removed events")
 		}
 	})

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/eventq/eventq/internal/testenv"
 )
 
 func trackBody(tn tenant, n int) []byte {
@@ -23,63 +25,63 @@ func TestRateLimitIsSharedByEveryAPIProcess(t *testing.T) {
 	limits := []string{"RATE_LIMIT_TRACK=5/m", "RATE_LIMIT_TRACK_IP=off"}
 	a := startAPI(t, limits...)
 	b := startAPIOn(t, a.Redis, a.DB, a.Main.Config.DatabaseURL, limits...)
-	tn, other := a.MustTenant(true), a.MustTenant(true)
+	tn, other := testenv.MustTenant(t, a.DB, true), testenv.MustTenant(t, a.DB, true)
 	for i := 0; i < 5; i++ {
 		api := []*apiEnv{a, b}[i%2]
-		res := api.Do("POST", "/api/track", "", trackBody(tn, 100)) // 100 events count as one request
+		res := api.Do(t, "POST", "/api/track", "", trackBody(tn, 100)) // 100 events count as one request
 		if res.Status != 202 || res.Header.Get("X-RateLimit-Limit") != "5" || res.Header.Get("X-RateLimit-Remaining") != strconv.Itoa(4-i) {
 			t.Fatalf("request %d: %d, limit %q, remaining %q", i+1, res.Status, res.Header.Get("X-RateLimit-Limit"), res.Header.Get("X-RateLimit-Remaining"))
 		}
 	}
 	before := time.Now().Unix()
-	res := b.Do("POST", "/api/track", "", trackBody(tn, 1))
+	res := b.Do(t, "POST", "/api/track", "", trackBody(tn, 1))
 	assertBody(t, res, 429, `{"message":"Too Many Attempts."}`)
 	retry, _ := strconv.ParseInt(res.Header.Get("Retry-After"), 10, 64)
 	reset, _ := strconv.ParseInt(res.Header.Get("X-RateLimit-Reset"), 10, 64)
 	if retry < 1 || retry > 60 || reset < before+retry || reset > time.Now().Unix()+retry || res.Header.Get("X-RateLimit-Remaining") != "0" {
 		t.Fatalf("429 headers %v", res.Header)
 	}
-	if rows, n := a.EventRows(tn), a.QueueLen(tn); rows != 500 || n != 500 {
+	if rows, n := a.EventRows(t, tn), a.QueueLen(t, tn); rows != 500 || n != 500 {
 		t.Fatalf("%d rows, %d queued, want the 500 events of the five allowed requests", rows, n)
 	}
-	if res := a.Do("POST", "/api/track", "", trackBody(other, 1)); res.Status != 202 {
+	if res := a.Do(t, "POST", "/api/track", "", trackBody(other, 1)); res.Status != 202 {
 		t.Fatalf("another site key was refused: %d %s", res.Status, res.Body)
 	}
 }
 
 func TestRateLimitsPerAddressAndToken(t *testing.T) {
 	e := startAPI(t, "RATE_LIMIT_TRACK=off", "RATE_LIMIT_TRACK_IP=3/m", "RATE_LIMIT_PLATFORM=2/m")
-	t1, t2 := e.MustTenant(true), e.MustTenant(true)
+	t1, t2 := testenv.MustTenant(t, e.DB, true), testenv.MustTenant(t, e.DB, true)
 
 	t.Run("one address shares its budget across site keys", func(t *testing.T) {
 		for i, tn := range []tenant{t1, t2, t1} {
-			if res := e.Do("POST", "/api/track", "", trackBody(tn, 1)); res.Status != 202 {
+			if res := e.Do(t, "POST", "/api/track", "", trackBody(tn, 1)); res.Status != 202 {
 				t.Fatalf("request %d: %d", i+1, res.Status)
 			}
 		}
-		assertBody(t, e.Do("POST", "/api/track", "", trackBody(t2, 1)), 429, `{"message":"Too Many Attempts."}`)
-		if rows := e.EventRows(t2); rows != 1 {
+		assertBody(t, e.Do(t, "POST", "/api/track", "", trackBody(t2, 1)), 429, `{"message":"Too Many Attempts."}`)
+		if rows := e.EventRows(t, t2); rows != 1 {
 			t.Fatalf("%d rows of the second tenant, want 1", rows)
 		}
 	})
 	t.Run("a token has its own budget on the platform routes", func(t *testing.T) {
 		for i := 0; i < 2; i++ {
-			if res := e.Do("GET", "/api/platform/events", t1.Token, nil); res.Status != 200 || res.Header.Get("X-RateLimit-Limit") != "2" {
+			if res := e.Do(t, "GET", "/api/platform/events", t1.Token, nil); res.Status != 200 || res.Header.Get("X-RateLimit-Limit") != "2" {
 				t.Fatalf("read %d: %d %v", i+1, res.Status, res.Header)
 			}
 		}
-		before := e.QueueLen(t1)
-		assertBody(t, e.Do("DELETE", "/api/platform/events?count=1", t1.Token, nil), 429, `{"message":"Too Many Attempts."}`)
-		if e.QueueLen(t1) != before {
+		before := e.QueueLen(t, t1)
+		assertBody(t, e.Do(t, "DELETE", "/api/platform/events?count=1", t1.Token, nil), 429, `{"message":"Too Many Attempts."}`)
+		if e.QueueLen(t, t1) != before {
 			t.Fatal("a refused trim removed events")
 		}
-		if res := e.Do("GET", "/api/platform/events", t2.Token, nil); res.Status != 200 {
+		if res := e.Do(t, "GET", "/api/platform/events", t2.Token, nil); res.Status != 200 {
 			t.Fatalf("another token was refused: %d", res.Status)
 		}
 	})
 	t.Run("the webhook is never limited", func(t *testing.T) {
 		for i := 0; i < 6; i++ {
-			if res := e.Do("POST", "/api/webhooks/psp", "", []byte(`{}`)); res.Status != 200 || res.Header.Get("X-RateLimit-Limit") != "" {
+			if res := e.Do(t, "POST", "/api/webhooks/psp", "", []byte(`{}`)); res.Status != 200 || res.Header.Get("X-RateLimit-Limit") != "" {
 				t.Fatalf("webhook %d: %d %v", i+1, res.Status, res.Header)
 			}
 		}
@@ -87,10 +89,10 @@ func TestRateLimitsPerAddressAndToken(t *testing.T) {
 	t.Run("without Redis, requests are let through", func(t *testing.T) {
 		e.Redis.Stop()
 		defer e.Redis.Start()
-		if res := e.Do("POST", "/api/track", "", trackBody(t1, 1)); res.Status != 202 {
+		if res := e.Do(t, "POST", "/api/track", "", trackBody(t1, 1)); res.Status != 202 {
 			t.Fatalf("track with the limiter's store down: %d %s", res.Status, res.Body)
 		}
-		res := e.Do("GET", "/metrics", "", nil)
+		res := e.Do(t, "GET", "/metrics", "", nil)
 		if !regexp.MustCompile(`(?m)^eventq_rate_limit_store_errors_total [1-9]`).Match(res.Body) {
 			t.Fatal("the store failure is not counted in eventq_rate_limit_store_errors_total")
 		}

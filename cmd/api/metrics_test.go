@@ -12,14 +12,14 @@ import (
 
 func TestMetricsCountRequestsAndEvents(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
-	e.MustTrack(tn, pageView("s", 1), pageView("s", 2))
-	e.MustRead(tn)
-	e.Do("DELETE", "/api/platform/events?count=2", tn.Token, nil)
-	e.Do("DELETE", "/api/platform/events?count=0", tn.Token, nil)
-	e.Do("GET", "/no/such/path", "", nil)
+	tn := testenv.MustTenant(t, e.DB, true)
+	e.MustTrack(t, tn, pageView("s", 1), pageView("s", 2))
+	e.MustRead(t, tn)
+	e.Do(t, "DELETE", "/api/platform/events?count=2", tn.Token, nil)
+	e.Do(t, "DELETE", "/api/platform/events?count=0", tn.Token, nil)
+	e.Do(t, "GET", "/no/such/path", "", nil)
 
-	res := e.Do("GET", "/metrics", "", nil)
+	res := e.Do(t, "GET", "/metrics", "", nil)
 	if res.Status != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/plain") {
 		t.Fatalf("GET /metrics: %d %s", res.Status, res.Header.Get("Content-Type"))
 	}
@@ -48,10 +48,10 @@ func TestMetricsCountRequestsAndEvents(t *testing.T) {
 
 func TestResponsesCarryARequestID(t *testing.T) {
 	e := startAPI(t)
-	if id := e.Do("GET", "/healthz", "", nil).Header.Get("X-Request-Id"); len(id) < 16 {
+	if id := e.Do(t, "GET", "/healthz", "", nil).Header.Get("X-Request-Id"); len(id) < 16 {
 		t.Fatalf("X-Request-Id %q", id)
 	}
-	if id := e.Do("GET", "/healthz", "", nil, "X-Request-Id", "trace-123").Header.Get("X-Request-Id"); id != "trace-123" {
+	if id := e.Do(t, "GET", "/healthz", "", nil, "X-Request-Id", "trace-123").Header.Get("X-Request-Id"); id != "trace-123" {
 		t.Fatalf("incoming request id not kept: %q", id)
 	}
 }
@@ -69,9 +69,9 @@ func grepLines(body, prefix string) string {
 // Every eventq and asynq metric the api exports is in the operations guide.
 func TestExportedMetricsAreDocumented(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
-	e.MustTrack(tn, pageView("s", 1))
-	e.MustRead(tn)
+	tn := testenv.MustTenant(t, e.DB, true)
+	e.MustTrack(t, tn, pageView("s", 1))
+	e.MustRead(t, tn)
 	// The asynq metrics appear once a queue exists: a task no worker takes makes one.
 	if _, err := asynq.NewClientFromRedisClient(e.Redis.Client()).Enqueue(asynq.NewTask("test:metrics", nil)); err != nil {
 		t.Fatal(err)

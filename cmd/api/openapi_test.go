@@ -14,14 +14,15 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/eventq/eventq/docs"
+	"github.com/eventq/eventq/internal/testenv"
 )
 
 // Real responses of the api, good and bad, validate against docs/openapi.yaml (statuses,
 // headers and bodies), and the api serves that same document.
 func TestResponsesMatchTheOpenAPIDescription(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
-	readOnly := e.MustTenant(true, "events:read")
+	tn := testenv.MustTenant(t, e.DB, true)
+	readOnly := testenv.MustTenant(t, e.DB, true, "events:read")
 	openapi3filter.RegisterBodyDecoder("application/javascript", func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
 		b, err := io.ReadAll(body)
 		return string(b), err
@@ -39,7 +40,7 @@ func TestResponsesMatchTheOpenAPIDescription(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.MustTrack(tn, pageView("s", 1), pageView("s", 2))
+	e.MustTrack(t, tn, pageView("s", 1), pageView("s", 2))
 	track, _ := json.Marshal(map[string]any{"site_key": tn.SiteKey, "events": []any{pageView("s", 3)}})
 	badTrack, _ := json.Marshal(map[string]any{"site_key": tn.SiteKey, "events": []any{map[string]any{"type": "BAD"}}})
 	unknownSite, _ := json.Marshal(map[string]any{"site_key": "nope", "events": []any{pageView("s", 1)}})
@@ -79,7 +80,7 @@ func TestResponsesMatchTheOpenAPIDescription(t *testing.T) {
 	for _, c := range calls {
 		t.Run(c.method+" "+c.path, func(t *testing.T) {
 			headers := append([]string{"Content-Type", "application/json", "Accept-Encoding", "identity"}, c.headers...)
-			res := e.Do(c.method, c.path, c.token, c.body, headers...)
+			res := e.Do(t, c.method, c.path, c.token, c.body, headers...)
 			if res.Status != c.status {
 				t.Fatalf("status %d, want %d: %s", res.Status, c.status, res.Body)
 			}
@@ -100,7 +101,7 @@ func TestResponsesMatchTheOpenAPIDescription(t *testing.T) {
 			}
 		})
 	}
-	if res := e.Do("GET", "/openapi.yaml", "", nil); !bytes.Equal(res.Body, docs.OpenAPI) || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/yaml") {
+	if res := e.Do(t, "GET", "/openapi.yaml", "", nil); !bytes.Equal(res.Body, docs.OpenAPI) || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/yaml") {
 		t.Fatalf("GET /openapi.yaml is not docs/openapi.yaml (%s)", res.Header.Get("Content-Type"))
 	}
 }

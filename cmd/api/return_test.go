@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/eventq/eventq/internal/psp"
+	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
 
@@ -16,11 +17,11 @@ func TestReturnPageFulfilsOnce(t *testing.T) {
 	for _, flag := range []bool{true, false} {
 		t.Run(fmt.Sprintf("queue flag %v", flag), func(t *testing.T) {
 			e, fake := startCheckoutAPI(t)
-			s := e.MustShop(flag)
-			cs := e.MustCheckout(s)
+			s := mustShop(t, e, flag)
+			cs := e.MustCheckout(t, s)
 
 			t.Run("unpaid session is pending", func(t *testing.T) {
-				assertBody(t, e.ReturnJSON(s.ID, cs), 200, returnBody("pending", 0))
+				assertBody(t, e.ReturnJSON(t, s.ID, cs), 200, returnBody("pending", 0))
 				if n := e.rows(t, &models.Purchase{}, s.ID); n != 0 {
 					t.Fatalf("%d purchases, want 0", n)
 				}
@@ -29,7 +30,7 @@ func TestReturnPageFulfilsOnce(t *testing.T) {
 			fake.Pay(cs)
 			var purchase models.Purchase
 			t.Run("paid session is fulfilled", func(t *testing.T) {
-				res := e.ReturnJSON(s.ID, cs)
+				res := e.ReturnJSON(t, s.ID, cs)
 				if res.Status != 200 {
 					t.Fatalf("got %d %s", res.Status, res.Body)
 				}
@@ -44,12 +45,12 @@ func TestReturnPageFulfilsOnce(t *testing.T) {
 			}
 			t.Run("event reaches the queue only when flagged", func(t *testing.T) {
 				if !flag {
-					if n := e.QueueLen(s.tenant); n != 0 {
+					if n := e.QueueLen(t, s.Tenant); n != 0 {
 						t.Fatalf("queue holds %d events, want 0", n)
 					}
 					return
 				}
-				got := e.MustRead(s.tenant)
+				got := e.MustRead(t, s.Tenant)
 				if got.Data.Count != 1 {
 					t.Fatalf("queue %+v, want one event", got.Data)
 				}
@@ -63,16 +64,16 @@ func TestReturnPageFulfilsOnce(t *testing.T) {
 				}
 			})
 			t.Run("second visit is already fulfilled", func(t *testing.T) {
-				assertBody(t, e.ReturnJSON(s.ID, cs), 200, returnBody("already_fulfilled", purchase.ID))
+				assertBody(t, e.ReturnJSON(t, s.ID, cs), 200, returnBody("already_fulfilled", purchase.ID))
 				e.assertFulfilledOnce(t, s, cs)
 				if flag {
-					if n := e.QueueLen(s.tenant); n != 1 {
+					if n := e.QueueLen(t, s.Tenant); n != 1 {
 						t.Fatalf("queue holds %d events, want 1", n)
 					}
 				}
 			})
 			t.Run("browser gets an HTML thank-you page", func(t *testing.T) {
-				res := e.Do("GET", returnPath(s.ID, cs), "", nil, "Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+				res := e.Do(t, "GET", returnPath(s.ID, cs), "", nil, "Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
 				if res.Status != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") ||
 					!strings.Contains(string(res.Body), "Thank you") {
 					t.Fatalf("got %d %q %s", res.Status, res.Header.Get("Content-Type"), res.Body)
@@ -85,8 +86,8 @@ func TestReturnPageFulfilsOnce(t *testing.T) {
 
 func TestReturnPageRefusesForeignSessions(t *testing.T) {
 	e, fake := startCheckoutAPI(t)
-	a := e.MustShop(true)
-	b := e.MustShop(true)
+	a := mustShop(t, e, true)
+	b := mustShop(t, e, true)
 	const notFound = `{"message":"Not Found."}`
 	metadata := func(s shop) map[string]string {
 		return map[string]string{
@@ -112,27 +113,27 @@ func TestReturnPageRefusesForeignSessions(t *testing.T) {
 
 	t.Run("rejects session naming another tenant", func(t *testing.T) {
 		cs := paid(a.Account, metadata(b))
-		assertBody(t, e.ReturnJSON(a.ID, cs), 404, notFound)
-		assertBody(t, e.ReturnJSON(b.ID, cs), 404, notFound) // not on b's account
+		assertBody(t, e.ReturnJSON(t, a.ID, cs), 404, notFound)
+		assertBody(t, e.ReturnJSON(t, b.ID, cs), 404, notFound) // not on b's account
 		noPurchases(t)
 	})
 	t.Run("rejects session on another connected account", func(t *testing.T) {
 		cs := paid("acct_other", metadata(a))
-		assertBody(t, e.ReturnJSON(a.ID, cs), 404, notFound)
+		assertBody(t, e.ReturnJSON(t, a.ID, cs), 404, notFound)
 		noPurchases(t)
 	})
 	t.Run("rejects session of another tenant's account", func(t *testing.T) {
 		cs := paid(b.Account, metadata(a))
-		assertBody(t, e.ReturnJSON(a.ID, cs), 404, notFound)
-		assertBody(t, e.ReturnJSON(b.ID, cs), 404, notFound)
+		assertBody(t, e.ReturnJSON(t, a.ID, cs), 404, notFound)
+		assertBody(t, e.ReturnJSON(t, b.ID, cs), 404, notFound)
 		noPurchases(t)
 	})
 	t.Run("rejects unknown session", func(t *testing.T) {
-		assertBody(t, e.ReturnJSON(a.ID, "cs_test_nope"), 404, notFound)
+		assertBody(t, e.ReturnJSON(t, a.ID, "cs_test_nope"), 404, notFound)
 	})
 	t.Run("rejects unknown tenant", func(t *testing.T) {
 		cs := paid(a.Account, metadata(a))
-		assertBody(t, e.ReturnJSON(999999, cs), 404, notFound)
+		assertBody(t, e.ReturnJSON(t, 999999, cs), 404, notFound)
 		noPurchases(t)
 	})
 	t.Run("rejects missing parameters", func(t *testing.T) {
@@ -141,25 +142,25 @@ func TestReturnPageRefusesForeignSessions(t *testing.T) {
 			"/checkout/return?session_id=cs_test_x", "/checkout/return?tenant=abc&session_id=cs_test_x",
 			"/checkout/return?tenant=" + models.FormatID(a.ID) + "&session_id=",
 		} {
-			assertBody(t, e.Do("GET", path, "", nil, "Accept", "application/json"), 404, notFound)
+			assertBody(t, e.Do(t, "GET", path, "", nil, "Accept", "application/json"), 404, notFound)
 		}
 	})
 	t.Run("rejects session for a member unknown to the tenant", func(t *testing.T) {
 		md := metadata(a)
 		md["audience_member_id"] = models.FormatID(b.Member.ID)
 		cs := paid(a.Account, md)
-		assertBody(t, e.ReturnJSON(a.ID, cs), 404, notFound)
+		assertBody(t, e.ReturnJSON(t, a.ID, cs), 404, notFound)
 		noPurchases(t)
 	})
-	if e.QueueLen(a.tenant) != 0 || e.QueueLen(b.tenant) != 0 {
+	if e.QueueLen(t, a.Tenant) != 0 || e.QueueLen(t, b.Tenant) != 0 {
 		t.Fatal("an event reached a queue")
 	}
 }
 
 func TestReturnPageConcurrentVisitsFulfilOnce(t *testing.T) {
 	e, fake := startCheckoutAPI(t)
-	s := e.MustShop(true)
-	cs := e.MustCheckout(s)
+	s := mustShop(t, e, true)
+	cs := e.MustCheckout(t, s)
 	fake.Pay(cs)
 
 	const n = 10
@@ -211,7 +212,7 @@ func TestReturnPageConcurrentVisitsFulfilOnce(t *testing.T) {
 	if fulfilled != 1 || already != n-1 {
 		t.Fatalf("%d fulfilled and %d already_fulfilled, want 1 and %d", fulfilled, already, n-1)
 	}
-	if got := e.QueueLen(s.tenant); got != 1 {
+	if got := e.QueueLen(t, s.Tenant); got != 1 {
 		t.Fatalf("queue holds %d events, want 1", got)
 	}
 }
@@ -220,21 +221,21 @@ func TestReturnPageChecksMetadataTenantOnPlatformAccount(t *testing.T) {
 	// Neither tenant has a connected account: both sessions live on the platform account, so
 	// only the return page's metadata check keeps one tenant from fulfilling the other's.
 	e, fake := startCheckoutAPI(t)
-	p, q := e.mustShopOn(false, true), e.mustShopOn(false, true)
-	cs := e.MustCheckout(q)
+	p, q := testenv.MustShop(t, e.DB, "", true), testenv.MustShop(t, e.DB, "", true)
+	cs := e.MustCheckout(t, q)
 	if _, acct, _ := fake.Session(cs); acct != "" {
 		t.Fatalf("session on %q, want the platform", acct)
 	}
 	fake.Pay(cs)
 
 	t.Run("rejects session naming another tenant", func(t *testing.T) {
-		assertBody(t, e.ReturnJSON(p.ID, cs), 404, `{"message":"Not Found."}`)
+		assertBody(t, e.ReturnJSON(t, p.ID, cs), 404, `{"message":"Not Found."}`)
 		if n := e.rows(t, &models.Purchase{}, p.ID) + e.rows(t, &models.Purchase{}, q.ID); n != 0 {
 			t.Fatalf("%d purchases, want 0", n)
 		}
 	})
 	t.Run("fulfils in the tenant the metadata names", func(t *testing.T) {
-		res := e.ReturnJSON(q.ID, cs)
+		res := e.ReturnJSON(t, q.ID, cs)
 		assertBody(t, res, 200, returnBody("fulfilled", e.assertFulfilledOnce(t, q, cs).ID))
 	})
 }

@@ -19,7 +19,7 @@ import (
 
 func TestTrackRejectsBadInput(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
+	tn := testenv.MustTenant(t, e.DB, true)
 	ok := func(over map[string]any) string {
 		ev := pageView("s-1", 1)
 		for k, v := range over {
@@ -69,8 +69,8 @@ func TestTrackRejectsBadInput(t *testing.T) {
 			`{"message":"The events.0.type field is required. (and 3 more errors)","errors":{"events.0.type":["The events.0.type field is required."],"events.0.session_id":["The events.0.session id field is required."],"events.0.url":["The events.0.url field is required."],"events.0.event_sequence":["The events.0.event sequence field is required."]}}`},
 	} {
 		t.Run("422 for "+tc.name, func(t *testing.T) {
-			assertBody(t, e.Do("POST", "/api/track", "", []byte(tc.body)), 422, tc.want)
-			if rows, n := e.EventRows(tn), e.QueueLen(tn); rows != 0 || n != 0 {
+			assertBody(t, e.Do(t, "POST", "/api/track", "", []byte(tc.body)), 422, tc.want)
+			if rows, n := e.EventRows(t, tn), e.QueueLen(t, tn); rows != 0 || n != 0 {
 				t.Fatalf("rejected request left %d rows and %d queued", rows, n)
 			}
 		})
@@ -78,18 +78,18 @@ func TestTrackRejectsBadInput(t *testing.T) {
 
 	t.Run("413 for a body over 64 KiB", func(t *testing.T) {
 		big := ok(map[string]any{"session_id": strings.Repeat("s", 70000)})
-		assertBody(t, e.Do("POST", "/api/track", "", []byte(big)), 413, `{"message":"Content Too Large."}`)
-		if rows := e.EventRows(tn); rows != 0 {
+		assertBody(t, e.Do(t, "POST", "/api/track", "", []byte(big)), 413, `{"message":"Content Too Large."}`)
+		if rows := e.EventRows(t, tn); rows != 0 {
 			t.Fatalf("%d rows", rows)
 		}
 	})
 	t.Run("401 for an unknown site key", func(t *testing.T) {
 		body := strings.Replace(ok(nil), tn.SiteKey, "site_nope", 1)
-		assertBody(t, e.Do("POST", "/api/track", "", []byte(body)), 401, `{"message":"Unauthenticated."}`)
+		assertBody(t, e.Do(t, "POST", "/api/track", "", []byte(body)), 401, `{"message":"Unauthenticated."}`)
 	})
 	t.Run("202 for the same body once valid, with any content type", func(t *testing.T) {
-		res := e.Do("POST", "/api/track", "", []byte(ok(nil)), "Content-Type", "text/plain;charset=UTF-8")
-		if res.Status != 202 || e.EventRows(tn) != 1 || e.QueueLen(tn) != 1 {
+		res := e.Do(t, "POST", "/api/track", "", []byte(ok(nil)), "Content-Type", "text/plain;charset=UTF-8")
+		if res.Status != 202 || e.EventRows(t, tn) != 1 || e.QueueLen(t, tn) != 1 {
 			t.Fatalf("%d %s", res.Status, res.Body)
 		}
 	})
@@ -97,14 +97,14 @@ func TestTrackRejectsBadInput(t *testing.T) {
 
 func TestTrackAnswersCORS(t *testing.T) {
 	e := startAPI(t)
-	res := e.Do("OPTIONS", "/api/track", "", nil, "Origin", "https://blog.example",
+	res := e.Do(t, "OPTIONS", "/api/track", "", nil, "Origin", "https://blog.example",
 		"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "content-type")
 	if res.Status != 204 || res.Header.Get("Access-Control-Allow-Origin") != "*" {
 		t.Fatalf("preflight: %d %v", res.Status, res.Header)
 	}
-	tn := e.MustTenant(false)
+	tn := testenv.MustTenant(t, e.DB, false)
 	body, _ := json.Marshal(map[string]any{"site_key": tn.SiteKey, "events": []any{pageView("s", 1)}})
-	res = e.Do("POST", "/api/track", "", body, "Origin", "https://blog.example")
+	res = e.Do(t, "POST", "/api/track", "", body, "Origin", "https://blog.example")
 	if res.Status != 202 || res.Header.Get("Access-Control-Allow-Origin") != "*" {
 		t.Fatalf("POST: %d %v", res.Status, res.Header)
 	}
@@ -112,12 +112,12 @@ func TestTrackAnswersCORS(t *testing.T) {
 
 func TestClientAddressAndPlatformTrack(t *testing.T) {
 	e := startAPI(t, "TRUSTED_PROXIES=127.0.0.1")
-	tn := e.MustTenant(true)
+	tn := testenv.MustTenant(t, e.DB, true)
 	body, _ := json.Marshal(map[string]any{"site_key": tn.SiteKey, "events": []any{pageView("s", 1)}})
 
 	t.Run("X-Forwarded-For from a trusted proxy names the client", func(t *testing.T) {
-		e.Do("POST", "/api/track", "", body, "X-Forwarded-For", "198.51.100.9, 127.0.0.1")
-		if got := e.MustRead(tn).Data.Events[0].IPAddress; got != "198.51.100.9" {
+		e.Do(t, "POST", "/api/track", "", body, "X-Forwarded-For", "198.51.100.9, 127.0.0.1")
+		if got := e.MustRead(t, tn).Data.Events[0].IPAddress; got != "198.51.100.9" {
 			t.Fatalf("ip %q", got)
 		}
 	})
@@ -125,11 +125,11 @@ func TestClientAddressAndPlatformTrack(t *testing.T) {
 		ev := pageView("srv", 9)
 		ev["user_agent"], ev["ip_address"], ev["audience_member_id"] = "Server/1.0", "2001:db8::1", "m-42"
 		b, _ := json.Marshal(map[string]any{"events": []any{ev}})
-		res := e.Do("POST", "/api/platform/track", tn.Token, b)
+		res := e.Do(t, "POST", "/api/platform/track", tn.Token, b)
 		if res.Status != 202 {
 			t.Fatalf("%d %s", res.Status, res.Body)
 		}
-		got := e.MustRead(tn).Data.Events[1]
+		got := e.MustRead(t, tn).Data.Events[1]
 		if got.UserAgent != "Server/1.0" || got.IPAddress != "2001:db8::1" || got.AudienceMemberID == nil || *got.AudienceMemberID != "m-42" {
 			t.Fatalf("%+v", got)
 		}
@@ -138,14 +138,14 @@ func TestClientAddressAndPlatformTrack(t *testing.T) {
 		ev := pageView("srv", 9)
 		ev["ip_address"] = "999.1.1.1"
 		b, _ := json.Marshal(map[string]any{"events": []any{ev}})
-		assertBody(t, e.Do("POST", "/api/platform/track", tn.Token, b), 422,
+		assertBody(t, e.Do(t, "POST", "/api/platform/track", tn.Token, b), 422,
 			`{"message":"The events.0.ip address field must be a valid IP address.","errors":{"events.0.ip_address":["The events.0.ip address field must be a valid IP address."]}}`)
 	})
 	t.Run("platform track needs events:write", func(t *testing.T) {
-		reader := e.MustTenant(true, "events:read")
+		reader := testenv.MustTenant(t, e.DB, true, "events:read")
 		b, _ := json.Marshal(map[string]any{"events": []any{pageView("s", 1)}})
-		assertBody(t, e.Do("POST", "/api/platform/track", reader.Token, b), 403, `{"message":"Invalid ability provided."}`)
-		if rows := e.EventRows(reader); rows != 0 {
+		assertBody(t, e.Do(t, "POST", "/api/platform/track", reader.Token, b), 403, `{"message":"Invalid ability provided."}`)
+		if rows := e.EventRows(t, reader); rows != 0 {
 			t.Fatalf("%d rows", rows)
 		}
 	})
@@ -155,11 +155,11 @@ func TestClientAddressAndPlatformTrack(t *testing.T) {
 // and the worker's requeue job pushes it once Redis is back.
 func TestEventTrackedWhileRedisIsDownReachesTheQueueLater(t *testing.T) {
 	e := startAPI(t)
-	tn := e.MustTenant(true)
-	e.MustTrack(tn, pageView("s", 1)) // warms the flag cache while Redis is up
+	tn := testenv.MustTenant(t, e.DB, true)
+	e.MustTrack(t, tn, pageView("s", 1)) // warms the flag cache while Redis is up
 
 	e.Redis.Stop()
-	ids := e.MustTrack(tn, pageView("s", 2), pageView("s", 3))
+	ids := e.MustTrack(t, tn, pageView("s", 2), pageView("s", 3))
 	e.Redis.Start()
 
 	// The first event's mark is cleared shortly after its push; the two others stay marked.
@@ -179,7 +179,7 @@ func TestEventTrackedWhileRedisIsDownReachesTheQueueLater(t *testing.T) {
 		if err := h.RequeueEvents(context.Background(), jobs.NewRequeueEventsTask()); err != nil {
 			t.Fatal(err)
 		}
-		if n := e.QueueLen(tn); n != 1 {
+		if n := e.QueueLen(t, tn); n != 1 {
 			t.Fatalf("queue length %d, want 1", n)
 		}
 	})
@@ -190,7 +190,7 @@ func TestEventTrackedWhileRedisIsDownReachesTheQueueLater(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		got := e.MustRead(tn)
+		got := e.MustRead(t, tn)
 		if got.Data.Count != 3 || got.Data.Events[1].ID != ids[0] || got.Data.Events[2].ID != ids[1] {
 			t.Fatalf("queue %+v, want the two late events after the first", got.Data.Events)
 		}
@@ -199,18 +199,18 @@ func TestEventTrackedWhileRedisIsDownReachesTheQueueLater(t *testing.T) {
 
 func TestReadiness(t *testing.T) {
 	e := startAPI(t)
-	if res := e.Do("GET", "/healthz", "", nil); res.Status != 200 {
+	if res := e.Do(t, "GET", "/healthz", "", nil); res.Status != 200 {
 		t.Fatalf("healthz %d", res.Status)
 	}
-	if res := e.Do("GET", "/readyz", "", nil); res.Status != 200 {
+	if res := e.Do(t, "GET", "/readyz", "", nil); res.Status != 200 {
 		t.Fatalf("readyz %d %s", res.Status, res.Body)
 	}
 	e.Redis.Stop()
-	res := e.Do("GET", "/readyz", "", nil)
+	res := e.Do(t, "GET", "/readyz", "", nil)
 	if res.Status != 503 || !strings.Contains(string(res.Body), `"redis":"unreachable"`) {
 		t.Fatalf("readyz with Redis down: %d %s", res.Status, res.Body)
 	}
-	if res := e.Do("GET", "/healthz", "", nil); res.Status != 200 {
+	if res := e.Do(t, "GET", "/healthz", "", nil); res.Status != 200 {
 		t.Fatalf("healthz %d", res.Status)
 	}
 }

@@ -105,11 +105,11 @@ func TestWorkersReconcileOncePerInterval(t *testing.T) {
 	fake := testenv.StartFakePSP(t)
 	account := "acct_worker"
 	tn := models.Tenant{Name: "Shop", SiteKey: "site_rec", PSPAccountID: &account}
-	must(t, db.Create(&tn).Error)
+	testenv.Must(t, db.Create(&tn).Error)
 	member := models.AudienceMember{TenantID: tn.ID, Email: "m@example.com"}
-	must(t, db.Create(&member).Error)
+	testenv.Must(t, db.Create(&member).Error)
 	product := models.Product{TenantID: tn.ID, Name: "Course", Amount: 1999, Currency: "usd"}
-	must(t, db.Create(&product).Error)
+	testenv.Must(t, db.Create(&product).Error)
 	cs := fake.AddSession(account, psp.SessionObject{
 		AmountTotal: 1999, Currency: "usd", Mode: "payment", PaymentStatus: "unpaid", Status: "open",
 		Metadata: map[string]string{"tenant_id": models.FormatID(tn.ID), "audience_member_id": models.FormatID(member.ID),
@@ -119,12 +119,12 @@ func TestWorkersReconcileOncePerInterval(t *testing.T) {
 
 	cfg, err := config.Load([]string{"DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL(), "WORKER_METRICS_ADDR=127.0.0.1:0",
 		"PSP_SECRET_KEY=sk_test_worker", "PSP_API_BASE=" + fake.URL, "PSP_RECONCILE_INTERVAL=1s"})
-	must(t, err)
+	testenv.Must(t, err)
 	start := time.Now()
 	var workers []*Main
 	for i := 0; i < 2; i++ {
 		m := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		must(t, m.Open())
+		testenv.Must(t, m.Open())
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); m.Run(ctx) }()
@@ -168,16 +168,9 @@ func TestWorkersReconcileOncePerInterval(t *testing.T) {
 		t.Errorf("last success %v, want after %d", v, start.Unix())
 	}
 	var n int64
-	must(t, db.Model(&models.Purchase{}).Count(&n).Error)
+	testenv.Must(t, db.Model(&models.Purchase{}).Count(&n).Error)
 	if n != 1 {
 		t.Errorf("%d purchases, want 1", n)
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 

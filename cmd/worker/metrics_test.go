@@ -23,9 +23,9 @@ func TestExportedMetricsAreDocumented(t *testing.T) {
 	r := testenv.StartRedis(t)
 	_, dbURL := testenv.DB(t)
 	cfg, err := config.Load([]string{"DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL(), "WORKER_METRICS_ADDR=127.0.0.1:0"})
-	must(t, err)
+	testenv.Must(t, err)
 	m := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	must(t, m.Open())
+	testenv.Must(t, m.Open())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); m.Run(ctx) }()
@@ -39,9 +39,9 @@ func TestExportedMetricsAreDocumented(t *testing.T) {
 	} {
 		payload := fmt.Sprintf(`{"id":%q,"object":"event","type":%q,"data":{"object":%s}}`, ev.id, ev.typ, ev.object)
 		task, err := jobs.NewEventTask(ev.id, ev.typ, []byte(payload))
-		must(t, err)
+		testenv.Must(t, err)
 		_, err = tasks.Enqueue(task)
-		must(t, err)
+		testenv.Must(t, err)
 	}
 	url := "http://" + m.MetricsAddr() + "/metrics"
 	testenv.Eventually(t, 20*time.Second, "both tasks count an outcome", func() bool {

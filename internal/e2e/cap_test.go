@@ -17,8 +17,8 @@ import (
 func TestACappedQueueHoldsBackAcrossAPIsAndDrainsInOrder(t *testing.T) {
 	const capacity, producers, requests, perRequest = 1000, 4, 5, 100
 	s := startStack(t, processes(2, 1), withEnv("EVENTQUEUE_MAX_LENGTH=1000"))
-	sh := s.MustShop("", true)
-	token := s.MustToken(sh)
+	sh := s.MustShop(t, "", true)
+	token := s.MustToken(t, sh)
 
 	accepted := make([][]string, producers)
 	var wg sync.WaitGroup
@@ -27,7 +27,7 @@ func TestACappedQueueHoldsBackAcrossAPIsAndDrainsInOrder(t *testing.T) {
 		go func(p int) {
 			defer wg.Done()
 			for r := 0; r < requests; r++ {
-				accepted[p] = append(accepted[p], s.Track(s.Bases[(p+r)%2], sh, perRequest)...)
+				accepted[p] = append(accepted[p], s.Track(t, s.Bases[(p+r)%2], sh, perRequest)...)
 			}
 		}(p)
 	}
@@ -37,12 +37,12 @@ func TestACappedQueueHoldsBackAcrossAPIsAndDrainsInOrder(t *testing.T) {
 	rdb := s.Redis.Client()
 	ctx := context.Background()
 	length, err := rdb.LLen(ctx, eventqueue.Key(sh.Tenant.ID)).Result()
-	must(t, err)
+	testenv.Must(t, err)
 	if length != capacity {
 		t.Fatalf("queue length %d with %d events tracked, want exactly the cap of %d", length, total, capacity)
 	}
 	testenv.Eventually(t, 10*time.Second, "the events beyond the cap are held back", func() bool {
-		return s.Count(&models.TrackedEvent{}, "tenant_id = ? AND queue_pending = ?", sh.Tenant.ID, true) == int64(total-capacity)
+		return s.Count(t, &models.TrackedEvent{}, "tenant_id = ? AND queue_pending = ?", sh.Tenant.ID, true) == int64(total-capacity)
 	})
 	listBytes, _ := rdb.MemoryUsage(ctx, eventqueue.Key(sh.Tenant.ID), 0).Result()
 	setBytes, _ := rdb.MemoryUsage(ctx, eventqueue.AppendedKey(sh.Tenant.ID), 0).Result()
@@ -55,7 +55,7 @@ func TestACappedQueueHoldsBackAcrossAPIsAndDrainsInOrder(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("consumed %d of %d events", len(consumed), total)
 		}
-		got := s.Read(s.Base, token)
+		got := s.Read(t, s.Base, token)
 		if len(got) > capacity {
 			t.Fatalf("read %d events from a queue capped at %d", len(got), capacity)
 		}
@@ -64,7 +64,7 @@ func TestACappedQueueHoldsBackAcrossAPIsAndDrainsInOrder(t *testing.T) {
 			continue
 		}
 		consumed = append(consumed, got...)
-		s.Trim(s.Base, token, len(got))
+		s.Trim(t, s.Base, token, len(got))
 	}
 	position := map[string]int{}
 	for i, id := range consumed {
@@ -80,7 +80,7 @@ func TestACappedQueueHoldsBackAcrossAPIsAndDrainsInOrder(t *testing.T) {
 			}
 		}
 	}
-	if left := s.Read(s.Base, token); len(left) != 0 {
+	if left := s.Read(t, s.Base, token); len(left) != 0 {
 		t.Fatalf("%d events left", len(left))
 	}
 }

@@ -115,7 +115,7 @@ func (tr *tracker) p99(from, to time.Time) (time.Duration, int) {
 func (tr *tracker) settle(t *testing.T, tenant uint64) (acked, lost, duplicated int) {
 	t.Helper()
 	testenv.Eventually(t, 3*time.Minute, "every pending event is pushed", func() bool {
-		return tr.s.Count(&models.TrackedEvent{}, "queue_pending = ?", true) == 0
+		return tr.s.Count(t, &models.TrackedEvent{}, "queue_pending = ?", true) == 0
 	})
 	rdb := tr.s.Redis.Client()
 	all, err := rdb.LRange(context.Background(), eventqueue.Key(tenant), 0, -1).Result()
@@ -148,7 +148,7 @@ func (tr *tracker) settle(t *testing.T, tenant uint64) (acked, lost, duplicated 
 // event must reach the queue, and at most 0.1% may be queued twice.
 func TestChaosCrashesLoseAndDuplicateNothing(t *testing.T) {
 	s := startStack(t)
-	sh := s.MustShop("", true)
+	sh := s.MustShop(t, "", true)
 	tr := newTracker(s, sh.Tenant.SiteKey)
 	ctx, stop := context.WithCancel(context.Background())
 	load := tr.run(ctx, 8, 10)
@@ -195,7 +195,7 @@ func TestChaosCrashesLoseAndDuplicateNothing(t *testing.T) {
 // acknowledged event reaches the queue once.
 func TestChaosRedisOutageDoesNotStallIngestion(t *testing.T) {
 	s := startStack(t)
-	sh := s.MustShop("", true)
+	sh := s.MustShop(t, "", true)
 	tr := newTracker(s, sh.Tenant.SiteKey)
 	ctx, stop := context.WithCancel(context.Background())
 	load := tr.run(ctx, 4, 5)
@@ -204,13 +204,13 @@ func TestChaosRedisOutageDoesNotStallIngestion(t *testing.T) {
 	outageStart := time.Now()
 	s.Redis.Pause()
 	time.Sleep(3 * time.Second)
-	if st := s.readyz(); st != 503 {
+	if st := s.readyz(t); st != 503 {
 		t.Errorf("/readyz answered %d with Redis hung, want 503", st)
 	}
 	s.Redis.Resume()
 	s.Redis.Kill()
 	time.Sleep(3 * time.Second)
-	if st := s.readyz(); st != 503 {
+	if st := s.readyz(t); st != 503 {
 		t.Errorf("/readyz answered %d with Redis down, want 503", st)
 	}
 	s.Redis.Start()
@@ -230,15 +230,15 @@ func TestChaosRedisOutageDoesNotStallIngestion(t *testing.T) {
 	if lost != 0 || dup != 0 {
 		t.Fatalf("%d acknowledged, %d lost, %d duplicated", acked, lost, dup)
 	}
-	if st := s.readyz(); st != 200 {
+	if st := s.readyz(t); st != 200 {
 		t.Fatalf("/readyz answered %d after the outage", st)
 	}
 }
 
-func (s *stack) readyz() int {
+func (s *stack) readyz(t *testing.T) int {
 	res, err := http.Get(s.Base + "/readyz")
 	if err != nil {
-		s.t.Fatalf("readyz: %v", err)
+		t.Fatalf("readyz: %v", err)
 	}
 	res.Body.Close()
 	return res.StatusCode
@@ -287,7 +287,7 @@ func p99of(d []time.Duration) time.Duration {
 // at a normal rate: the second's requests all succeed, at the latency they had alone.
 func TestChaosAFloodingTenantDoesNotHurtAnother(t *testing.T) {
 	s := startStack(t, withEnv("RATE_LIMIT_TRACK=100/s", "RATE_LIMIT_TRACK_IP=off"))
-	flooder, victim := s.MustShop("", true), s.MustShop("", true)
+	flooder, victim := s.MustShop(t, "", true), s.MustShop(t, "", true)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	send := func(sh shop) func() (int, error) {
 		body, _ := json.Marshal(map[string]any{"site_key": sh.Tenant.SiteKey, "events": []any{

@@ -17,19 +17,19 @@ import (
 func TestChaosWorkerKilledMidFulfilmentRecovers(t *testing.T) {
 	// Takes about a minute: asynq recovers a task only after its lease has expired.
 	s := startStack(t)
-	sh := s.MustShop("acct_shop1", true)
+	sh := s.MustShop(t, "acct_shop1", true)
 	cs := s.PaidSession(sh, "acct_shop1")
 	id, payload := psp.NewEvent(psp.EventCheckoutCompleted, "acct_shop1", cs, time.Now())
 
 	// Hold a lock that fulfilment needs half-way: on Postgres the entitlements table (the
 	// purchase row is written, the entitlement waits); on SQLite the write lock.
-	release := s.blockFulfilment()
-	s.MustDeliver(payload)
-	s.waitUntilFulfilmentBlocked(id)
+	release := s.blockFulfilment(t)
+	s.MustDeliver(t, payload)
+	s.waitUntilFulfilmentBlocked(t, id)
 	s.Worker.Kill()
 	release()
 
-	if c := s.Count(&models.Purchase{}, "1 = 1"); c != 0 {
+	if c := s.Count(t, &models.Purchase{}, "1 = 1"); c != 0 {
 		t.Fatalf("%d purchases committed by a killed worker", c)
 	}
 	s.Worker.Start()
@@ -37,9 +37,9 @@ func TestChaosWorkerKilledMidFulfilmentRecovers(t *testing.T) {
 		return s.TaskState(id) == "completed"
 	})
 	for what, c := range map[string]int64{
-		"purchases":    s.Count(&models.Purchase{}, "1 = 1"),
-		"entitlements": s.Count(&models.Entitlement{}, "1 = 1"),
-		"events":       s.Count(&models.TrackedEvent{}, "type = ?", "purchase_completed"),
+		"purchases":    s.Count(t, &models.Purchase{}, "1 = 1"),
+		"entitlements": s.Count(t, &models.Entitlement{}, "1 = 1"),
+		"events":       s.Count(t, &models.TrackedEvent{}, "type = ?", "purchase_completed"),
 	} {
 		if c != 1 {
 			t.Fatalf("%d %s, want 1", c, what)
@@ -52,32 +52,32 @@ func TestChaosWorkerKilledMidFulfilmentRecovers(t *testing.T) {
 
 // blockFulfilment takes a lock that the worker's fulfilment transaction waits for and returns
 // the function that releases it.
-func (s *stack) blockFulfilment() (release func()) {
-	s.t.Helper()
+func (s *stack) blockFulfilment(t *testing.T) (release func()) {
+	t.Helper()
 	sqlDB, err := s.DB.DB()
-	must(s.t, err)
+	testenv.Must(t, err)
 	tx, err := sqlDB.Begin()
-	must(s.t, err)
+	testenv.Must(t, err)
 	if database.IsPostgres(s.DB) {
 		_, err = tx.Exec("LOCK TABLE entitlements IN ACCESS EXCLUSIVE MODE")
 	} else {
 		_, err = tx.Exec("INSERT INTO webhook_inbox (event_id, type, payload, created_at) VALUES ('lock', 'lock', x'00', CURRENT_TIMESTAMP)")
 	}
-	must(s.t, err)
-	return func() { must(s.t, tx.Rollback()) }
+	testenv.Must(t, err)
+	return func() { testenv.Must(t, tx.Rollback()) }
 }
 
 // waitUntilFulfilmentBlocked waits until the task is running and, on Postgres, its
 // transaction is waiting for the entitlements lock after inserting the purchase.
-func (s *stack) waitUntilFulfilmentBlocked(taskID string) {
-	s.t.Helper()
-	testenv.Eventually(s.t, 20*time.Second, "the task is active", func() bool { return s.TaskState(taskID) == "active" })
+func (s *stack) waitUntilFulfilmentBlocked(t *testing.T, taskID string) {
+	t.Helper()
+	testenv.Eventually(t, 20*time.Second, "the task is active", func() bool { return s.TaskState(taskID) == "active" })
 	if !database.IsPostgres(s.DB) {
 		time.Sleep(500 * time.Millisecond) // no lock-wait view in SQLite; give the worker time to block
 		return
 	}
 	sqlDB, _ := s.DB.DB()
-	testenv.Eventually(s.t, 20*time.Second, "the worker waits on the entitlements lock", func() bool {
+	testenv.Eventually(t, 20*time.Second, "the worker waits on the entitlements lock", func() bool {
 		var n int
 		err := sqlDB.QueryRow(`SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%entitlements%'`).Scan(&n)

@@ -20,29 +20,29 @@ import (
 // The queue and the webhook path on a real three-master Redis Cluster.
 func TestQueueAndWebhookOnRedisCluster(t *testing.T) {
 	s := startStack(t, onCluster())
-	sh := s.MustShop("acct_shop1", true)
-	token := s.MustToken(sh)
+	sh := s.MustShop(t, "acct_shop1", true)
+	token := s.MustToken(t, sh)
 
-	ids := s.Track(s.Base, sh, 3)
-	read := s.Read(s.Base, token)
+	ids := s.Track(t, s.Base, sh, 3)
+	read := s.Read(t, s.Base, token)
 	if len(read) != 3 || read[0] != ids[0] || read[2] != ids[2] {
 		t.Fatalf("read %v, want %v", read, ids)
 	}
-	s.Trim(s.Base, token, 2)
-	if left := s.Read(s.Base, token); len(left) != 1 || left[0] != ids[2] {
+	s.Trim(t, s.Base, token, 2)
+	if left := s.Read(t, s.Base, token); len(left) != 1 || left[0] != ids[2] {
 		t.Fatalf("after trim %v", left)
 	}
 
 	cs := s.PaidSession(sh, "acct_shop1")
 	id, payload := psp.NewEvent(psp.EventCheckoutCompleted, "acct_shop1", cs, time.Now())
 	for i := 0; i < 3; i++ {
-		s.MustDeliver(payload)
+		s.MustDeliver(t, payload)
 	}
 	testenv.Eventually(t, 30*time.Second, "the task completes on the cluster", func() bool { return s.TaskState(id) == "completed" })
-	if n := s.Count(&models.Purchase{}, "1 = 1"); n != 1 {
+	if n := s.Count(t, &models.Purchase{}, "1 = 1"); n != 1 {
 		t.Fatalf("%d purchases", n)
 	}
-	if left := s.Read(s.Base, token); len(left) != 2 {
+	if left := s.Read(t, s.Base, token); len(left) != 2 {
 		t.Fatalf("queue %v, want the remaining page view and purchase_completed", left)
 	}
 }
@@ -51,8 +51,8 @@ func TestQueueAndWebhookOnRedisCluster(t *testing.T) {
 // apis keep the queue's read/trim guarantee and fulfilment stays exactly once.
 func TestTwoAPIsAndTwoWorkers(t *testing.T) {
 	s := startStack(t, processes(2, 2))
-	sh := s.MustShop("acct_shop1", true)
-	token := s.MustToken(sh)
+	sh := s.MustShop(t, "acct_shop1", true)
+	token := s.MustToken(t, sh)
 
 	t.Run("producers on both apis, consumer alternating apis, every event once", func(t *testing.T) {
 		const producers, batches = 4, 20
@@ -62,7 +62,7 @@ func TestTwoAPIsAndTwoWorkers(t *testing.T) {
 			go func(p int) {
 				defer wg.Done()
 				for b := 0; b < batches; b++ {
-					s.Track(s.Bases[(p+b)%2], sh, 5)
+					s.Track(t, s.Bases[(p+b)%2], sh, 5)
 				}
 			}(p)
 		}
@@ -72,7 +72,7 @@ func TestTwoAPIsAndTwoWorkers(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("saw %d events", len(seen))
 			}
-			got := s.Read(s.Bases[i%2], token)
+			got := s.Read(t, s.Bases[i%2], token)
 			if len(got) == 0 {
 				time.Sleep(5 * time.Millisecond) // consumer back-off
 				continue
@@ -83,10 +83,10 @@ func TestTwoAPIsAndTwoWorkers(t *testing.T) {
 					t.Fatalf("event %s seen twice", id)
 				}
 			}
-			s.Trim(s.Bases[(i+1)%2], token, len(got))
+			s.Trim(t, s.Bases[(i+1)%2], token, len(got))
 		}
 		wg.Wait()
-		if left := s.Read(s.Base, token); len(left) != 0 {
+		if left := s.Read(t, s.Base, token); len(left) != 0 {
 			t.Fatalf("%d events left", len(left))
 		}
 	})
@@ -104,7 +104,7 @@ func TestTwoAPIsAndTwoWorkers(t *testing.T) {
 					wg.Add(1)
 					go func(base string, payload []byte) {
 						defer wg.Done()
-						s.deliverTo(base, payload)
+						s.deliverTo(t, base, payload)
 					}(base, payload)
 				}
 			}
@@ -113,29 +113,29 @@ func TestTwoAPIsAndTwoWorkers(t *testing.T) {
 		for _, id := range all {
 			testenv.Eventually(t, 60*time.Second, "task "+id+" completes", func() bool { return s.TaskState(id) == "completed" })
 		}
-		if n := s.Count(&models.Purchase{}, "1 = 1"); n != sessions {
+		if n := s.Count(t, &models.Purchase{}, "1 = 1"); n != sessions {
 			t.Fatalf("%d purchases, want %d", n, sessions)
 		}
-		if n := s.Count(&models.Entitlement{}, "1 = 1"); n != sessions {
+		if n := s.Count(t, &models.Entitlement{}, "1 = 1"); n != sessions {
 			t.Fatalf("%d entitlements, want %d", n, sessions)
 		}
-		if n := s.Count(&models.TrackedEvent{}, "type = ?", "purchase_completed"); n != sessions {
+		if n := s.Count(t, &models.TrackedEvent{}, "type = ?", "purchase_completed"); n != sessions {
 			t.Fatalf("%d purchase events, want %d", n, sessions)
 		}
 	})
 }
 
 // MustToken issues an all-abilities token for sh's tenant.
-func (s *stack) MustToken(sh shop) string {
-	s.t.Helper()
+func (s *stack) MustToken(t *testing.T, sh shop) string {
+	t.Helper()
 	_, token, err := auth.CreateToken(context.Background(), s.DB, sh.Tenant.ID, "e2e", nil, nil)
-	must(s.t, err)
+	testenv.Must(t, err)
 	return token
 }
 
 // Track posts n page views for sh to base and returns their ids.
-func (s *stack) Track(base string, sh shop, n int) []string {
-	s.t.Helper()
+func (s *stack) Track(t *testing.T, base string, sh shop, n int) []string {
+	t.Helper()
 	events := make([]map[string]any, n)
 	for i := range events {
 		events[i] = map[string]any{"type": "page_view", "session_id": "s", "url": "https://shop.example/", "event_sequence": i}
@@ -143,7 +143,7 @@ func (s *stack) Track(base string, sh shop, n int) []string {
 	body, _ := json.Marshal(map[string]any{"site_key": sh.Tenant.SiteKey, "events": events})
 	res, err := http.Post(base+"/api/track", "application/json", bytes.NewReader(body))
 	if err != nil {
-		s.t.Errorf("track: %v", err)
+		t.Errorf("track: %v", err)
 		return nil
 	}
 	defer res.Body.Close()
@@ -153,15 +153,15 @@ func (s *stack) Track(base string, sh shop, n int) []string {
 		} `json:"data"`
 	}
 	if err := json.NewDecoder(res.Body).Decode(&out); err != nil || res.StatusCode != 202 {
-		s.t.Errorf("track: %d %v", res.StatusCode, err)
+		t.Errorf("track: %d %v", res.StatusCode, err)
 	}
 	return out.Data.IDs
 }
 
 // Read GETs the queue through base and returns the event ids.
-func (s *stack) Read(base, token string) []string {
-	s.t.Helper()
-	res := s.call("GET", base+"/api/platform/events", token, 200)
+func (s *stack) Read(t *testing.T, base, token string) []string {
+	t.Helper()
+	res := s.call(t, "GET", base+"/api/platform/events", token, 200)
 	var out struct {
 		Data struct {
 			Count  int `json:"count"`
@@ -170,7 +170,7 @@ func (s *stack) Read(base, token string) []string {
 			} `json:"events"`
 		} `json:"data"`
 	}
-	must(s.t, json.Unmarshal(res, &out))
+	testenv.Must(t, json.Unmarshal(res, &out))
 	ids := make([]string, len(out.Data.Events))
 	for i, e := range out.Data.Events {
 		ids[i] = e.ID
@@ -179,38 +179,38 @@ func (s *stack) Read(base, token string) []string {
 }
 
 // Trim DELETEs count events through base.
-func (s *stack) Trim(base, token string, count int) {
-	s.t.Helper()
-	s.call("DELETE", fmt.Sprintf("%s/api/platform/events?count=%d", base, count), token, 204)
+func (s *stack) Trim(t *testing.T, base, token string, count int) {
+	t.Helper()
+	s.call(t, "DELETE", fmt.Sprintf("%s/api/platform/events?count=%d", base, count), token, 204)
 }
 
-func (s *stack) call(method, url, token string, want int) []byte {
-	s.t.Helper()
+func (s *stack) call(t *testing.T, method, url, token string, want int) []byte {
+	t.Helper()
 	req, _ := http.NewRequest(method, url, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, url, err)
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	if res.StatusCode != want {
-		s.t.Fatalf("%s %s: %d %s", method, url, res.StatusCode, b)
+		t.Fatalf("%s %s: %d %s", method, url, res.StatusCode, b)
 	}
 	return b
 }
 
 // deliverTo signs payload and posts it to base's webhook, requiring 200.
-func (s *stack) deliverTo(base string, payload []byte) {
+func (s *stack) deliverTo(t *testing.T, base string, payload []byte) {
 	req, _ := http.NewRequest("POST", base+"/api/webhooks/psp", bytes.NewReader(payload))
 	req.Header.Set("PSP-Signature", psp.Sign(payload, webhookSecret, time.Now()))
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		s.t.Errorf("webhook: %v", err)
+		t.Errorf("webhook: %v", err)
 		return
 	}
 	res.Body.Close()
 	if res.StatusCode != 200 {
-		s.t.Errorf("webhook: %d", res.StatusCode)
+		t.Errorf("webhook: %d", res.StatusCode)
 	}
 }

@@ -2,14 +2,12 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,9 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
@@ -43,7 +39,6 @@ func TestMain(m *testing.M) {
 // stack is api and worker processes sharing a Redis (or Redis Cluster), a database and a
 // fake provider. API, Worker and Base are the first of each.
 type stack struct {
-	t       *testing.T
 	Redis   *testenv.Redis // nil on a cluster
 	DB      *gorm.DB
 	PSP     *testenv.FakePSP
@@ -86,7 +81,7 @@ func startStack(t *testing.T, opts ...option) *stack {
 	}
 	db, dbURL := testenv.DB(t)
 	fake := testenv.StartFakePSP(t)
-	s := &stack{t: t, DB: db, PSP: fake}
+	s := &stack{DB: db, PSP: fake}
 	env := append(os.Environ(), "DATABASE_URL="+dbURL, "PSP_WEBHOOK_SECRET=whsec_old_rotated,"+webhookSecret,
 		"PSP_SECRET_KEY=sk_test_e2e", "PSP_API_BASE="+fake.URL)
 	env = append(env, testenv.NoRateLimits...)
@@ -120,30 +115,12 @@ func startStack(t *testing.T, opts ...option) *stack {
 }
 
 // shop is a tenant with a connected account, a member and a product.
-type shop struct {
-	Tenant  models.Tenant
-	Member  models.AudienceMember
-	Product models.Product
-}
+type shop = testenv.Shop
 
-var serial atomic.Int64
-
-func (s *stack) MustShop(account string, flag bool) shop {
-	s.t.Helper()
-	n := serial.Add(1)
-	sh := shop{Tenant: models.Tenant{Name: "Shop", SiteKey: fmt.Sprintf("site_e2e_%d", n)}}
-	if account != "" {
-		sh.Tenant.PSPAccountID = &account
-	}
-	must(s.t, s.DB.Create(&sh.Tenant).Error)
-	sh.Member = models.AudienceMember{TenantID: sh.Tenant.ID, Email: fmt.Sprintf("m%d@example.com", n)}
-	must(s.t, s.DB.Create(&sh.Member).Error)
-	sh.Product = models.Product{TenantID: sh.Tenant.ID, Name: "Course", Amount: 1999, Currency: "usd"}
-	must(s.t, s.DB.Create(&sh.Product).Error)
-	if flag {
-		must(s.t, features.New(s.DB, clock.Real{}).Set(context.Background(), features.UseQueueEvents, sh.Tenant.ID, true))
-	}
-	return sh
+// MustShop creates a shop on account with UseQueueEvents set to flag.
+func (s *stack) MustShop(t *testing.T, account string, flag bool) shop {
+	t.Helper()
+	return testenv.MustShop(t, s.DB, account, flag)
 }
 
 // PaidSession returns a paid session of sh, stored at the fake provider on account.
@@ -160,8 +137,8 @@ func (s *stack) PaidSession(sh shop, account string) psp.SessionObject {
 }
 
 // Post sends payload to the webhook with header, returning status and how long it took.
-func (s *stack) Post(payload []byte, header string) (int, time.Duration) {
-	s.t.Helper()
+func (s *stack) Post(t *testing.T, payload []byte, header string) (int, time.Duration) {
+	t.Helper()
 	req, _ := http.NewRequest("POST", s.Base+"/api/webhooks/psp", bytes.NewReader(payload))
 	req.Header.Set("Content-Type", "application/json")
 	if header != "" {
@@ -171,7 +148,7 @@ func (s *stack) Post(payload []byte, header string) (int, time.Duration) {
 	res, err := http.DefaultClient.Do(req)
 	took := time.Since(start)
 	if err != nil {
-		s.t.Fatalf("POST webhook: %v", err)
+		t.Fatalf("POST webhook: %v", err)
 	}
 	io.Copy(io.Discard, res.Body)
 	res.Body.Close()
@@ -179,20 +156,20 @@ func (s *stack) Post(payload []byte, header string) (int, time.Duration) {
 }
 
 // MustDeliver signs and posts an event and requires 200.
-func (s *stack) MustDeliver(payload []byte) time.Duration {
-	s.t.Helper()
-	status, took := s.Post(payload, psp.Sign(payload, webhookSecret, time.Now()))
+func (s *stack) MustDeliver(t *testing.T, payload []byte) time.Duration {
+	t.Helper()
+	status, took := s.Post(t, payload, psp.Sign(payload, webhookSecret, time.Now()))
 	if status != 200 {
-		s.t.Fatalf("webhook answered %d", status)
+		t.Fatalf("webhook answered %d", status)
 	}
 	return took
 }
 
 // Count counts rows of model matching the query.
-func (s *stack) Count(model any, query string, args ...any) int64 {
-	s.t.Helper()
+func (s *stack) Count(t *testing.T, model any, query string, args ...any) int64 {
+	t.Helper()
 	var n int64
-	must(s.t, s.DB.Model(model).Where(query, args...).Count(&n).Error)
+	testenv.Must(t, s.DB.Model(model).Where(query, args...).Count(&n).Error)
 	return n
 }
 
@@ -203,11 +180,4 @@ func (s *stack) TaskState(id string) string {
 		return "none"
 	}
 	return info.State.String()
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }

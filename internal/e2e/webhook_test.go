@@ -16,44 +16,44 @@ import (
 
 func TestWebhookFulfilsAPaidCheckoutOnce(t *testing.T) {
 	s := startStack(t)
-	sh := s.MustShop("acct_shop1", true)
+	sh := s.MustShop(t, "acct_shop1", true)
 	cs := s.PaidSession(sh, "acct_shop1")
 	id, payload := psp.NewEvent(psp.EventCheckoutCompleted, "acct_shop1", cs, time.Now())
 
-	if took := s.MustDeliver(payload); took > time.Second {
+	if took := s.MustDeliver(t, payload); took > time.Second {
 		t.Fatalf("webhook took %s", took)
 	}
 	testenv.Eventually(t, 20*time.Second, "the purchase is committed", func() bool {
-		return s.Count(&models.Purchase{}, "psp_checkout_session_id = ?", cs.ID) == 1
+		return s.Count(t, &models.Purchase{}, "psp_checkout_session_id = ?", cs.ID) == 1
 	})
 	testenv.Eventually(t, 20*time.Second, "the task completes", func() bool { return s.TaskState(id) == "completed" })
 
 	var p models.Purchase
-	must(t, s.DB.Take(&p, "psp_checkout_session_id = ?", cs.ID).Error)
+	testenv.Must(t, s.DB.Take(&p, "psp_checkout_session_id = ?", cs.ID).Error)
 	if p.TenantID != sh.Tenant.ID || p.AudienceMemberID != sh.Member.ID || p.ProductID != sh.Product.ID ||
 		p.AmountTotal != 1999 || p.Currency != "usd" || !strings.HasPrefix(p.PSPPaymentIntentID, "pi_") {
 		t.Fatalf("purchase %+v", p)
 	}
-	if n := s.Count(&models.Entitlement{}, "purchase_id = ? AND audience_member_id = ? AND product_id = ?", p.ID, sh.Member.ID, sh.Product.ID); n != 1 {
+	if n := s.Count(t, &models.Entitlement{}, "purchase_id = ? AND audience_member_id = ? AND product_id = ?", p.ID, sh.Member.ID, sh.Product.ID); n != 1 {
 		t.Fatalf("%d entitlements", n)
 	}
 	events, err := s.Queue.Read(context.Background(), sh.Tenant.ID)
-	must(t, err)
+	testenv.Must(t, err)
 	if len(events) != 1 {
 		t.Fatalf("queue holds %d events, want the purchase_completed event", len(events))
 	}
 	var ev models.QueueEvent
-	must(t, json.Unmarshal([]byte(events[0]), &ev))
+	testenv.Must(t, json.Unmarshal([]byte(events[0]), &ev))
 	if ev.Type != "purchase_completed" || ev.AudienceMemberID == nil || *ev.AudienceMemberID != models.FormatID(sh.Member.ID) {
 		t.Fatalf("queued event %+v", ev)
 	}
 
 	t.Run("a redelivery of the same event is dropped", func(t *testing.T) {
-		s.MustDeliver(payload)
+		s.MustDeliver(t, payload)
 		if state := s.TaskState(id); state != "completed" {
 			t.Fatalf("task state %s", state)
 		}
-		if n := s.Count(&models.Purchase{}, "1 = 1"); n != 1 {
+		if n := s.Count(t, &models.Purchase{}, "1 = 1"); n != 1 {
 			t.Fatalf("%d purchases", n)
 		}
 	})
@@ -62,8 +62,8 @@ func TestWebhookFulfilsAPaidCheckoutOnce(t *testing.T) {
 // Every refused delivery is answered 200 and leaves nothing behind: no task, no purchase.
 func TestWebhookRefusalsAre200AndFulfilNothing(t *testing.T) {
 	s := startStack(t)
-	sh := s.MustShop("acct_shop1", true)
-	other := s.MustShop("acct_other", true)
+	sh := s.MustShop(t, "acct_shop1", true)
+	other := s.MustShop(t, "acct_other", true)
 
 	type delivery struct {
 		name    string
@@ -127,7 +127,7 @@ func TestWebhookRefusalsAre200AndFulfilNothing(t *testing.T) {
 	} {
 		t.Run("200 and nothing fulfilled for "+d.name, func(t *testing.T) {
 			id, body, header := d.payload()
-			if status, _ := s.Post(body, header); status != 200 {
+			if status, _ := s.Post(t, body, header); status != 200 {
 				t.Fatalf("status %d", status)
 			}
 			if d.queued {
@@ -137,13 +137,13 @@ func TestWebhookRefusalsAre200AndFulfilNothing(t *testing.T) {
 			} else if state := s.TaskState(id); state != "none" {
 				t.Fatalf("a refused delivery was enqueued (%s)", state)
 			}
-			if n := s.Count(&models.Purchase{}, "1 = 1"); n != 0 {
+			if n := s.Count(t, &models.Purchase{}, "1 = 1"); n != 0 {
 				t.Fatalf("%d purchases", n)
 			}
-			if n := s.Count(&models.Entitlement{}, "1 = 1"); n != 0 {
+			if n := s.Count(t, &models.Entitlement{}, "1 = 1"); n != 0 {
 				t.Fatalf("%d entitlements", n)
 			}
-			if n := s.Count(&models.WebhookInbox{}, "1 = 1"); n != 0 {
+			if n := s.Count(t, &models.WebhookInbox{}, "1 = 1"); n != 0 {
 				t.Fatalf("%d inbox rows", n)
 			}
 		})
@@ -154,7 +154,7 @@ func TestWebhookRefusalsAre200AndFulfilNothing(t *testing.T) {
 // event ids (as the provider does for async_payment_succeeded, or a replay), make one purchase.
 func TestConcurrentDuplicateDeliveriesMakeOnePurchase(t *testing.T) {
 	s := startStack(t)
-	sh := s.MustShop("acct_shop1", true)
+	sh := s.MustShop(t, "acct_shop1", true)
 	cs := s.PaidSession(sh, "acct_shop1")
 	id, payload := psp.NewEvent(psp.EventCheckoutCompleted, "acct_shop1", cs, time.Now())
 	var others [][]byte
@@ -171,24 +171,24 @@ func TestConcurrentDuplicateDeliveriesMakeOnePurchase(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); s.MustDeliver(payload) }()
+		go func() { defer wg.Done(); s.MustDeliver(t, payload) }()
 	}
 	for _, b := range others {
 		wg.Add(1)
-		go func(b []byte) { defer wg.Done(); s.MustDeliver(b) }(b)
+		go func(b []byte) { defer wg.Done(); s.MustDeliver(t, b) }(b)
 	}
 	wg.Wait()
 
 	for _, tid := range append(otherIDs, id) {
 		testenv.Eventually(t, 30*time.Second, "task "+tid+" completes", func() bool { return s.TaskState(tid) == "completed" })
 	}
-	if n := s.Count(&models.Purchase{}, "psp_checkout_session_id = ?", cs.ID); n != 1 {
+	if n := s.Count(t, &models.Purchase{}, "psp_checkout_session_id = ?", cs.ID); n != 1 {
 		t.Fatalf("%d purchases, want 1", n)
 	}
-	if n := s.Count(&models.Entitlement{}, "1 = 1"); n != 1 {
+	if n := s.Count(t, &models.Entitlement{}, "1 = 1"); n != 1 {
 		t.Fatalf("%d entitlements, want 1", n)
 	}
-	if n := s.Count(&models.TrackedEvent{}, "type = ?", "purchase_completed"); n != 1 {
+	if n := s.Count(t, &models.TrackedEvent{}, "type = ?", "purchase_completed"); n != 1 {
 		t.Fatalf("%d purchase events, want 1", n)
 	}
 	if n, _ := s.Queue.Len(context.Background(), sh.Tenant.ID); n != 1 {

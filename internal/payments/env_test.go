@@ -49,7 +49,6 @@ func (p *fakePusher) types() []string {
 
 // env is a Service on a fresh database with a fake Pusher; nothing else is real.
 type env struct {
-	t      *testing.T
 	DB     *gorm.DB
 	Pusher *fakePusher
 	Svc    *payments.Service
@@ -61,32 +60,18 @@ func newEnv(t *testing.T, queued bool) *env {
 	p := &fakePusher{}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := &payments.Service{DB: db, Queueing: queueing(queued), Ingest: p, AppURL: appURL, Log: log}
-	return &env{t: t, DB: db, Pusher: p, Svc: svc}
+	return &env{DB: db, Pusher: p, Svc: svc}
 }
 
 // shop is a tenant on account ("" for the platform) with one member and one product.
-type shop struct {
-	Tenant  models.Tenant
-	Member  models.AudienceMember
-	Product models.Product
-}
+type shop = testenv.Shop
 
 var serial atomic.Int64
 
-// MustShop creates a shop on account.
-func (e *env) MustShop(account string) shop {
-	e.t.Helper()
-	n := serial.Add(1)
-	s := shop{Tenant: models.Tenant{Name: "Shop", SiteKey: fmt.Sprintf("site_payments_%d", n)}}
-	if account != "" {
-		s.Tenant.PSPAccountID = &account
-	}
-	must(e.t, e.DB.Create(&s.Tenant).Error)
-	s.Member = models.AudienceMember{TenantID: s.Tenant.ID, Email: fmt.Sprintf("m%d@example.com", n)}
-	must(e.t, e.DB.Create(&s.Member).Error)
-	s.Product = models.Product{TenantID: s.Tenant.ID, Name: "Course", Amount: 1999, Currency: "usd"}
-	must(e.t, e.DB.Create(&s.Product).Error)
-	return s
+// MustShop creates a shop on account; whether it queues events is the env's queueing.
+func (e *env) MustShop(t *testing.T, account string) shop {
+	t.Helper()
+	return testenv.MustShop(t, e.DB, account, false)
 }
 
 // Session is a paid session of s on its tenant's account, with a fresh id and payment intent.
@@ -100,16 +85,9 @@ func (e *env) Session(s shop) payments.Session {
 }
 
 // Count counts rows of model matching query.
-func (e *env) Count(model any, query string, args ...any) int64 {
-	e.t.Helper()
-	var n int64
-	must(e.t, e.DB.Model(model).Where(query, args...).Count(&n).Error)
-	return n
-}
-
-func must(t *testing.T, err error) {
+func (e *env) Count(t *testing.T, model any, query string, args ...any) int64 {
 	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
+	var n int64
+	testenv.Must(t, e.DB.Model(model).Where(query, args...).Count(&n).Error)
+	return n
 }

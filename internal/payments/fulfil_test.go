@@ -12,13 +12,14 @@ import (
 
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/payments"
+	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
 
 func TestFulfil(t *testing.T) {
 	e := newEnv(t, true)
 	e.Svc.Metrics = metrics.New()
-	other := e.MustShop("acct_other")
+	other := e.MustShop(t, "acct_other")
 	cases := []struct {
 		name string
 		// edit turns a paid session of s into the session under test.
@@ -43,7 +44,7 @@ func TestFulfil(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sh := e.MustShop(fmt.Sprintf("acct_fulfil_%d", i))
+			sh := e.MustShop(t, fmt.Sprintf("acct_fulfil_%d", i))
 			s := e.Session(sh)
 			tc.edit(&s)
 			pushed := len(e.Pusher.types())
@@ -65,10 +66,10 @@ func TestFulfil(t *testing.T) {
 				t.Errorf("fulfilments{outcome=%q} went from %v to %v, want one more", outcome, before, got)
 			}
 			if tc.status != payments.StatusFulfilled {
-				if n := e.Count(&models.Purchase{}, "psp_checkout_session_id = ?", s.ID); n != 0 || res.PurchaseID != 0 {
+				if n := e.Count(t, &models.Purchase{}, "psp_checkout_session_id = ?", s.ID); n != 0 || res.PurchaseID != 0 {
 					t.Errorf("%d purchases, purchase id %d; want none", n, res.PurchaseID)
 				}
-				if n := e.Count(&models.TrackedEvent{}, "tenant_id = ?", sh.Tenant.ID); n != 0 {
+				if n := e.Count(t, &models.TrackedEvent{}, "tenant_id = ?", sh.Tenant.ID); n != 0 {
 					t.Errorf("%d tracked events, want none", n)
 				}
 				if got := len(e.Pusher.types()); got != pushed {
@@ -94,17 +95,17 @@ func assertFulfilled(t *testing.T, e *env, sh shop, s payments.Session, purchase
 		Currency, Status            string
 	}
 	var p models.Purchase
-	must(t, e.DB.Take(&p, "psp_checkout_session_id = ?", s.ID).Error)
+	testenv.Must(t, e.DB.Take(&p, "psp_checkout_session_id = ?", s.ID).Error)
 	got := view{p.ID, p.TenantID, p.AudienceMemberID, p.ProductID, p.PSPCheckoutSessionID, p.PSPPaymentIntentID, p.AmountTotal, p.Currency, p.Status}
 	want := view{purchaseID, sh.Tenant.ID, sh.Member.ID, sh.Product.ID, s.ID, s.PaymentIntent, 1999, "usd", models.PurchasePaid}
 	if got != want {
 		t.Errorf("purchase %+v, want %+v", got, want)
 	}
-	if n := e.Count(&models.Entitlement{}, "purchase_id = ? AND audience_member_id = ? AND revoked_at IS NULL", p.ID, sh.Member.ID); n != 1 {
+	if n := e.Count(t, &models.Entitlement{}, "purchase_id = ? AND audience_member_id = ? AND revoked_at IS NULL", p.ID, sh.Member.ID); n != 1 {
 		t.Errorf("%d entitlements in force, want 1", n)
 	}
 	var evs []models.TrackedEvent
-	must(t, e.DB.Where("tenant_id = ?", sh.Tenant.ID).Find(&evs).Error)
+	testenv.Must(t, e.DB.Where("tenant_id = ?", sh.Tenant.ID).Find(&evs).Error)
 	if len(evs) != 1 {
 		t.Fatalf("%d tracked events, want 1", len(evs))
 	}
@@ -120,12 +121,12 @@ func TestFulfilQueuesOnlyForQueueingTenants(t *testing.T) {
 	for _, queued := range []bool{true, false} {
 		t.Run(fmt.Sprintf("queued %v", queued), func(t *testing.T) {
 			e := newEnv(t, queued)
-			sh := e.MustShop("acct_q")
+			sh := e.MustShop(t, "acct_q")
 			if _, err := e.Svc.Fulfil(context.Background(), e.Session(sh)); err != nil {
 				t.Fatal(err)
 			}
 			var ev models.TrackedEvent
-			must(t, e.DB.Take(&ev, "tenant_id = ?", sh.Tenant.ID).Error)
+			testenv.Must(t, e.DB.Take(&ev, "tenant_id = ?", sh.Tenant.ID).Error)
 			if ev.Queued != queued || ev.QueuePending != queued {
 				t.Errorf("event queued %v, pending %v; want both %v", ev.Queued, ev.QueuePending, queued)
 			}
@@ -142,7 +143,7 @@ func TestFulfilQueuesOnlyForQueueingTenants(t *testing.T) {
 
 func TestFulfilAgainIsAlreadyFulfilled(t *testing.T) {
 	e := newEnv(t, true)
-	sh := e.MustShop("acct_again")
+	sh := e.MustShop(t, "acct_again")
 	s := e.Session(sh)
 	first, err := e.Svc.Fulfil(context.Background(), s)
 	if err != nil || first.Status != payments.StatusFulfilled {
@@ -170,7 +171,7 @@ func TestFulfilAgainIsAlreadyFulfilled(t *testing.T) {
 
 func TestConcurrentFulfilsFulfilOnce(t *testing.T) {
 	e := newEnv(t, true)
-	sh := e.MustShop("acct_race")
+	sh := e.MustShop(t, "acct_race")
 	s := e.Session(sh)
 	const n = 8
 	var (

@@ -13,6 +13,7 @@ import (
 
 	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
+	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
 
@@ -22,7 +23,7 @@ func mustEvent(t *testing.T, eventType, account string, object any) *stripe.Even
 	t.Helper()
 	_, payload := psp.NewObjectEvent(eventType, account, object, time.Now())
 	var ev stripe.Event
-	must(t, json.Unmarshal(payload, &ev))
+	testenv.Must(t, json.Unmarshal(payload, &ev))
 	return &ev
 }
 
@@ -76,7 +77,7 @@ func TestRevoke(t *testing.T) {
 	// fulfilled returns a fulfilled paid session of a new shop on account.
 	fulfilled := func(t *testing.T, account string) payments.Session {
 		t.Helper()
-		s := e.Session(e.MustShop(account))
+		s := e.Session(e.MustShop(t, account))
 		if _, err := e.Svc.Fulfil(ctx, s); err != nil {
 			t.Fatal(err)
 		}
@@ -85,8 +86,8 @@ func TestRevoke(t *testing.T) {
 	status := func(t *testing.T, s payments.Session) (string, int64) {
 		t.Helper()
 		var p models.Purchase
-		must(t, e.DB.Take(&p, "psp_checkout_session_id = ?", s.ID).Error)
-		return p.Status, e.Count(&models.Entitlement{}, "purchase_id = ? AND revoked_at IS NULL", p.ID)
+		testenv.Must(t, e.DB.Take(&p, "psp_checkout_session_id = ?", s.ID).Error)
+		return p.Status, e.Count(t, &models.Entitlement{}, "purchase_id = ? AND revoked_at IS NULL", p.ID)
 	}
 	cases := []struct {
 		name string
@@ -140,7 +141,7 @@ func TestRevoke(t *testing.T) {
 		}
 	})
 	t.Run("a parked refund is applied by the fulfilment", func(t *testing.T) {
-		s := e.Session(e.MustShop("acct_revoke_early"))
+		s := e.Session(e.MustShop(t, "acct_revoke_early"))
 		r := payments.Reversal{Kind: models.PurchaseRefunded, PaymentIntent: s.PaymentIntent, Account: s.Account, EventID: "evt_3"}
 		if out, err := e.Svc.Revoke(ctx, r); err != nil || out != payments.RevokeParked {
 			t.Fatalf("Revoke = %q, %v; want parked", out, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
+	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
 
@@ -95,7 +96,7 @@ func TestReceive(t *testing.T) {
 			if (r.Err != nil) != (tc.outcome == payments.Refused || tc.inboxed) {
 				t.Errorf("Err %v", r.Err)
 			}
-			if n := e.Count(&models.WebhookInbox{}, "event_id = ?", id); (n == 1) != tc.inboxed || n > 1 {
+			if n := e.Count(t, &models.WebhookInbox{}, "event_id = ?", id); (n == 1) != tc.inboxed || n > 1 {
 				t.Errorf("%d inbox rows, want inboxed: %v", n, tc.inboxed)
 			}
 			if _, queued := tc.queue.queued[id]; queued != (tc.outcome == payments.Enqueued || tc.outcome == payments.Duplicate) {
@@ -108,7 +109,7 @@ func TestReceive(t *testing.T) {
 		e := newEnv(t, true)
 		e.Svc.Webhooks = psp.NewVerifier([]string{secret}, clock.Real{})
 		e.Svc.Queue = &fakeQueue{err: errors.New("redis down")}
-		must(t, e.DB.Migrator().DropTable(&models.WebhookInbox{}))
+		testenv.Must(t, e.DB.Migrator().DropTable(&models.WebhookInbox{}))
 		_, payload, header := signed(psp.EventCheckoutCompleted)
 		if r := e.Svc.Receive(context.Background(), payload, header); r.Outcome != payments.Lost || r.Err == nil || r.InboxErr == nil {
 			t.Fatalf("receipt %+v, want Lost with both errors", r)
@@ -121,7 +122,7 @@ func TestDrainInbox(t *testing.T) {
 	var ids []string
 	for i := 0; i < 150; i++ { // more than one batch
 		id, payload, _ := signed(psp.EventCheckoutCompleted)
-		must(t, e.DB.Create(&models.WebhookInbox{EventID: id, Type: psp.EventCheckoutCompleted, Payload: payload}).Error)
+		testenv.Must(t, e.DB.Create(&models.WebhookInbox{EventID: id, Type: psp.EventCheckoutCompleted, Payload: payload}).Error)
 		ids = append(ids, id)
 	}
 
@@ -130,15 +131,15 @@ func TestDrainInbox(t *testing.T) {
 		if err := e.Svc.DrainInbox(context.Background()); err == nil {
 			t.Fatal("DrainInbox succeeded with Redis down")
 		}
-		if n := e.Count(&models.WebhookInbox{}, "1 = 1"); n != 150 {
+		if n := e.Count(t, &models.WebhookInbox{}, "1 = 1"); n != 150 {
 			t.Errorf("%d inbox rows, want 150", n)
 		}
 	})
 	t.Run("enqueues every event once and empties the inbox", func(t *testing.T) {
 		q := &fakeQueue{queued: map[string]string{ids[3]: psp.EventCheckoutCompleted}} // queued before
 		e.Svc.Queue = q
-		must(t, e.Svc.DrainInbox(context.Background()))
-		if n := e.Count(&models.WebhookInbox{}, "1 = 1"); n != 0 {
+		testenv.Must(t, e.Svc.DrainInbox(context.Background()))
+		if n := e.Count(t, &models.WebhookInbox{}, "1 = 1"); n != 0 {
 			t.Errorf("%d inbox rows left, want 0", n)
 		}
 		if len(q.queued) != 150 {
