@@ -123,13 +123,7 @@ func TestWorkersReconcileOncePerInterval(t *testing.T) {
 	start := time.Now()
 	var workers []*Main
 	for i := 0; i < 2; i++ {
-		m := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		testenv.Must(t, m.Open())
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); m.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
-		workers = append(workers, m)
+		workers = append(workers, startWorker(t, cfg))
 	}
 	metric := func(name string) float64 {
 		var sum float64
@@ -202,4 +196,16 @@ func TestFailedOpenClosesWhatItOpened(t *testing.T) {
 	if n := strings.Count(clients, "\n"); n > 1 { // this one
 		t.Fatalf("%d Redis connections left after a failed Open:\n%s", n, clients)
 	}
+}
+
+// startWorker opens and runs a worker on cfg until the test ends.
+func startWorker(t *testing.T, cfg config.Config) *Main {
+	t.Helper()
+	m := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	testenv.Must(t, m.Open())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return m
 }

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -24,12 +21,7 @@ func TestExportedMetricsAreDocumented(t *testing.T) {
 	_, dbURL := testenv.DB(t)
 	cfg, err := config.Load([]string{"DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL(), "WORKER_METRICS_ADDR=127.0.0.1:0"})
 	testenv.Must(t, err)
-	m := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	testenv.Must(t, m.Open())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); m.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	m := startWorker(t, cfg)
 
 	// A checkout session that cannot be fulfilled and a partial refund: each counts an outcome.
 	tasks := asynq.NewClientFromRedisClient(r.Client())

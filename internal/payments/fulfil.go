@@ -38,14 +38,7 @@ type Result struct {
 // retried by the worker's requeue job). Errors wrapping ErrRejected are permanent.
 func (svc *Service) Fulfil(ctx context.Context, s Session) (Result, error) {
 	res, err := svc.fulfil(ctx, s)
-	switch {
-	case errors.Is(err, ErrRejected):
-		svc.Metrics.Fulfilment("rejected")
-	case err != nil:
-		svc.Metrics.Fulfilment("error")
-	default:
-		svc.Metrics.Fulfilment(res.Status)
-	}
+	svc.Metrics.Fulfilment(outcome(err, res.Status))
 	return res, err
 }
 
@@ -198,4 +191,16 @@ func eventID(typ string, at time.Time, purchaseID uint64) string {
 	u[6] = u[6]&0x0f | 0x70 // version 7
 	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
 	return u.String()
+}
+
+// outcome is the metric label of a call that ended with err: "rejected", "error", or ok when
+// it succeeded.
+func outcome(err error, ok string) string {
+	switch {
+	case errors.Is(err, ErrRejected):
+		return "rejected"
+	case err != nil:
+		return "error"
+	}
+	return ok
 }

@@ -84,14 +84,7 @@ func ReversalOf(ev *stripe.Event) (r Reversal, ok bool, err error) {
 // creates it. Errors wrapping ErrRejected are permanent.
 func (svc *Service) Revoke(ctx context.Context, r Reversal) (string, error) {
 	out, err := svc.revoke(ctx, r)
-	switch {
-	case errors.Is(err, ErrRejected):
-		svc.Metrics.Revocation("rejected")
-	case err != nil:
-		svc.Metrics.Revocation("error")
-	default:
-		svc.Metrics.Revocation(out)
-	}
+	svc.Metrics.Revocation(outcome(err, out))
 	return out, err
 }
 
