@@ -54,7 +54,7 @@ func startEnv(t *testing.T) *env {
 	h := &Handlers{
 		Ingest: ingest, Log: log,
 		Payments: &payments.Service{
-			DB: db, Queue: queue, Queueing: flags, Ingest: ingest, AppURL: "https://app.example", Log: log, Metrics: mx,
+			DB: db, Queue: queue, Queueing: flags, Ingest: ingest, Clock: clock.Real{}, AppURL: "https://app.example", Log: log, Metrics: mx,
 		},
 		Reconciler: &payments.Reconciler{
 			DB: db, PSP: psp.NewClient("sk_test_jobs", fake.URL), Queue: queue, Clock: clock.Real{}, Log: log, Metrics: mx,

@@ -81,11 +81,11 @@ func (m *Main) Open() error {
 	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log, mx)
 	m.ingest = ingest
 	m.waiter = eventqueue.NewWaiter(in.Redis[m.Config.QueueConnection], m.Log)
-	m.trims = tracking.NewTrimLog(in.DB, m.Log)
+	m.trims = tracking.NewTrimLog(in.DB, m.Clock, m.Log)
 	pay := &payments.Service{
 		DB: in.DB, PSP: psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase),
 		Webhooks: psp.NewVerifier(m.Config.PSP.WebhookSecrets, m.Clock), Queue: jobs.NewEventQueue(m.tasks),
-		Queueing: in.Flags, Ingest: ingest, AppURL: m.Config.AppURL, Log: m.Log, Metrics: mx,
+		Queueing: in.Flags, Ingest: ingest, Clock: m.Clock, AppURL: m.Config.AppURL, Log: m.Log, Metrics: mx,
 	}
 	m.app = routes.New(&routes.Server{
 		PingDB: in.PingDB, Redis: in.Redis, Queueing: in.Flags, Queue: in.Queue, Log: m.Log, Ingest: ingest,

@@ -113,7 +113,7 @@ func (m *Main) Open() (err error) {
 	m.mux = asynq.NewServeMux()
 	provider, queue := psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase), jobs.NewEventQueue(m.tasks)
 	pay := &payments.Service{
-		DB: in.DB, PSP: provider, Queue: queue, Queueing: in.Flags, Ingest: ingest,
+		DB: in.DB, PSP: provider, Queue: queue, Queueing: in.Flags, Ingest: ingest, Clock: m.Clock,
 		AppURL: m.Config.AppURL, Log: m.Log, Metrics: mx,
 	}
 	h := &jobs.Handlers{Ingest: ingest, Payments: pay, Log: m.Log}

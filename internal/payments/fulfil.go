@@ -164,7 +164,7 @@ func take(db *gorm.DB, dst any, query string, args ...any) error {
 // purchaseEvent builds the purchase_completed event. Its id is derived from the purchase, so
 // it is the same whoever builds it, and it sorts by the purchase's time.
 func (svc *Service) purchaseEvent(t *models.Tenant, m *models.AudienceMember, p *models.Purchase, s Session) models.TrackedEvent {
-	now := time.Now().UTC()
+	now := svc.Clock.Now().UTC()
 	if !p.CreatedAt.IsZero() {
 		now = p.CreatedAt.UTC()
 	}

@@ -17,6 +17,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/psp"
@@ -39,6 +40,8 @@ type Service struct {
 	Queueing features.Queueing
 	// Ingest appends the events fulfilment and revocation store to the tenant's queue.
 	Ingest Pusher
+	// Clock stamps purchases, entitlements and reversals.
+	Clock clock.Clock
 	// AppURL is the public base URL, without a trailing slash: it starts the return page's URL.
 	AppURL string
 	Log    *slog.Logger

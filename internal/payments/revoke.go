@@ -170,7 +170,7 @@ func (svc *Service) applyReversalsTx(tx *gorm.DB, p *models.Purchase, t *models.
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
-	now := time.Now().UTC()
+	now := svc.Clock.Now().UTC()
 	var event *models.TrackedEvent
 	for _, r := range rows {
 		done := tx.Model(&models.PurchaseReversal{}).Where("id = ? AND applied_at IS NULL", r.ID).Update("applied_at", now)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/testenv"
@@ -37,7 +38,7 @@ func (e *ingestEnv) trimFront(t *testing.T, log *TrimLog, tenant uint64, count i
 func TestRebuildRestoresTheUntrimmedEventsInOrder(t *testing.T) {
 	e := startIngest(t)
 	ctx := context.Background()
-	trims := NewTrimLog(e.DB, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	trims := NewTrimLog(e.DB, clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer trims.Close()
 	tenant, off := testenv.MustTenant(t, e.DB, true).ID, testenv.MustTenant(t, e.DB, true).ID
 	if err := e.Flags.Set(ctx, features.UseQueueEvents, off, false); err != nil {
@@ -132,7 +133,7 @@ func TestTrimLogKeepsTheFurthestFront(t *testing.T) {
 	e := startIngest(t)
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, b := NewTrimLog(e.DB, log), NewTrimLog(e.DB, log)
+	a, b := NewTrimLog(e.DB, clock.Real{}, log), NewTrimLog(e.DB, clock.Real{}, log)
 	defer a.Close()
 	defer b.Close()
 	a.Record(5, eventqueue.Trimmed{Count: 3, Front: 9, LastID: "0002"})

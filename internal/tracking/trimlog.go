@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/models"
 )
@@ -24,8 +25,9 @@ const TrimFlushEvery = 250 * time.Millisecond
 // a background loop writes what changed every TrimFlushEvery in one statement, off the request
 // path. A crash loses at most the last interval's fronts: those events come back on a rebuild.
 type TrimLog struct {
-	db  *gorm.DB
-	log *slog.Logger
+	db    *gorm.DB
+	clock clock.Clock
+	log   *slog.Logger
 
 	mu      sync.Mutex
 	pending map[uint64]models.QueueFront
@@ -34,9 +36,9 @@ type TrimLog struct {
 	done chan struct{}
 }
 
-// NewTrimLog starts a TrimLog on db. Close writes what is left and stops it.
-func NewTrimLog(db *gorm.DB, log *slog.Logger) *TrimLog {
-	l := &TrimLog{db: db, log: log, pending: map[uint64]models.QueueFront{}, stop: make(chan struct{}), done: make(chan struct{})}
+// NewTrimLog starts a TrimLog on db; clk stamps the rows. Close writes what is left and stops it.
+func NewTrimLog(db *gorm.DB, clk clock.Clock, log *slog.Logger) *TrimLog {
+	l := &TrimLog{db: db, clock: clk, log: log, pending: map[uint64]models.QueueFront{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go l.loop()
 	return l
 }
@@ -88,7 +90,7 @@ func (l *TrimLog) Flush(ctx context.Context) error {
 		return nil
 	}
 	rows := slices.SortedFunc(maps.Values(batch), func(a, b models.QueueFront) int { return cmp.Compare(a.TenantID, b.TenantID) })
-	now := time.Now().UTC()
+	now := l.clock.Now().UTC()
 	for i := range rows {
 		rows[i].UpdatedAt = now
 	}
