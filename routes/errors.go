@@ -56,7 +56,10 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		if ae.Fields != nil {
 			body.Errors = orderedFieldErrs{ae.Fields}
 		}
-		if status >= 500 {
+		switch {
+		case ae.Code == apperr.Unavailable: // a missing setting, not a fault: the operator's to fix
+			s.log(c).Warn("request refused: not configured", "method", c.Method(), "path", c.Path(), "err", err)
+		case status >= 500:
 			s.log(c).Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
 		}
 	case errors.As(err, &fe) && fe.Code < 500:
