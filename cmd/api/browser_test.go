@@ -244,6 +244,7 @@ func loadTracker(t *testing.T, tb *tab, origin string) {
 }
 
 func TestBrowserTracksPageViews(t *testing.T) {
+	testenv.OnOneDatabase(t)
 	e := startAPI(t)
 	browser := startBrowser(t)
 

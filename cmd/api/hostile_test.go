@@ -119,6 +119,7 @@ func TestTrackStoresServerSetFieldsSanitised(t *testing.T) {
 // Every oversized body gets a 413 the client can read, however large, from Go's client and
 // from curl; nothing is stored.
 func TestOversizedBodiesGetA413TheClientReads(t *testing.T) {
+	testenv.OnOneDatabase(t)
 	e := startAPI(t)
 	tn := testenv.MustTenant(t, e.DB, true)
 	for _, size := range []int{70 << 10, 2 << 20, 20 << 20} {

@@ -22,6 +22,7 @@ func trackBody(tn tenant, n int) []byte {
 // Two api processes share one budget per site key: the sixth request of a 5/m budget is
 // refused whichever process gets it, with Laravel's headers, and nothing of it is stored.
 func TestRateLimitIsSharedByEveryAPIProcess(t *testing.T) {
+	testenv.OnOneDatabase(t)
 	limits := []string{"RATE_LIMIT_TRACK=5/m", "RATE_LIMIT_TRACK_IP=off"}
 	a := startAPI(t, limits...)
 	b := startAPIOn(t, a.Redis, a.DB, a.Main.Config.DatabaseURL, limits...)
@@ -50,6 +51,7 @@ func TestRateLimitIsSharedByEveryAPIProcess(t *testing.T) {
 }
 
 func TestRateLimitsPerAddressAndToken(t *testing.T) {
+	testenv.OnOneDatabase(t)
 	e := startAPI(t, "RATE_LIMIT_TRACK=off", "RATE_LIMIT_TRACK_IP=3/m", "RATE_LIMIT_PLATFORM=2/m")
 	t1, t2 := testenv.MustTenant(t, e.DB, true), testenv.MustTenant(t, e.DB, true)
 

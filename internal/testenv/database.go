@@ -34,6 +34,16 @@ func Backend() string {
 	return "sqlite"
 }
 
+// OnOneDatabase marks a test whose subject does not depend on the database (the browser, the
+// rate limiter, a body refused before it is read): it runs in the SQLite suite and is skipped,
+// saying so, when the suite runs on Postgres.
+func OnOneDatabase(t testing.TB) {
+	t.Helper()
+	if Backend() == "postgres" {
+		t.Skip("independent of the database: runs in the SQLite suite")
+	}
+}
+
 // DatabaseURL returns the DATABASE_URL of a fresh, migrated database for t: a SQLite file in a
 // temp dir, or a new database on the package's Postgres server.
 func DatabaseURL(t testing.TB) string {
