@@ -160,6 +160,7 @@ type Postgres struct {
 	template    sync.Once
 	templateErr error
 	copying     sync.Mutex
+	pool        dbPool
 }
 
 type sharedPostgres struct {
@@ -184,6 +185,13 @@ func postgresDatabase(t testing.TB, migrated bool) string {
 	if pg.err != nil {
 		t.Fatalf("postgres: %v", pg.err)
 	}
+	if migrated {
+		if name, ok := pg.srv.pool.take(); ok {
+			url := pg.srv.URL(name)
+			t.Cleanup(func() { pg.srv.pool.give(name, url) })
+			return url
+		}
+	}
 	name := fmt.Sprintf("t_%d_%d", os.Getpid(), pg.srv.serial.Add(1))
 	var (
 		url string
@@ -196,6 +204,9 @@ func postgresDatabase(t testing.TB, migrated bool) string {
 	}
 	if err != nil {
 		t.Fatalf("create database: %v", err)
+	}
+	if migrated { // registered first, so it runs after the test's own cleanups closed their connections
+		t.Cleanup(func() { pg.srv.pool.give(name, url) })
 	}
 	return url
 }
@@ -290,7 +301,9 @@ func (s *Postgres) CreateMigratedDatabase(name string) (string, error) {
 	s.template.Do(func() {
 		var url string
 		if url, s.templateErr = s.CreateDatabase(templateName); s.templateErr == nil {
-			s.templateErr = migrate(url)
+			if s.templateErr = migrate(url); s.templateErr == nil {
+				s.templateErr = s.pool.learn(url)
+			}
 		}
 	})
 	if s.templateErr != nil {
