@@ -8,11 +8,10 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/validate"
 	"github.com/eventq/eventq/models"
 )
-
-var errNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}
 
 // createCheckout answers POST /api/platform/checkout/sessions: it checks the body's shape and
 // creates the session with payments.Service.CreateCheckout for the token's tenant.
@@ -41,7 +40,7 @@ func (s *Server) createCheckout(c *fiber.Ctx) error {
 func (s *Server) checkoutReturn(c *fiber.Ctx) error {
 	tenantID, ok := models.ParseID(query(c, "tenant"))
 	if !ok {
-		return errNotFound
+		return payments.ErrNotFound
 	}
 	res, err := s.Payments.Return(c.UserContext(), tenantID, strings.TrimSpace(query(c, "session_id")))
 	if err != nil {

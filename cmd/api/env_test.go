@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"sync/atomic"
 	"testing"
 
 	"gorm.io/gorm"
@@ -30,8 +29,6 @@ type apiEnv struct {
 	Base  string
 	Queue *eventqueue.Store
 }
-
-var siteKeySerial atomic.Int64
 
 func startAPI(t *testing.T, extraEnv ...string) *apiEnv {
 	t.Helper()

@@ -76,22 +76,6 @@ func NewEvent(eventType, account string, session SessionObject, at time.Time) (s
 	return NewObjectEvent(eventType, account, session, at)
 }
 
-// NewChargeEvent builds a charge.refunded (or other charge.*) event about ch on account.
-func NewChargeEvent(eventType, account string, ch ChargeObject, at time.Time) (string, []byte) {
-	if ch.Object == "" {
-		ch.Object = "charge"
-	}
-	return NewObjectEvent(eventType, account, ch, at)
-}
-
-// NewDisputeEvent builds a charge.dispute.* event about d on account.
-func NewDisputeEvent(eventType, account string, d DisputeObject, at time.Time) (string, []byte) {
-	if d.Object == "" {
-		d.Object = "dispute"
-	}
-	return NewObjectEvent(eventType, account, d, at)
-}
-
 // NewObjectEvent builds a realistic event of eventType whose data.object is object, on
 // account ("" for the platform). It returns the event id and the JSON payload.
 func NewObjectEvent(eventType, account string, object any, at time.Time) (string, []byte) {
