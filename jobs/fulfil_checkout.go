@@ -2,14 +2,12 @@ package jobs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/stripe/stripe-go/v76"
 
 	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
@@ -24,9 +22,9 @@ const (
 // FulfilCheckout handles both checkout task types: it fulfils the event's session through
 // payments.Service.Fulfil. Sessions that can never be fulfilled are logged and not retried.
 func (h *Handlers) FulfilCheckout(ctx context.Context, t *asynq.Task) error {
-	var ev stripe.Event
-	if err := json.Unmarshal(t.Payload(), &ev); err != nil || ev.Data == nil {
-		return fmt.Errorf("fulfil checkout: payload is not an event: %w", asynq.SkipRetry)
+	ev, err := eventOf(t, "fulfil checkout")
+	if err != nil {
+		return err
 	}
 	s, err := payments.SessionOfEvent(&ev)
 	if err != nil {

@@ -2,11 +2,13 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/stripe/stripe-go/v76"
 
 	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
@@ -75,4 +77,14 @@ func (q *EventQueue) Enqueue(ctx context.Context, eventID, eventType string, pay
 		return fmt.Errorf("%w: %s", payments.ErrAlreadyQueued, eventID)
 	}
 	return err
+}
+
+// eventOf decodes the provider event a task carries. A payload that is not an event with data
+// can never be handled: the error, prefixed with what, says so and stops the retries.
+func eventOf(t *asynq.Task, what string) (stripe.Event, error) {
+	var ev stripe.Event
+	if err := json.Unmarshal(t.Payload(), &ev); err != nil || ev.Data == nil {
+		return ev, fmt.Errorf("%s: payload is not an event: %w", what, asynq.SkipRetry)
+	}
+	return ev, nil
 }

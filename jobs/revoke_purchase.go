@@ -2,12 +2,10 @@ package jobs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/hibiken/asynq"
-	"github.com/stripe/stripe-go/v76"
 
 	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
@@ -25,9 +23,9 @@ const (
 // does not exist yet is parked and applied when it is fulfilled. Events that can never apply
 // are logged and not retried.
 func (h *Handlers) RevokePurchase(ctx context.Context, t *asynq.Task) error {
-	var ev stripe.Event
-	if err := json.Unmarshal(t.Payload(), &ev); err != nil || ev.Data == nil {
-		return fmt.Errorf("revoke purchase: payload is not an event: %w", asynq.SkipRetry)
+	ev, err := eventOf(t, "revoke purchase")
+	if err != nil {
+		return err
 	}
 	r, ok, err := payments.ReversalOf(&ev)
 	if err != nil {

@@ -168,13 +168,20 @@ func (svc *Service) purchaseEvent(t *models.Tenant, m *models.AudienceMember, p 
 	if !p.CreatedAt.IsZero() {
 		now = p.CreatedAt.UTC()
 	}
-	page := ReturnURL(svc.AppURL, t.ID, s.ID)
+	return svc.trackedEvent(EventPurchaseCompleted, t.ID, m.ID, p.ID, s.ID, now)
+}
+
+// trackedEvent is an event eventq records about purchase purchaseID of memberID, made by
+// checkout session sessionID: its page is the session's return page, and its id depends only on
+// type, time and purchase, so every caller building it builds the same row.
+func (svc *Service) trackedEvent(typ string, tenantID, memberID, purchaseID uint64, sessionID string, at time.Time) models.TrackedEvent {
+	page := ReturnURL(svc.AppURL, tenantID, sessionID)
 	u, _ := url.Parse(page)
-	member := models.FormatID(m.ID)
+	member := models.FormatID(memberID)
 	return models.TrackedEvent{
-		ID: eventID(EventPurchaseCompleted, now, p.ID), TenantID: t.ID, Type: EventPurchaseCompleted, SessionID: s.ID,
+		ID: eventID(typ, at, purchaseID), TenantID: tenantID, Type: typ, SessionID: sessionID,
 		AudienceMemberID: &member, URL: page, PageHostname: u.Hostname(), PagePath: u.EscapedPath(),
-		UserAgent: "eventq", IPAddress: "", EventSequence: 0, CreatedAt: now,
+		UserAgent: "eventq", IPAddress: "", EventSequence: 0, CreatedAt: at,
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"time"
 
 	"github.com/stripe/stripe-go/v76"
@@ -210,12 +209,5 @@ func (svc *Service) reversalEvent(t *models.Tenant, p *models.Purchase, kind str
 	if kind == models.PurchaseDisputed {
 		typ = EventPurchaseDisputed
 	}
-	page := ReturnURL(svc.AppURL, t.ID, p.PSPCheckoutSessionID)
-	u, _ := url.Parse(page)
-	member := models.FormatID(p.AudienceMemberID)
-	return models.TrackedEvent{
-		ID: eventID(typ, at, p.ID), TenantID: t.ID, Type: typ, SessionID: p.PSPCheckoutSessionID,
-		AudienceMemberID: &member, URL: page, PageHostname: u.Hostname(), PagePath: u.EscapedPath(),
-		UserAgent: "eventq", IPAddress: "", EventSequence: 0, CreatedAt: at,
-	}
+	return svc.trackedEvent(typ, t.ID, p.AudienceMemberID, p.ID, p.PSPCheckoutSessionID, at)
 }
