@@ -11,6 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/eventq/eventq/internal/payments"
+	"github.com/eventq/eventq/internal/retention"
 	"github.com/eventq/eventq/internal/tracking"
 )
 
@@ -22,7 +23,9 @@ type Handlers struct {
 	Payments Payments
 	// Reconciler runs the periodic reconciliation; nil when no provider key is configured.
 	Reconciler *payments.Reconciler
-	Log        *slog.Logger
+	// Retention runs the storage maintenance of the stored events.
+	Retention *retention.Pruner
+	Log       *slog.Logger
 }
 
 // Payments is what the payment tasks need of the payment flow; *payments.Service is one.
@@ -42,6 +45,7 @@ func Register(mux *asynq.ServeMux, h *Handlers) {
 	mux.HandleFunc(TypeDisputeCreated, h.RevokePurchase)
 	mux.HandleFunc(TypeReconcile, h.Reconcile)
 	mux.HandleFunc(TypeDrainInbox, h.DrainInbox)
+	mux.HandleFunc(TypeMaintainEvents, h.MaintainEvents)
 }
 
 // Periodic is a task the worker's scheduler enqueues on a cron spec.

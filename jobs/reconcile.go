@@ -2,8 +2,6 @@ package jobs
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -17,19 +15,10 @@ import (
 // (their delivery was lost), through the same tasks as the webhook (payments.Reconciler).
 const TypeReconcile = "psp:reconcile"
 
-// reconcilePayload names the interval window a periodic task belongs to.
-type reconcilePayload struct {
-	Window int64 `json:"window"` // Unix seconds of the window's start
-}
-
 // NewReconcileTask returns the periodic reconciliation task of the window of length interval
-// that contains now. Its task id names the window, so however many workers enqueue it, the
-// window gets one run.
+// that contains now: one run per window, however many workers enqueue it.
 func NewReconcileTask(now time.Time, interval time.Duration) *asynq.Task {
-	window := now.Truncate(interval).Unix()
-	payload, _ := json.Marshal(reconcilePayload{Window: window})
-	return asynq.NewTask(TypeReconcile, payload, asynq.TaskID(fmt.Sprintf("%s:%d", TypeReconcile, window)),
-		asynq.MaxRetry(3), asynq.Retention(2*interval), asynq.Timeout(max(interval, 10*time.Minute)))
+	return windowTask(TypeReconcile, now, interval, asynq.MaxRetry(3))
 }
 
 // Reconcile handles TypeReconcile with payments.Reconciler.RunPeriodic.
@@ -41,23 +30,8 @@ func (h *Handlers) Reconcile(ctx context.Context, _ *asynq.Task) error {
 	return err
 }
 
-// TriggerReconcile enqueues the reconciliation task of the current window every interval/10
-// (at least every second, at most every minute) until ctx is done. Every worker runs it; the
-// window's task id lets only the first enqueue of each window through, so there is one run per
-// interval however many workers there are, and a run as soon as a worker starts.
+// TriggerReconcile enqueues the reconciliation task of the current window until ctx is done
+// (triggerWindows): one run per interval across all workers, and one as soon as a worker starts.
 func TriggerReconcile(ctx context.Context, tasks *asynq.Client, clk clock.Clock, interval time.Duration, log *slog.Logger) {
-	tick := min(max(interval/10, time.Second), time.Minute)
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	for {
-		_, err := tasks.EnqueueContext(ctx, NewReconcileTask(clk.Now(), interval))
-		if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) && ctx.Err() == nil {
-			log.Warn("reconcile: could not enqueue the periodic run", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	triggerWindows(ctx, tasks, clk, interval, NewReconcileTask, log)
 }

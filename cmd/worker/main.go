@@ -21,6 +21,7 @@ import (
 	"github.com/eventq/eventq/internal/infra"
 	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
+	"github.com/eventq/eventq/internal/retention"
 	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/jobs"
 )
@@ -60,6 +61,7 @@ type Main struct {
 	metrics   *http.Server
 	metricsLn net.Listener
 	ingest    *tracking.Ingestor
+	retention *retention.Pruner
 	reconcile bool // whether Run triggers the periodic reconciliation
 }
 
@@ -116,7 +118,8 @@ func (m *Main) Open() (err error) {
 		DB: in.DB, PSP: provider, Queue: queue, Queueing: in.Flags, Ingest: ingest, Clock: m.Clock,
 		AppURL: m.Config.AppURL, Log: m.Log, Metrics: mx,
 	}
-	h := &jobs.Handlers{Ingest: ingest, Payments: pay, Log: m.Log}
+	m.retention = &retention.Pruner{DB: in.DB, Keep: m.Config.Retention.Keep, Clock: m.Clock, Log: m.Log, Metrics: mx}
+	h := &jobs.Handlers{Ingest: ingest, Payments: pay, Retention: m.retention, Log: m.Log}
 	if m.Config.PSP.SecretKey != "" {
 		h.Reconciler = &payments.Reconciler{DB: in.DB, PSP: provider, Queue: queue, Clock: m.Clock, Log: m.Log, Metrics: mx}
 	}
@@ -156,6 +159,15 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.metrics != nil {
 		go m.metrics.Serve(m.metricsLn)
 	}
+	// Partitions ahead before anything else, so that no insert waits for a maintenance run.
+	if err := m.retention.EnsureAhead(ctx, m.Clock.Now()); err != nil {
+		m.Log.Warn("worker: could not create the stored events' partitions ahead; the maintenance task tries again", "err", err)
+	}
+	maintained := make(chan struct{})
+	go func() {
+		defer close(maintained)
+		jobs.TriggerMaintainEvents(ctx, m.tasks, m.Clock, m.Config.Retention.PruneInterval, m.Log)
+	}()
 	triggered := make(chan struct{})
 	switch {
 	case m.reconcile:
@@ -172,6 +184,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	<-triggered
+	<-maintained
 	return m.Close()
 }
 

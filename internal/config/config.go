@@ -26,6 +26,7 @@ var Variables = []string{
 	"PSP_WEBHOOK_SECRET", "PSP_SECRET_KEY", "PSP_PUBLISHABLE_KEY", "PSP_CONNECT_CLIENT_ID", "PSP_API_BASE",
 	"PSP_RECONCILE_INTERVAL",
 	"RATE_LIMIT_TRACK", "RATE_LIMIT_TRACK_IP", "RATE_LIMIT_PLATFORM", "EVENTQUEUE_MAX_LENGTH",
+	"EVENT_RETENTION", "EVENT_PRUNE_INTERVAL",
 }
 
 // Config is everything the three binaries read from the environment. The zero value is not
@@ -53,6 +54,8 @@ type Config struct {
 	PSP PSPConfig
 	// Limits are the rate limits and the queue length limit.
 	Limits Limits
+	// Retention is how long stored events are kept.
+	Retention RetentionConfig
 }
 
 // RedisConfig describes every named Redis connection.
@@ -151,6 +154,9 @@ func Load(environ []string) (Config, error) {
 		return Config{}, err
 	}
 	cfg.Limits = limits
+	if cfg.Retention, err = loadRetention(get); err != nil {
+		return Config{}, err
+	}
 	for _, p := range splitList(get("TRUSTED_PROXIES", "")) {
 		prefix, err := parsePrefix(p)
 		if err != nil {

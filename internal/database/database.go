@@ -33,7 +33,9 @@ func Open(databaseURL string) (*gorm.DB, error) {
 				return nil, fmt.Errorf("database: create %s: %w", dir, err)
 			}
 		}
-		dsn := path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
+		// auto_vacuum must come first: it only takes effect on a database without tables
+		// (older databases are switched by a migration).
+		dsn := path + "?_pragma=auto_vacuum(incremental)&_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
 			"&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 		db, err = gorm.Open(sqlite.Open(dsn), cfg)
 	} else {

@@ -3,6 +3,7 @@ package database
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-gormigrate/gormigrate/v2"
 	"gorm.io/gorm"
@@ -56,6 +57,11 @@ func migrations() []*gormigrate.Migration {
 		Migrate: func(tx *gorm.DB) error {
 			return tx.AutoMigrate(&models.Purchase{}, &models.Entitlement{}, &models.PurchaseReversal{}, &models.ReconcileMark{})
 		},
+	}, {
+		// Stored events that can be pruned: day partitions on Postgres, incremental
+		// auto-vacuum on SQLite (prepareRetention).
+		ID:      "2026112401_event_retention",
+		Migrate: func(tx *gorm.DB) error { return prepareRetention(tx, time.Now()) },
 	}}
 }
 

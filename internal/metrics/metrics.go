@@ -46,6 +46,19 @@ type Metrics struct {
 	ReconcileLastSuccess prometheus.Gauge
 	// ReconcileMissing counts provider events that reconciliation found unprocessed and queued.
 	ReconcileMissing prometheus.Counter
+	// PruneRuns counts retention runs of the worker by outcome ("ok" or "error").
+	PruneRuns *prometheus.CounterVec
+	// PruneLastSuccess is the Unix time of the last retention run that succeeded.
+	PruneLastSuccess prometheus.Gauge
+	// EventsPruned counts stored events deleted by retention.
+	EventsPruned prometheus.Counter
+	// PartitionsCreated and PartitionsDropped count day partitions of the stored events
+	// (Postgres) created ahead and dropped by retention.
+	PartitionsCreated prometheus.Counter
+	PartitionsDropped prometheus.Counter
+	// OldestEventAge is the age in seconds of the oldest stored event, as of the last retention
+	// run (0: none stored).
+	OldestEventAge prometheus.Gauge
 }
 
 // New registers eventq's collectors, plus the Go runtime and process collectors, on a fresh
@@ -105,12 +118,32 @@ func New() *Metrics {
 		ReconcileMissing: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "eventq_psp_reconcile_missing_events_total", Help: "Provider events reconciliation found unprocessed (their delivery never came) and queued.",
 		}),
+		PruneRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eventq_events_prune_runs_total", Help: "Runs of the worker's storage maintenance (partitions ahead, retention), by outcome.",
+		}, []string{"outcome"}),
+		PruneLastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eventq_events_prune_last_success_timestamp_seconds", Help: "Unix time at which the last successful storage maintenance run finished (0: none yet).",
+		}),
+		EventsPruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventq_events_pruned_total", Help: "Stored events deleted by EVENT_RETENTION.",
+		}),
+		PartitionsCreated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventq_event_partitions_created_total", Help: "Day partitions of the stored events created ahead (Postgres).",
+		}),
+		PartitionsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventq_event_partitions_dropped_total", Help: "Day partitions of the stored events dropped by EVENT_RETENTION (Postgres).",
+		}),
+		OldestEventAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eventq_events_oldest_age_seconds", Help: "Age of the oldest stored event at the last storage maintenance run (0: none stored).",
+		}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.EventsIngested, m.EventsQueued, m.EventsRead,
 		m.EventsTrimmed, m.Webhooks, m.Fulfilments, m.RateLimited, m.RateLimitDown, m.HeldBack, m.FullQueues,
-		m.Revocations, m.ReconcileRuns, m.ReconcileLastSuccess, m.ReconcileMissing)
+		m.Revocations, m.ReconcileRuns, m.ReconcileLastSuccess, m.ReconcileMissing,
+		m.PruneRuns, m.PruneLastSuccess, m.EventsPruned, m.PartitionsCreated, m.PartitionsDropped, m.OldestEventAge)
 	for _, o := range []string{"ok", "error"} {
 		m.ReconcileRuns.WithLabelValues(o)
+		m.PruneRuns.WithLabelValues(o)
 	}
 	for _, o := range []string{WebhookVerified, WebhookBadSignature, WebhookIgnoredType, WebhookEnqueued, WebhookDuplicate, WebhookInboxed, WebhookLost} {
 		m.Webhooks.WithLabelValues(o)
@@ -205,4 +238,30 @@ func add(m *Metrics, c func() prometheus.Counter, n int) {
 	if m != nil && n > 0 {
 		c().Add(float64(n))
 	}
+}
+
+// Pruned records rows deleted and day partitions dropped by retention.
+func (m *Metrics) Pruned(rows int64, partitions int) {
+	add(m, func() prometheus.Counter { return m.EventsPruned }, int(rows))
+	add(m, func() prometheus.Counter { return m.PartitionsDropped }, partitions)
+}
+
+// PartitionsMade records day partitions created ahead.
+func (m *Metrics) PartitionsMade(n int) {
+	add(m, func() prometheus.Counter { return m.PartitionsCreated }, n)
+}
+
+// Maintained records one storage maintenance run of the worker: its outcome, its time and,
+// when it succeeded, the age of the oldest stored event (zero when none is stored).
+func (m *Metrics) Maintained(ok bool, at time.Time, oldest time.Duration) {
+	if m == nil {
+		return
+	}
+	if !ok {
+		m.PruneRuns.WithLabelValues("error").Inc()
+		return
+	}
+	m.PruneRuns.WithLabelValues("ok").Inc()
+	m.PruneLastSuccess.Set(float64(at.UnixMilli()) / 1000)
+	m.OldestEventAge.Set(oldest.Seconds())
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/models"
@@ -27,6 +29,7 @@ const (
 type queuedEvent struct {
 	tenant uint64
 	id     string
+	at     time.Time // created_at: bounds the update to its day partitions on Postgres
 }
 
 // PushPending appends committed rows marked QueuePending to the tenant's queue, in order, and
@@ -41,6 +44,7 @@ func (in *Ingestor) PushPending(ctx context.Context, tenantID uint64, rows []mod
 // Rows held back (their queue is full) stay pending: Requeue appends them as the queue drains.
 func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 	var batches []eventqueue.Batch
+	var rows [][]models.TrackedEvent // rows[i] are the rows of batches[i]
 	for _, r := range stored {
 		if !r.queued {
 			continue
@@ -50,6 +54,7 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 			b.Events[i] = eventqueue.Event{ID: r.rows[i].ID, JSON: r.rows[i].MarshalQueue()}
 		}
 		batches = append(batches, b)
+		rows = append(rows, r.rows)
 	}
 	if len(batches) == 0 {
 		return
@@ -75,8 +80,8 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 			held += res.Held
 			heldTenants = append(heldTenants, b.TenantID)
 		}
-		for _, e := range b.Events[:len(b.Events)-res.Held] {
-			done = append(done, queuedEvent{b.TenantID, e.ID})
+		for _, e := range rows[i][:len(b.Events)-res.Held] {
+			done = append(done, queuedEvent{b.TenantID, e.ID, e.CreatedAt})
 		}
 	}
 	if failed > 0 {
@@ -140,12 +145,8 @@ func (in *Ingestor) unmarkLoop() {
 
 // settle clears the pending marks of appended events, then acknowledges them to the queue.
 func (in *Ingestor) settle(events []queuedEvent) {
-	ids := make([]string, len(events))
-	for i, e := range events {
-		ids[i] = e.id
-	}
-	if err := in.markQueued(context.Background(), ids); err != nil {
-		in.log.Warn("tracking: could not clear pending marks; Requeue will find them appended", "events", len(ids), "err", err)
+	if err := unmarkPending(in.db.WithContext(context.Background()), events); err != nil {
+		in.log.Warn("tracking: could not clear pending marks; Requeue will find them appended", "events", len(events), "err", err)
 		return
 	}
 	in.ack(events)
@@ -172,7 +173,25 @@ func (in *Ingestor) ack(events []queuedEvent) {
 	}
 }
 
-func (in *Ingestor) markQueued(ctx context.Context, ids []string) error {
-	return in.db.WithContext(ctx).Model(&models.TrackedEvent{}).Where("id IN ?", ids).
+// unmarkPending clears the pending mark of events. The created_at bounds let Postgres confine
+// the update to the day partitions that hold them instead of probing every partition's index.
+func unmarkPending(tx *gorm.DB, events []queuedEvent) error {
+	if len(events) == 0 {
+		return nil
+	}
+	ids := make([]string, len(events))
+	first, last := events[0].at, events[0].at
+	for i, e := range events {
+		ids[i] = e.id
+		if e.at.Before(first) {
+			first = e.at
+		}
+		if e.at.After(last) {
+			last = e.at
+		}
+	}
+	// A second of slack on each side: the database may store a coarser time than the row held.
+	first, last = first.UTC().Add(-time.Second), last.UTC().Add(time.Second)
+	return tx.Model(&models.TrackedEvent{}).Where("id IN ? AND created_at BETWEEN ? AND ?", ids, first, last).
 		UpdateColumn("queue_pending", false).Error
 }

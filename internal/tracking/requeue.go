@@ -169,17 +169,11 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 				}
 			}
 			for _, ev := range keep {
-				done = append(done, queuedEvent{t, ev.ID})
+				done = append(done, queuedEvent{t, ev.ID, ev.CreatedAt})
 			}
 		}
-		if len(done) > 0 {
-			ids := make([]string, len(done))
-			for i, e := range done {
-				ids[i] = e.id
-			}
-			if err := tx.Model(&models.TrackedEvent{}).Where("id IN ?", ids).UpdateColumn("queue_pending", false).Error; err != nil {
-				return fmt.Errorf("tracking: requeue: unmark: %w", err)
-			}
+		if err := unmarkPending(tx, done); err != nil {
+			return fmt.Errorf("tracking: requeue: unmark: %w", err)
 		}
 		if pushErr != nil {
 			more = false
