@@ -125,24 +125,7 @@ func TestWorkersReconcileOncePerInterval(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		workers = append(workers, startWorker(t, cfg))
 	}
-	metric := func(name string) float64 {
-		var sum float64
-		for _, m := range workers {
-			res, err := http.Get("http://" + m.MetricsAddr() + "/metrics")
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			for _, line := range strings.Split(string(body), "\n") {
-				if v, ok := strings.CutPrefix(line, name+" "); ok {
-					f, _ := strconv.ParseFloat(v, 64)
-					sum += f
-				}
-			}
-		}
-		return sum
-	}
+	metric := func(name string) float64 { return sumMetric(t, workers, name) }
 	okRuns := `eventq_psp_reconcile_runs_total{outcome="ok"}`
 	testenv.Eventually(t, 20*time.Second, "the missed session is fulfilled", func() bool {
 		var n int64
@@ -199,6 +182,27 @@ func TestFailedOpenClosesWhatItOpened(t *testing.T) {
 }
 
 // startWorker opens and runs a worker on cfg until the test ends.
+// sumMetric is the sum of a metric's sample (name with its labels, as exported) over workers.
+func sumMetric(t *testing.T, workers []*Main, name string) float64 {
+	t.Helper()
+	var sum float64
+	for _, m := range workers {
+		res, err := http.Get("http://" + m.MetricsAddr() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				sum += f
+			}
+		}
+	}
+	return sum
+}
+
 func startWorker(t *testing.T, cfg config.Config) *Main {
 	t.Helper()
 	m := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -17,8 +17,9 @@ func TestLoadDefaults(t *testing.T) {
 		Redis: RedisConfig{
 			URLs: map[string]string{"default": "redis://127.0.0.1:6379/0"},
 		},
-		PSP:    PSPConfig{ReconcileInterval: 15 * time.Minute},
-		Limits: Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000},
+		PSP:       PSPConfig{ReconcileInterval: 15 * time.Minute},
+		Limits:    Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000},
+		Retention: RetentionConfig{PruneInterval: time.Hour},
 	}
 	for name, environ := range map[string][]string{
 		"nil environment":             nil,
@@ -220,6 +221,15 @@ func TestLoadRejects(t *testing.T) {
 		{"rejects a reconcile interval below a second", []string{"PSP_RECONCILE_INTERVAL=10ms"}, "PSP_RECONCILE_INTERVAL"},
 		{"rejects a negative reconcile interval", []string{"PSP_RECONCILE_INTERVAL=-5m"}, "PSP_RECONCILE_INTERVAL"},
 		{"rejects a queue length that is not a number", []string{"EVENTQUEUE_MAX_LENGTH=1e6"}, "EVENTQUEUE_MAX_LENGTH"},
+		{"rejects a retention below two days", []string{"EVENT_RETENTION=47h"}, "EVENT_RETENTION"},
+		{"rejects a retention of one day", []string{"EVENT_RETENTION=1d"}, "EVENT_RETENTION"},
+		{"rejects a retention of zero days", []string{"EVENT_RETENTION=0d"}, "EVENT_RETENTION"},
+		{"rejects a negative retention", []string{"EVENT_RETENTION=-30d"}, "EVENT_RETENTION"},
+		{"rejects a retention in weeks", []string{"EVENT_RETENTION=4w"}, "EVENT_RETENTION"},
+		{"rejects a retention of fractional days", []string{"EVENT_RETENTION=2.5d"}, "EVENT_RETENTION"},
+		{"rejects a retention that is a bare number", []string{"EVENT_RETENTION=30"}, "EVENT_RETENTION"},
+		{"rejects a prune interval below a second", []string{"EVENT_PRUNE_INTERVAL=10ms"}, "EVENT_PRUNE_INTERVAL"},
+		{"rejects a prune interval of off", []string{"EVENT_PRUNE_INTERVAL=off"}, "EVENT_PRUNE_INTERVAL"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -292,5 +302,20 @@ func eq[T any](t *testing.T, what string, got, want T) {
 	t.Helper()
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("%s = %#v, want %#v", what, got, want)
+	}
+}
+
+func TestLoadRetention(t *testing.T) {
+	for value, want := range map[string]time.Duration{"off": 0, "Off": 0, "2d": 48 * time.Hour, "30d": 30 * 24 * time.Hour,
+		"48h": 48 * time.Hour, "720h": 720 * time.Hour, " 90d ": 90 * 24 * time.Hour} {
+		t.Run("reads "+value, func(t *testing.T) {
+			cfg, err := Load([]string{"EVENT_RETENTION=" + value, "EVENT_PRUNE_INTERVAL=5m"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Retention.Keep != want || cfg.Retention.PruneInterval != 5*time.Minute {
+				t.Errorf("Retention = %+v, want Keep %s and PruneInterval 5m", cfg.Retention, want)
+			}
+		})
 	}
 }

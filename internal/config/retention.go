@@ -17,9 +17,8 @@ type RetentionConfig struct {
 	PruneInterval time.Duration
 }
 
-// MinRetention is the shortest EVENT_RETENTION accepted: a day goes only once all of it is
-// older than the retention, so anything shorter would empty today's partition's neighbour
-// while it still takes rows.
+// MinRetention is the shortest EVENT_RETENTION accepted: two days, so that yesterday's events,
+// which consumers may still be catching up on, are never pruned.
 const MinRetention = 48 * time.Hour
 
 // DefaultPruneInterval is EVENT_PRUNE_INTERVAL's default.

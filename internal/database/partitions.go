@@ -34,7 +34,7 @@ const (
 	dayLayout       = "20060102"
 	// maintenanceLock is the advisory lock key that serialises partition DDL across processes.
 	maintenanceLock = 0x6576656e7471 // "eventq"
-	ddlAttempts     = 5
+	ddlAttempts     = 3
 )
 
 // Day returns the start of the UTC day that contains t.
@@ -179,7 +179,7 @@ func ddl(ctx context.Context, db *gorm.DB, f func(tx *gorm.DB) error) error {
 	for attempt := 0; attempt < ddlAttempts; attempt++ {
 		if attempt > 0 {
 			select {
-			case <-time.After(time.Duration(attempt) * DDLLockTimeout):
+			case <-time.After(DDLLockTimeout):
 			case <-ctx.Done():
 				return ctx.Err()
 			}

@@ -122,7 +122,7 @@ func TestMigrateKeepsEveryEventOfThePreviousVersion(t *testing.T) {
 		}
 	}
 	var inDefault int64
-	testenv.Must(t, db.Raw("SELECT count(*) FROM " + database.DefaultPartition).Scan(&inDefault).Error)
+	testenv.Must(t, db.Raw("SELECT count(*) FROM "+database.DefaultPartition).Scan(&inDefault).Error)
 	if inDefault != 0 {
 		t.Errorf("%d rows in the default partition, want 0: every day with rows has its partition", inDefault)
 	}
@@ -147,7 +147,7 @@ func TestRowWithoutItsPartitionIsKeptAndMovedToItsDay(t *testing.T) {
 	ev := event(1, 1, far, true, true)
 	testenv.Must(t, db.Create(&ev).Error)
 	var inDefault int64
-	testenv.Must(t, db.Raw("SELECT count(*) FROM " + database.DefaultPartition).Scan(&inDefault).Error)
+	testenv.Must(t, db.Raw("SELECT count(*) FROM "+database.DefaultPartition).Scan(&inDefault).Error)
 	if inDefault != 1 {
 		t.Fatalf("%d rows in the default partition, want the one without a day partition", inDefault)
 	}
@@ -161,8 +161,8 @@ func TestRowWithoutItsPartitionIsKeptAndMovedToItsDay(t *testing.T) {
 		t.Errorf("EnsurePartitions again = %d, %v; want 0, nil", n, err)
 	}
 	var inDay int64
-	testenv.Must(t, db.Raw("SELECT count(*) FROM " + database.PartitionName(database.Day(far))).Scan(&inDay).Error)
-	testenv.Must(t, db.Raw("SELECT count(*) FROM " + database.DefaultPartition).Scan(&inDefault).Error)
+	testenv.Must(t, db.Raw("SELECT count(*) FROM "+database.PartitionName(database.Day(far))).Scan(&inDay).Error)
+	testenv.Must(t, db.Raw("SELECT count(*) FROM "+database.DefaultPartition).Scan(&inDefault).Error)
 	if inDay != 1 || inDefault != 0 {
 		t.Errorf("%d rows in the day's partition and %d in the default one, want 1 and 0", inDay, inDefault)
 	}

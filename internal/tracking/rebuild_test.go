@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/retention"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -178,5 +180,41 @@ func TestRebuildSurvivesAnAckInFlight(t *testing.T) {
 	}
 	if got := e.queueIDs(t, tenant); !slices.Equal(got, ids) {
 		t.Fatalf("queue %v, want %v: the late ack's event is lost", got, ids)
+	}
+}
+
+// Pruning stored events leaves the queues alone: an old event still queued stays queued. After
+// Redis lost the queue, a rebuild restores only the events still stored.
+func TestPruneLeavesTheQueueAndRebuildRestoresWhatIsStored(t *testing.T) {
+	e := startIngest(t)
+	ctx := context.Background()
+	tenant := testenv.MustTenant(t, e.DB, true).ID
+	e.Clock.Advance(-10 * 24 * time.Hour)
+	e.mustIngest(t, tenant, 5)
+	e.Clock.Advance(10 * 24 * time.Hour)
+	recent := e.mustIngest(t, tenant, 3)
+	waitPending(t, e, 0)
+	if n := e.QueueLen(t, tenant); n != 8 {
+		t.Fatalf("queue length %d, want 8", n)
+	}
+
+	p := &retention.Pruner{DB: e.DB, Keep: 3 * 24 * time.Hour, Clock: e.Clock}
+	res, err := p.Prune(ctx, e.Clock.Now(), false)
+	if err != nil || res.Deleted != 5 {
+		t.Fatalf("prune = %+v, %v; want the 5 old events deleted", res, err)
+	}
+	if n := e.QueueLen(t, tenant); n != 8 {
+		t.Errorf("queue length %d after the prune, want 8: pruning must not touch the queue", n)
+	}
+
+	if err := e.Redis.Client().FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	restored, err := e.Ingest.Rebuild(ctx, tenant)
+	if err != nil || restored[tenant] != 3 {
+		t.Fatalf("rebuild = %v, %v; want the 3 stored events restored", restored, err)
+	}
+	if got := e.queueIDs(t, tenant); !slices.Equal(got, recent) {
+		t.Errorf("queue after the rebuild %v, want the stored events %v", got, recent)
 	}
 }
