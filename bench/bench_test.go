@@ -21,7 +21,7 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server, Postgres, the api and the worker")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	out := filepath.Join(t.TempDir(), "bench.json")
 	var table strings.Builder
@@ -137,6 +137,60 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 	}
 	for _, rb := range rep.Rebuild {
 		positive("rebuild."+rb.Database+".events_per_second", rb.EventsPerSec)
+	}
+	if rt := rep.Retention; rt == nil {
+		t.Error("no retention")
+	} else {
+		if len(rt.Prune) != 2 {
+			t.Errorf("retention: prune under load on %d databases, want postgres and sqlite", len(rt.Prune))
+		}
+		for _, p := range rt.Prune {
+			name := "retention.prune." + p.Database
+			positive(name+".filled", float64(p.Filled))
+			positive(name+".prune_seconds", p.PruneSeconds)
+			positive(name+".during.p99", p.During.Latency.P99)
+			positive(name+".during.events_per_second", p.During.EventsPerSec)
+			positive(name+".baseline_p99", p.BaselineP99)
+			positive(name+".p99_ratio", p.P99Ratio)
+			if len(p.Alone) != 2 {
+				t.Errorf("%s: %d runs alone, want 2", name, len(p.Alone))
+			}
+			if p.Deleted != p.Filled {
+				t.Errorf("%s: deleted %d of the %d events in the pruned days", name, p.Deleted, p.Filled)
+			}
+			if p.Database == "postgres" && p.PartitionsDropped == 0 {
+				t.Errorf("%s: no partition dropped", name)
+			}
+		}
+		if d := rt.DropVsDelete; d == nil {
+			t.Error("no retention.drop_vs_delete")
+		} else {
+			positive("retention.drop_vs_delete.rows", float64(d.Rows))
+			positive("retention.drop_vs_delete.drop_seconds", d.DropSeconds)
+			positive("retention.drop_vs_delete.delete_seconds", d.DeleteSeconds)
+		}
+		if in := rt.Insert; in == nil {
+			t.Error("no retention.partitioned_insert")
+		} else {
+			positive("retention.partitioned_insert.ratio", in.Ratio)
+			positive("retention.partitioned_insert.with_brin", in.WithBRIN)
+			positive("retention.partitioned_insert.with_btree", in.WithBTree)
+		}
+		if len(rt.Export) != 4 {
+			t.Errorf("retention.export: %d runs, want jsonl and parquet of 2 tenants (not measured: %q)", len(rt.Export), rt.NotMeasured)
+		}
+		for _, e := range rt.Export {
+			positive("retention.export."+e.Format+".events_per_second", e.EventsPerSec)
+			positive("retention.export."+e.Format+".peak_rss_mib", e.PeakRSSMiB)
+		}
+		if m := rt.Migration; m == nil {
+			t.Error("no retention.migration")
+		} else {
+			positive("retention.migration.seconds_per_million_rows", m.SecondsPerMillion)
+			if m.RowsAfter != m.Rows {
+				t.Errorf("retention.migration: %d rows before, %d after", m.Rows, m.RowsAfter)
+			}
+		}
 	}
 	if len(rep.Rows) == 0 {
 		t.Error("the report has no table")

@@ -152,7 +152,13 @@ func insertSQL(rows int, dollar bool) string {
 
 // postgresFloor measures pgx multi-row inserts of batch rows on conns connections for d.
 func postgresFloor(ctx context.Context, url string, tenantID uint64, batch, conns int, d time.Duration) (float64, error) {
-	q := insertSQL(batch, true)
+	return postgresInsertRate(ctx, url, "tracked_events", tenantID, batch, conns, d)
+}
+
+// postgresInsertRate measures pgx multi-row inserts of batch rows into table (tracked_events
+// or a table of its columns) on conns connections for d.
+func postgresInsertRate(ctx context.Context, url, table string, tenantID uint64, batch, conns int, d time.Duration) (float64, error) {
+	q := strings.Replace(insertSQL(batch, true), "INSERT INTO tracked_events ", "INSERT INTO "+table+" ", 1)
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex

@@ -11,7 +11,10 @@
 // acknowledgement at 1,000/s vs GET /healthz; (5) fulfilment of paid sessions on Postgres;
 // (6) ingestion and the queue read with the rate limits on vs off; (7) long-poll wake-up, a
 // track answering a waiting read while 1,000 others wait; (8) the full queue read with gzip and
-// zstd against identity; (9) rebuilding a lost queue from each database.
+// zstd against identity; (9) rebuilding a lost queue from each database; (10) retention: ingestion
+// while a prune deletes old days (Postgres partitions dropped, SQLite batched deletes) against
+// the same ingestion alone, a day partition dropped vs DELETE, the partitioned table's insert
+// rate vs an unpartitioned copy, events export and the migration of an unpartitioned database.
 package main
 
 import (
@@ -91,11 +94,12 @@ type plan struct {
 	longPollWakeups  int
 	codingIterations int // full-queue reads per content coding
 	rebuildEvents    int // stored events a rebuild restores, per database
+	retention        retentionPlan
 	only             set // scenarios to run; empty runs them all
 }
 
 // scenarios are the names -only accepts.
-var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits", "longpoll", "compression", "rebuild"}
+var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits", "longpoll", "compression", "rebuild", "retention"}
 
 // set is a set of scenario names.
 type set map[string]bool
@@ -126,6 +130,7 @@ var (
 		webhookRate: 1000, webhookFor: 20 * time.Second, webhookAloneFor: 5 * time.Second,
 		fulfilSessions: 2000, fulfilRate: 1000, fulfilFloorFor: 3 * time.Second, fulfilWaitAtMost: 2 * time.Minute,
 		limitTurns: 2, longPollWaiters: 1000, longPollWakeups: 300, codingIterations: 30, rebuildEvents: 100000,
+		retention: fullRetention,
 	}
 	quickPlan = plan{
 		readIterations: 20, readers: 20, readersFor: time.Second, trimIterations: 10,
@@ -134,6 +139,7 @@ var (
 		webhookRate: 1000, webhookFor: 3 * time.Second, webhookAloneFor: time.Second,
 		fulfilSessions: 200, fulfilRate: 1000, fulfilFloorFor: 300 * time.Millisecond, fulfilWaitAtMost: 30 * time.Second,
 		limitTurns: 1, longPollWaiters: 100, longPollWakeups: 30, codingIterations: 5, rebuildEvents: 5000,
+		retention: quickRetention,
 	}
 )
 
@@ -164,6 +170,12 @@ func run(ctx context.Context, o options) (*Report, error) {
 	}
 	if p.runs("ingest-sqlite") || p.runs("rebuild") {
 		if err := runSQLitePhase(ctx, s, p, rep); err != nil {
+			return nil, err
+		}
+	}
+	if p.runs("retention") {
+		s.logf("retention: prune under load, drop vs DELETE, partitioned inserts, export, migration")
+		if rep.Retention, err = benchRetention(ctx, s, p.retention); err != nil {
 			return nil, err
 		}
 	}

@@ -33,6 +33,7 @@ type Report struct {
 	LongPoll        *LongPoll            `json:"long_poll"`
 	Compression     *Compression         `json:"compression"`
 	Rebuild         []*Rebuild           `json:"rebuild"`
+	Retention       *Retention           `json:"retention"`
 	Rows            []Row                `json:"table"`
 }
 
@@ -188,6 +189,9 @@ func (r *Report) buildRows() {
 		name := fmt.Sprintf("rebuild %s, %dk events", rb.Database, rb.Events/1000)
 		add(name, "events/s (incl. the fixed settle wait)", rb.EventsPerSec, nil, nil, "", nil)
 		add(name, "seconds (beside: settle wait)", rb.Seconds, f(rb.SettleSeconds), nil, "", nil)
+	}
+	if rt := r.Retention; rt != nil {
+		rt.rows(add)
 	}
 	r.Rows = rows
 }
