@@ -229,3 +229,56 @@ func TestIngestionGoesOnWhileAPruneWaitsForALock(t *testing.T) {
 		t.Errorf("%d inserts succeeded while the prune waited for the reader and %d failed; want several and none", whileHeld, failed.Load())
 	}
 }
+
+// Events stored while a prune deletes tens of thousands of old ones (in several transactions on
+// SQLite, whole partitions on Postgres) are all stored: no insert fails, and none is deleted.
+func TestIngestionDuringAPruneLosesNothing(t *testing.T) {
+	db, _ := testenv.DB(t)
+	ctx := context.Background()
+	tenant := testenv.MustTenant(t, db, false).ID
+	now := time.Now().UTC()
+	_, err := database.EnsurePartitions(ctx, db, now.AddDate(0, 0, -12), now)
+	testenv.Must(t, err)
+	old := 2*retention.DeleteBatch + 500
+	for i := 0; i < old; i += 5000 {
+		store(t, db, tenant, now.AddDate(0, 0, -10-i%3), i, min(5000, old-i))
+	}
+
+	var inserted, failed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for seq := 1; ; seq++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ev := models.TrackedEvent{ID: fmt.Sprintf("01a20000-0000-7000-9000-%012d", seq), TenantID: tenant, Type: "page_view",
+				SessionID: "s", URL: "https://a.example/", PageHostname: "a.example", PagePath: "/", UserAgent: "ua",
+				IPAddress: "203.0.113.7", CreatedAt: time.Now().UTC()}
+			if err := db.Create(&ev).Error; err != nil {
+				failed.Add(1)
+			} else {
+				inserted.Add(1)
+			}
+		}
+	}()
+	testenv.Eventually(t, 10*time.Second, "inserts are under way", func() bool { return inserted.Load() > 0 })
+	p := &retention.Pruner{DB: db, Keep: keep, Clock: clock.Real{}}
+	res, err := p.Prune(ctx, now, false)
+	close(stop)
+	wg.Wait()
+	testenv.Must(t, err)
+	if res.Deleted != int64(old) {
+		t.Errorf("deleted %d, want %d", res.Deleted, old)
+	}
+	if failed.Load() != 0 {
+		t.Errorf("%d inserts failed during the prune", failed.Load())
+	}
+	if n := int64(len(storedIDs(t, db))); n != inserted.Load() {
+		t.Errorf("%d events stored, want the %d inserted during the prune", n, inserted.Load())
+	}
+}
