@@ -126,6 +126,9 @@ type DropVsDelete struct {
 	DropSeconds   float64 `json:"drop_seconds"`
 	DeleteSeconds float64 `json:"delete_seconds"`
 	Ratio         float64 `json:"ratio"` // drop ÷ delete
+	// VacuumSeconds is the VACUUM of the deleted day's partition that the DELETE leaves to do
+	// before its space can be reused.
+	VacuumSeconds float64 `json:"vacuum_after_delete_seconds"`
 }
 
 // PartitionedInsert is the multi-row insert rate into tracked_events (partitioned by day)
@@ -535,7 +538,13 @@ func benchDropVsDelete(ctx context.Context, s *stack, rp retentionPlan) (*DropVs
 		return nil, fmt.Errorf("drop vs delete: DELETE removed %d rows, want %d", del.RowsAffected, res.Rows)
 	}
 	res.Ratio = res.DropSeconds / res.DeleteSeconds
-	s.logf("  drop %d rows: %.3fs; DELETE %d rows: %.2fs (%.4f×)", res.Rows, res.DropSeconds, del.RowsAffected, res.DeleteSeconds, res.Ratio)
+	start = time.Now()
+	if err := s.db.WithContext(ctx).Exec("VACUUM " + database.PartitionName(deleteDay)).Error; err != nil {
+		return nil, err
+	}
+	res.VacuumSeconds = time.Since(start).Seconds()
+	s.logf("  drop %d rows: %.3fs; DELETE %d rows: %.2fs (%.4f×), then VACUUM %.2fs",
+		res.Rows, res.DropSeconds, del.RowsAffected, res.DeleteSeconds, res.Ratio, res.VacuumSeconds)
 	if _, err := database.DropPartition(ctx, s.db, database.PartitionName(deleteDay)); err != nil { // its dead rows
 		return nil, err
 	}
@@ -780,6 +789,10 @@ func (r *Retention) rows(add func(scenario, metric string, value float64, floor,
 		name := fmt.Sprintf("prune %s, %s events, %.0f req/s", p.Database, count(p.Filled), p.RequestsPerSec)
 		add(name, "ingest p99 ms during prune (floor: alone, better of 2)", p.During.Latency.P99, f(p.BaselineP99), f(p.P99Ratio),
 			fmt.Sprintf("≤ %.1f×", p.TargetRatio), b(p.P99Ratio <= p.TargetRatio))
+		if len(p.Alone) > 1 { // how much two runs without a prune differ: the noise of the ratio above
+			add(name, "ingest p99 ms alone, after (beside: before)", p.Alone[1].Latency.P99, f(p.Alone[0].Latency.P99),
+				f(p.Alone[1].Latency.P99/p.Alone[0].Latency.P99), "", nil)
+		}
 		add(name, "ingest failed + dropped during prune", float64(p.During.Failed+p.During.Dropped), nil, nil, "0",
 			b(p.During.Failed+p.During.Dropped == 0))
 		alone := p.Alone[0].EventsPerSec
@@ -802,6 +815,8 @@ func (r *Retention) rows(add func(scenario, metric string, value float64, floor,
 	if d := r.DropVsDelete; d != nil {
 		name := fmt.Sprintf("drop a day of %s events, postgres", count(d.Rows))
 		add(name, "drop partition s (beside: DELETE the same day)", d.DropSeconds, f(d.DeleteSeconds), f(d.Ratio), "", nil)
+		both := d.DeleteSeconds + d.VacuumSeconds
+		add(name, "drop partition s (beside: DELETE + its VACUUM)", d.DropSeconds, f(both), f(d.DropSeconds/both), "", nil)
 	}
 	if in := r.Insert; in != nil {
 		name := fmt.Sprintf("insert partitioned, %d-row × %d conn", in.RowsPerInsert, in.Conns)
