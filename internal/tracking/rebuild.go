@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/models"
@@ -72,9 +73,8 @@ func (in *Ingestor) markForRebuild(ctx context.Context, tenant uint64, front mod
 	if front.TrimmedThrough != "" {
 		q = q.Where("id > ?", front.TrimmedThrough)
 		// Ids sort by time: bound the scan on the (tenant_id, created_at) index.
-		var last models.TrackedEvent
-		if err := in.db.WithContext(ctx).Select("created_at").Where("id = ?", front.TrimmedThrough).Take(&last).Error; err == nil {
-			q = q.Where("created_at >= ?", last.CreatedAt.Add(-time.Hour))
+		if at, ok := in.createdAt(ctx, tenant, front.TrimmedThrough); ok {
+			q = q.Where("created_at >= ?", at.Add(-time.Hour))
 		}
 	}
 	res := q.UpdateColumn("queue_pending", true)
@@ -82,4 +82,29 @@ func (in *Ingestor) markForRebuild(ctx context.Context, tenant uint64, front mod
 		return 0, fmt.Errorf("tracking: rebuild: %w", res.Error)
 	}
 	return res.RowsAffected, nil
+}
+
+// idTimeSlack is how far from the time in its UUID v7 an event's created_at is looked for
+// first: the two are taken from clocks a moment apart.
+const idTimeSlack = time.Hour
+
+// createdAt looks up the created_at of tenant's stored event id. It first looks near the time
+// in the id (a UUID v7), which on Postgres confines the lookup to that day's partitions, and
+// only then everywhere.
+func (in *Ingestor) createdAt(ctx context.Context, tenant uint64, id string) (time.Time, bool) {
+	var rows []models.TrackedEvent
+	q := func() *gorm.DB {
+		return in.db.WithContext(ctx).Select("created_at").Where("tenant_id = ? AND id = ?", tenant, id).Limit(1)
+	}
+	if u, err := uuid.Parse(id); err == nil && u.Version() == 7 {
+		sec, nsec := u.Time().UnixTime()
+		at := time.Unix(sec, nsec).UTC()
+		if err := q().Where("created_at BETWEEN ? AND ?", at.Add(-idTimeSlack), at.Add(idTimeSlack)).Find(&rows).Error; err == nil && len(rows) == 1 {
+			return rows[0].CreatedAt, true
+		}
+	}
+	if err := q().Find(&rows).Error; err == nil && len(rows) == 1 {
+		return rows[0].CreatedAt, true
+	}
+	return time.Time{}, false
 }
