@@ -42,5 +42,6 @@ func (c *cli) eventsCommand() *cobra.Command {
 	list.Flags().StringVar(&tenantID, "tenant", "", "tenant id (required)")
 	list.Flags().IntVar(&limit, "limit", 100, "how many events, 1 to 10000")
 	cmd.AddCommand(list)
+	cmd.AddCommand(c.exportCommand())
 	return cmd
 }
