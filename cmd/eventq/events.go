@@ -43,5 +43,6 @@ func (c *cli) eventsCommand() *cobra.Command {
 	list.Flags().IntVar(&limit, "limit", 100, "how many events, 1 to 10000")
 	cmd.AddCommand(list)
 	cmd.AddCommand(c.exportCommand())
+	cmd.AddCommand(c.pruneCommand())
 	return cmd
 }
