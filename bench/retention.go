@@ -235,7 +235,7 @@ func benchRetentionPostgres(ctx context.Context, s *stack, rp retentionPlan, res
 // rp.lead into it, and alone again.
 func benchPruneUnderLoad(ctx context.Context, s *stack, rp retentionPlan, perDay int) (*PruneUnderLoad, error) {
 	postgres := strings.HasPrefix(s.dbURL, "postgres")
-	res := &PruneUnderLoad{Database: "sqlite", Method: "DELETE in transactions of 10,000 rows, then incremental_vacuum",
+	res := &PruneUnderLoad{Database: "sqlite", Method: "DELETE in transactions of 500 rows, pausing between, then incremental_vacuum",
 		RequestsPerSec: rp.rate, TargetRatio: 1.1}
 	if postgres {
 		res.Database, res.Method = "postgres", "DROP of day partitions"

@@ -66,13 +66,18 @@ func Partitions(ctx context.Context, db *gorm.DB) ([]Partition, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database: list partitions: %w", err)
 	}
+	return parsePartitions(names), nil
+}
+
+// parsePartitions keeps the day partitions' names of names, with their days.
+func parsePartitions(names []string) []Partition {
 	var out []Partition
 	for _, n := range names {
 		if day, err := time.Parse(dayLayout, strings.TrimPrefix(n, partitionPrefix)); err == nil && strings.HasPrefix(n, partitionPrefix) {
 			out = append(out, Partition{Name: n, Day: day})
 		}
 	}
-	return out, nil
+	return out
 }
 
 // EnsurePartitions creates the missing day partitions of the days from the day of from to the
@@ -144,31 +149,61 @@ func createPartition(ctx context.Context, db *gorm.DB, day time.Time) (bool, err
 	return made, nil
 }
 
-// DropPartition detaches and drops a day partition with every row in it. DETACH … CONCURRENTLY
-// does not apply: Postgres refuses it on a table with a default partition. The plain form
-// holds an ACCESS EXCLUSIVE lock on tracked_events for the moment the catalog changes; waiting
-// for it is bounded by DDLLockTimeout, and a timed-out attempt is tried again.
-// It reports false if the partition was gone already (another process dropped it).
+// DropPartition detaches a day partition and drops it with every row in it. DETACH …
+// CONCURRENTLY does not apply: Postgres refuses it on a table with a default partition. The
+// plain DETACH holds an ACCESS EXCLUSIVE lock on tracked_events, so it runs alone in its
+// transaction (a catalog change: milliseconds), and the DROP, which deletes the files, in a
+// second one that locks only the detached table. Waiting for either lock is bounded by
+// DDLLockTimeout. A table left detached by a crash between the two is a DetachedPartition
+// and is dropped by a later call. It reports false if the table was gone already (another
+// process dropped it).
 func DropPartition(ctx context.Context, db *gorm.DB, name string) (bool, error) {
 	if !strings.HasPrefix(name, partitionPrefix) {
 		return false, fmt.Errorf("database: %s is not a day partition", name)
 	}
-	dropped := false
+	exists := false
 	err := ddl(ctx, db, func(tx *gorm.DB) error {
-		dropped = false
-		if exists, err := tableExists(tx, name); err != nil || !exists {
+		var attached bool
+		var err error
+		if exists, attached, err = partitionState(tx, name); err != nil || !attached {
 			return err
 		}
-		if err := tx.Exec(fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s`, EventsTable, name)).Error; err != nil {
-			return err
-		}
-		dropped = true
-		return tx.Exec(fmt.Sprintf(`DROP TABLE %s`, name)).Error
+		return tx.Exec(fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s`, EventsTable, name)).Error
 	})
+	if err == nil && exists {
+		err = ddl(ctx, db, func(tx *gorm.DB) error {
+			return tx.Exec(fmt.Sprintf(`DROP TABLE IF EXISTS %s`, name)).Error
+		})
+	}
 	if err != nil {
 		return false, fmt.Errorf("database: drop partition %s: %w", name, err)
 	}
-	return dropped, nil
+	return exists, nil
+}
+
+// DetachedPartitions lists the day partitions' tables that are not attached to tracked_events
+// (left by a DropPartition cut off between its two steps), oldest first.
+func DetachedPartitions(ctx context.Context, db *gorm.DB) ([]Partition, error) {
+	if !IsPostgres(db) {
+		return nil, nil
+	}
+	var names []string
+	err := db.WithContext(ctx).Raw(`SELECT c.relname FROM pg_class c
+		WHERE c.relname LIKE ? AND c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace
+		AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid) ORDER BY c.relname`, partitionPrefix+"%").
+		Scan(&names).Error
+	if err != nil {
+		return nil, fmt.Errorf("database: list detached partitions: %w", err)
+	}
+	return parsePartitions(names), nil
+}
+
+// partitionState tells whether the table name exists and whether it is attached.
+func partitionState(tx *gorm.DB, name string) (exists, attached bool, err error) {
+	var st struct{ Exists, Attached bool }
+	err = tx.Raw(`SELECT true AS exists, EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid) AS attached
+		FROM pg_class c WHERE c.relname = ? AND c.relnamespace = current_schema()::regnamespace`, name).Scan(&st).Error
+	return st.Exists, st.Attached, err
 }
 
 // ddl runs f in a transaction that holds the maintenance advisory lock, with every lock wait

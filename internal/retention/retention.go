@@ -19,12 +19,20 @@ import (
 )
 
 // DeleteBatch is the most rows one transaction deletes where rows are deleted one by one
-// (SQLite, and rows in Postgres's default partition).
+// (rows in Postgres's default partition; SQLite deletes in smaller steps, sqliteBatch).
 const DeleteBatch = 10000
 
-// vacuumPages is how many free pages one SQLite incremental_vacuum step gives back: each step
-// holds the write lock, so the space is returned in small steps between which ingestion writes.
-const vacuumPages = 2048
+// SQLite has one writer for the whole database: while a prune step holds the write lock,
+// every ingestion commit waits. So there a prune deletes sqliteBatch rows (a few milliseconds)
+// per transaction, gives the freed pages back vacuumPages at a time, and after each step
+// leaves the lock free for yieldFactor times as long as the step took (at least minYield), so
+// that waiting writers get in. The prune takes longer; ingestion barely notices it.
+const (
+	sqliteBatch = 500
+	vacuumPages = 256
+	yieldFactor = 3
+	minYield    = 2 * time.Millisecond
+)
 
 // ErrOff is returned by Prune when no retention is configured.
 var ErrOff = errors.New("EVENT_RETENTION is off: nothing to prune")
@@ -58,8 +66,8 @@ func Cutoff(asOf time.Time, keep time.Duration) time.Time {
 
 // Prune deletes every stored event created before Cutoff(asOf, Keep) and none after: on
 // Postgres it drops whole day partitions (and deletes the rows of those days that sit in the
-// default partition), on SQLite it deletes in transactions of at most DeleteBatch rows and
-// then gives the freed pages back to the file system. With dryRun it only counts. It is
+// default partition), on SQLite it deletes in small transactions, letting ingestion's commits
+// in between, and then gives the freed pages back to the file system. With dryRun it only counts. It is
 // idempotent, and safe to run while events are ingested and from several processes at once.
 func (p *Pruner) Prune(ctx context.Context, asOf time.Time, dryRun bool) (Result, error) {
 	if p.Keep <= 0 {
@@ -75,9 +83,14 @@ func (p *Pruner) Prune(ctx context.Context, asOf time.Time, dryRun bool) (Result
 	if err != nil {
 		return res, err
 	}
+	detached, err := database.DetachedPartitions(ctx, p.DB)
+	if err != nil {
+		return res, err
+	}
+	parts = append(detached, parts...) // a detached one is always older than the attached ones
 	for _, part := range parts {
 		if part.Day.AddDate(0, 0, 1).After(res.Cutoff) {
-			break // oldest first: this one and the rest are kept
+			continue // kept
 		}
 		var n int64
 		if err := p.DB.WithContext(ctx).Raw("SELECT count(*) FROM " + part.Name).Scan(&n).Error; err != nil {
@@ -94,14 +107,18 @@ func (p *Pruner) Prune(ctx context.Context, asOf time.Time, dryRun bool) (Result
 			p.log().Info("retention: dropped a day partition", "partition", part.Name, "events", n)
 		}
 	}
+	start := time.Now()
 	n, err := p.deleteRows(ctx, res.Cutoff)
 	res.Deleted += n
 	p.Metrics.Pruned(n, 0)
+	p.log().Debug("retention: deleted rows", "events", n, "took", time.Since(start))
 	if err != nil {
 		return res, err
 	}
 	if n > 0 && !database.IsPostgres(p.DB) {
+		start = time.Now()
 		err = p.vacuum(ctx)
+		p.log().Debug("retention: gave the free pages back", "took", time.Since(start))
 	}
 	return res, err
 }
@@ -135,21 +152,44 @@ func (p *Pruner) deleteRows(ctx context.Context, cutoff time.Time) (int64, error
 		stmt = "DELETE FROM tracked_events WHERE created_at < ? AND (id, created_at) IN " +
 			"(SELECT id, created_at FROM tracked_events WHERE tenant_id = ? AND created_at < ? LIMIT ?)"
 	}
+	batch := sqliteBatch
+	if database.IsPostgres(p.DB) {
+		batch = DeleteBatch
+	}
 	tenants, err := p.tenants(ctx)
 	total := int64(0)
 	for _, t := range tenants {
 		for {
-			res := p.DB.WithContext(ctx).Exec(stmt, cutoff.UTC(), t, cutoff.UTC(), DeleteBatch)
+			start := time.Now()
+			res := p.DB.WithContext(ctx).Exec(stmt, cutoff.UTC(), t, cutoff.UTC(), batch)
 			if res.Error != nil {
 				return total, fmt.Errorf("retention: delete: %w", res.Error)
 			}
 			total += res.RowsAffected
-			if res.RowsAffected < DeleteBatch {
+			if res.RowsAffected < int64(batch) {
 				break
+			}
+			if err := p.yield(ctx, time.Since(start)); err != nil {
+				return total, err
 			}
 		}
 	}
 	return total, err
+}
+
+// yield leaves SQLite's write lock free for a while after a step that held it for took, so
+// that ingestion's waiting commits get in; on Postgres, where writers do not wait for each
+// other, it returns at once.
+func (p *Pruner) yield(ctx context.Context, took time.Duration) error {
+	if database.IsPostgres(p.DB) {
+		return nil
+	}
+	select {
+	case <-time.After(max(yieldFactor*took, minYield)):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // vacuum gives the pages freed by deletes back to the file system, vacuumPages at a time
@@ -167,10 +207,27 @@ func (p *Pruner) vacuum(ctx context.Context) error {
 		if err := p.DB.WithContext(ctx).Raw("PRAGMA auto_vacuum").Scan(&mode).Error; err != nil || mode != 2 {
 			return err
 		}
-		if err := p.DB.WithContext(ctx).Exec(fmt.Sprintf("PRAGMA incremental_vacuum(%d)", vacuumPages)).Error; err != nil {
+		start := time.Now()
+		if err := p.vacuumStep(ctx); err != nil {
 			return fmt.Errorf("retention: vacuum: %w", err)
 		}
+		if err := p.yield(ctx, time.Since(start)); err != nil {
+			return err
+		}
 	}
+}
+
+// vacuumStep gives up to vacuumPages free pages back. SQLite frees one page per step of the
+// statement, so its rows are read to the end (an Exec would free just one).
+func (p *Pruner) vacuumStep(ctx context.Context) error {
+	rows, err := p.DB.WithContext(ctx).Raw(fmt.Sprintf("PRAGMA incremental_vacuum(%d)", vacuumPages)).Rows()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+	}
+	return rows.Err()
 }
 
 // Maintain is the worker's periodic storage maintenance: on Postgres it creates the day
