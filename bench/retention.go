@@ -517,7 +517,7 @@ func benchDropVsDelete(ctx context.Context, s *stack, rp retentionPlan) (*DropVs
 		return nil, err
 	}
 	start := time.Now()
-	dropped, err := database.DropPartition(ctx, s.db, database.PartitionName(dropDay))
+	_, dropped, err := database.DropPartition(ctx, s.db, database.PartitionName(dropDay))
 	if err != nil {
 		return nil, err
 	}
@@ -545,7 +545,7 @@ func benchDropVsDelete(ctx context.Context, s *stack, rp retentionPlan) (*DropVs
 	res.VacuumSeconds = time.Since(start).Seconds()
 	s.logf("  drop %d rows: %.3fs; DELETE %d rows: %.2fs (%.4f×), then VACUUM %.2fs",
 		res.Rows, res.DropSeconds, del.RowsAffected, res.DeleteSeconds, res.Ratio, res.VacuumSeconds)
-	if _, err := database.DropPartition(ctx, s.db, database.PartitionName(deleteDay)); err != nil { // its dead rows
+	if _, _, err := database.DropPartition(ctx, s.db, database.PartitionName(deleteDay)); err != nil { // its dead rows
 		return nil, err
 	}
 	return res, nil

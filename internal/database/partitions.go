@@ -149,17 +149,19 @@ func createPartition(ctx context.Context, db *gorm.DB, day time.Time) (bool, err
 	return made, nil
 }
 
-// DropPartition detaches a day partition and drops it with every row in it. DETACH …
+// DropPartition detaches a day partition, counts its rows and drops it with them. DETACH …
 // CONCURRENTLY does not apply: Postgres refuses it on a table with a default partition. The
 // plain DETACH holds an ACCESS EXCLUSIVE lock on tracked_events, so it runs alone in its
 // transaction (a catalog change: milliseconds), and the DROP, which deletes the files, in a
 // second one that locks only the detached table. Waiting for either lock is bounded by
 // DDLLockTimeout. A table left detached by a crash between the two is a DetachedPartition
-// and is dropped by a later call. It reports false if the table was gone already (another
-// process dropped it).
-func DropPartition(ctx context.Context, db *gorm.DB, name string) (bool, error) {
+// and is dropped by a later call. The rows are counted once the table is detached, on one
+// core (no parallel workers), so that counting takes nothing from ingestion but a share of
+// the CPU. It reports how many rows went with the table, and false if it was gone already
+// (another process dropped it).
+func DropPartition(ctx context.Context, db *gorm.DB, name string) (int64, bool, error) {
 	if !strings.HasPrefix(name, partitionPrefix) {
-		return false, fmt.Errorf("database: %s is not a day partition", name)
+		return 0, false, fmt.Errorf("database: %s is not a day partition", name)
 	}
 	exists := false
 	err := ddl(ctx, db, func(tx *gorm.DB) error {
@@ -170,15 +172,32 @@ func DropPartition(ctx context.Context, db *gorm.DB, name string) (bool, error) 
 		}
 		return tx.Exec(fmt.Sprintf(`ALTER TABLE %s DETACH PARTITION %s`, EventsTable, name)).Error
 	})
+	var rows int64
 	if err == nil && exists {
 		err = ddl(ctx, db, func(tx *gorm.DB) error {
-			return tx.Exec(fmt.Sprintf(`DROP TABLE IF EXISTS %s`, name)).Error
+			exists = false
+			if err := tx.Exec(`SET LOCAL max_parallel_workers_per_gather = 0`).Error; err != nil {
+				return err
+			}
+			if err := tx.Raw(fmt.Sprintf(`SELECT count(*) FROM %s`, name)).Scan(&rows).Error; err != nil {
+				if isUndefinedTable(err) { // another process dropped it meanwhile
+					return nil
+				}
+				return err
+			}
+			exists = true
+			return tx.Exec(fmt.Sprintf(`DROP TABLE %s`, name)).Error
 		})
 	}
 	if err != nil {
-		return false, fmt.Errorf("database: drop partition %s: %w", name, err)
+		return 0, false, fmt.Errorf("database: drop partition %s: %w", name, err)
 	}
-	return exists, nil
+	return rows, exists, nil
+}
+
+func isUndefinedTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
 }
 
 // DetachedPartitions lists the day partitions' tables that are not attached to tracked_events

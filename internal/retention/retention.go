@@ -29,7 +29,7 @@ const DeleteBatch = 10000
 // that waiting writers get in. The prune takes longer; ingestion barely notices it.
 const (
 	sqliteBatch = 500
-	vacuumPages = 256
+	vacuumPages = 64
 	yieldFactor = 3
 	minYield    = 2 * time.Millisecond
 )
@@ -92,11 +92,7 @@ func (p *Pruner) Prune(ctx context.Context, asOf time.Time, dryRun bool) (Result
 		if part.Day.AddDate(0, 0, 1).After(res.Cutoff) {
 			continue // kept
 		}
-		var n int64
-		if err := p.DB.WithContext(ctx).Raw("SELECT count(*) FROM " + part.Name).Scan(&n).Error; err != nil {
-			return res, fmt.Errorf("retention: count %s: %w", part.Name, err)
-		}
-		dropped, err := database.DropPartition(ctx, p.DB, part.Name)
+		n, dropped, err := database.DropPartition(ctx, p.DB, part.Name)
 		if err != nil {
 			return res, fmt.Errorf("retention: %w", err)
 		}
