@@ -40,6 +40,39 @@ func store(t testing.TB, db *gorm.DB, tenant uint64, at time.Time, seq, n int) [
 	return ids
 }
 
+// inserter stores today's events of a tenant one by one, as ingestion would, until stopped.
+type inserter struct {
+	inserted, failed atomic.Int64
+	stop             func()
+}
+
+func startInserting(db *gorm.DB, tenant uint64) *inserter {
+	ins := &inserter{}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for seq := 1; ; seq++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			ev := models.TrackedEvent{ID: fmt.Sprintf("01a20000-0000-7000-9000-%012d", seq), TenantID: tenant, Type: "page_view",
+				SessionID: "s", URL: "https://a.example/", PageHostname: "a.example", PagePath: "/", UserAgent: "ua",
+				IPAddress: "203.0.113.7", CreatedAt: time.Now().UTC()}
+			if err := db.Create(&ev).Error; err != nil {
+				ins.failed.Add(1)
+			} else {
+				ins.inserted.Add(1)
+			}
+		}
+	}()
+	ins.stop = func() { close(done); wg.Wait() }
+	return ins
+}
+
 // storedIDs lists every stored event's id, sorted.
 func storedIDs(t testing.TB, db *gorm.DB) []string {
 	t.Helper()
@@ -189,44 +222,22 @@ func TestIngestionGoesOnWhileAPruneWaitsForALock(t *testing.T) {
 	var n int64
 	testenv.Must(t, tx.Raw("SELECT count(*) FROM tracked_events").Scan(&n).Error)
 
-	var inserted, failed atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for seq := 1000; ; seq++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			ev := models.TrackedEvent{ID: fmt.Sprintf("01a20000-0000-7000-9000-%012d", seq), TenantID: tenant, Type: "page_view",
-				SessionID: "s", URL: "https://a.example/", PageHostname: "a.example", PagePath: "/", UserAgent: "ua",
-				IPAddress: "203.0.113.7", CreatedAt: time.Now().UTC()}
-			if err := db.Create(&ev).Error; err != nil {
-				failed.Add(1)
-			} else {
-				inserted.Add(1)
-			}
-		}
-	}()
+	ins := startInserting(db, tenant)
 	p := &retention.Pruner{DB: db, Keep: keep, Clock: clock.Real{}}
 	_, err = p.Prune(ctx, asOf, false)
-	whileHeld := inserted.Load()
+	whileHeld := ins.inserted.Load()
 	if err == nil {
 		t.Fatal("the prune went through while a reader held the table")
 	}
 	testenv.Must(t, tx.Rollback().Error)
 	res, err := p.Prune(ctx, asOf, false)
-	close(stop)
-	wg.Wait()
+	ins.stop()
 	testenv.Must(t, err)
 	if res.Deleted != 50 {
 		t.Errorf("deleted %d once the reader was done, want 50", res.Deleted)
 	}
-	if whileHeld < 5 || failed.Load() != 0 {
-		t.Errorf("%d inserts succeeded while the prune waited for the reader and %d failed; want several and none", whileHeld, failed.Load())
+	if whileHeld < 5 || ins.failed.Load() != 0 {
+		t.Errorf("%d inserts succeeded while the prune waited for the reader and %d failed; want several and none", whileHeld, ins.failed.Load())
 	}
 }
 
@@ -244,42 +255,20 @@ func TestIngestionDuringAPruneLosesNothing(t *testing.T) {
 		store(t, db, tenant, now.AddDate(0, 0, -10-i%3), i, min(5000, old-i))
 	}
 
-	var inserted, failed atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for seq := 1; ; seq++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			ev := models.TrackedEvent{ID: fmt.Sprintf("01a20000-0000-7000-9000-%012d", seq), TenantID: tenant, Type: "page_view",
-				SessionID: "s", URL: "https://a.example/", PageHostname: "a.example", PagePath: "/", UserAgent: "ua",
-				IPAddress: "203.0.113.7", CreatedAt: time.Now().UTC()}
-			if err := db.Create(&ev).Error; err != nil {
-				failed.Add(1)
-			} else {
-				inserted.Add(1)
-			}
-		}
-	}()
-	testenv.Eventually(t, 10*time.Second, "inserts are under way", func() bool { return inserted.Load() > 0 })
+	ins := startInserting(db, tenant)
+	testenv.Eventually(t, 10*time.Second, "inserts are under way", func() bool { return ins.inserted.Load() > 0 })
 	p := &retention.Pruner{DB: db, Keep: keep, Clock: clock.Real{}}
 	res, err := p.Prune(ctx, now, false)
-	close(stop)
-	wg.Wait()
+	ins.stop()
 	testenv.Must(t, err)
 	if res.Deleted != int64(old) {
 		t.Errorf("deleted %d, want %d", res.Deleted, old)
 	}
-	if failed.Load() != 0 {
-		t.Errorf("%d inserts failed during the prune", failed.Load())
+	if ins.failed.Load() != 0 {
+		t.Errorf("%d inserts failed during the prune", ins.failed.Load())
 	}
-	if n := int64(len(storedIDs(t, db))); n != inserted.Load() {
-		t.Errorf("%d events stored, want the %d inserted during the prune", n, inserted.Load())
+	if n := int64(len(storedIDs(t, db))); n != ins.inserted.Load() {
+		t.Errorf("%d events stored, want the %d inserted during the prune", n, ins.inserted.Load())
 	}
 }
 
