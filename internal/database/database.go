@@ -2,7 +2,9 @@
 package database
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,10 +35,14 @@ func Open(databaseURL string) (*gorm.DB, error) {
 				return nil, fmt.Errorf("database: create %s: %w", dir, err)
 			}
 		}
-		// auto_vacuum must come first: it only takes effect on a database without tables
-		// (older databases are switched by a migration).
-		dsn := path + "?_pragma=auto_vacuum(incremental)&_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)" +
-			"&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+		dsn := path + "?_pragma=busy_timeout(10000)"
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			// A new database gives deleted rows' pages back to the file system on request
+			// (retention). The setting must precede the first table, and so journal_mode;
+			// older databases are switched by a migration.
+			dsn += "&_pragma=auto_vacuum(incremental)"
+		}
+		dsn += "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 		db, err = gorm.Open(sqlite.Open(dsn), cfg)
 	} else {
 		db, err = gorm.Open(postgres.Open(databaseURL), cfg)
