@@ -316,3 +316,20 @@ func (s *Store) EndRebuild(ctx context.Context, tenantID uint64) error {
 	}
 	return nil
 }
+
+// Appended reports, for each id, whether it is in tenantID's deduplication set: appended to
+// its queue and either still pending in the database or acknowledged less than AckGrace ago.
+func (s *Store) Appended(ctx context.Context, tenantID uint64, ids []string) ([]bool, error) {
+	out := make([]bool, 0, len(ids))
+	for start := 0; start < len(ids); start += maxScriptEvents {
+		part := ids[start:min(start+maxScriptEvents, len(ids))]
+		scores, err := s.rdb.ZMScore(ctx, AppendedKey(tenantID), part...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("eventqueue: appended: %w", err)
+		}
+		for _, sc := range scores {
+			out = append(out, sc != 0)
+		}
+	}
+	return out, nil
+}
