@@ -18,6 +18,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/consume"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/metrics"
@@ -261,7 +262,7 @@ func benchRebuild(ctx context.Context, s *stack, database string, n int) (*Rebui
 	in := tracking.NewIngestor(s.db, features.New(s.db, clock.Real{}), store, clock.Real{}, slog.New(slog.DiscardHandler), metrics.New())
 	defer in.Close()
 	start := time.Now()
-	restored, err := in.Rebuild(ctx, t.ID)
+	restored, err := (&consume.Service{DB: s.db, Queue: store, Held: in}).Rebuild(ctx, t.ID)
 	took := time.Since(start)
 	if err != nil {
 		return nil, err
@@ -270,6 +271,6 @@ func benchRebuild(ctx context.Context, s *stack, database string, n int) (*Rebui
 		return nil, fmt.Errorf("rebuild: restored %d, queue holds %d, want %d", restored[t.ID], got, n)
 	}
 	s.rdb.Del(ctx, eventqueue.Key(t.ID))
-	return &Rebuild{Database: database, Events: n, Seconds: took.Seconds(), SettleSeconds: tracking.RebuildSettle.Seconds(),
+	return &Rebuild{Database: database, Events: n, Seconds: took.Seconds(), SettleSeconds: consume.RebuildSettle.Seconds(),
 		EventsPerSec: float64(n) / took.Seconds()}, nil
 }

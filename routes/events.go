@@ -1,7 +1,6 @@
 package routes
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -30,8 +29,7 @@ func (s *Server) readEvents(c *fiber.Ctx) error {
 	if err := errs.Err(); err != nil {
 		return err
 	}
-	tenantID := principal(c).TenantID
-	active, err := s.Queueing.Queues(c.UserContext(), tenantID)
+	page, active, err := s.Consume.Read(c.UserContext(), principal(c).TenantID, int(limit), time.Duration(wait)*time.Second)
 	if err != nil {
 		return err
 	}
@@ -39,14 +37,7 @@ func (s *Server) readEvents(c *fiber.Ctx) error {
 	c.Vary(fiber.HeaderAcceptEncoding)
 	coding := encoding(c)
 	if !active {
-		if wait > 0 { // nothing will arrive: answer when the wait is over, as for an empty queue
-			holdFor(c.UserContext(), time.Duration(wait)*time.Second, s.Waiter)
-		}
-		return sendEncoded(c, &eventqueue.Page{}, coding)
-	}
-	page, err := s.readWaiting(c.UserContext(), tenantID, int(limit), time.Duration(wait)*time.Second)
-	if err != nil {
-		return err
+		return sendEncoded(c, page, coding)
 	}
 	c.Set(headerQueueOffset, strconv.FormatInt(page.Offset, 10))
 	s.Metrics.Read(page.Count)
@@ -71,51 +62,6 @@ func appendPagePrefix(b []byte, page *eventqueue.Page) []byte {
 	b = append(b, `{"data":{"count":`...)
 	b = strconv.AppendInt(b, int64(page.Count), 10)
 	return append(b, `,"events":[`...)
-}
-
-// readWaiting reads the queue's front; when it is empty and wait > 0, it waits for the
-// tenant's next append (or wait, or the server's shutdown) and reads again.
-func (s *Server) readWaiting(ctx context.Context, tenantID uint64, limit int, wait time.Duration) (*eventqueue.Page, error) {
-	page, err := s.Queue.ReadPage(ctx, tenantID, limit)
-	if err != nil || page.Count > 0 || wait <= 0 || s.Waiter == nil {
-		return page, err
-	}
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for {
-		wake, release := s.Waiter.Watch(ctx, tenantID)
-		page.Release()
-		page, err = s.Queue.ReadPage(ctx, tenantID, limit)
-		if err != nil || page.Count > 0 || wake == nil {
-			release()
-			return page, err
-		}
-		select {
-		case <-wake:
-			release()
-		case <-deadline.C:
-			release()
-			return page, nil
-		case <-ctx.Done():
-			release()
-			return page, nil
-		}
-	}
-}
-
-// holdFor waits d, or until ctx is done or the server shuts down (waiter closes).
-func holdFor(ctx context.Context, d time.Duration, waiter *eventqueue.Waiter) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	var stop <-chan struct{}
-	if waiter != nil {
-		stop = waiter.Closing()
-	}
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	case <-stop:
-	}
 }
 
 // pageBody is a queue read's response body: the page's events inside the JSON document.
@@ -186,24 +132,16 @@ func (s *Server) trimEvents(c *fiber.Ctx) error {
 	if err := errs.Err(); err != nil {
 		return err
 	}
-	tenantID := principal(c).TenantID
-	active, err := s.Queueing.Queues(c.UserContext(), tenantID)
+	trimmed, active, err := s.Consume.Trim(c.UserContext(), principal(c).TenantID, count, offset)
+	var ahead *eventqueue.ErrOffsetAhead
+	if errors.As(err, &ahead) {
+		errs.Add("offset", fmt.Sprintf("The offset field must not be greater than %d.", ahead.Front))
+		return errs.Err()
+	}
 	if err != nil {
 		return err
 	}
 	if active {
-		trimmed, err := s.Queue.Trim(c.UserContext(), tenantID, count, offset)
-		var ahead *eventqueue.ErrOffsetAhead
-		if errors.As(err, &ahead) {
-			errs.Add("offset", fmt.Sprintf("The offset field must not be greater than %d.", ahead.Front))
-			return errs.Err()
-		}
-		if err != nil {
-			return err
-		}
-		if s.Trims != nil {
-			s.Trims.Record(tenantID, trimmed)
-		}
 		c.Set(headerQueueOffset, strconv.FormatInt(trimmed.Front, 10))
 		s.Metrics.Trimmed(trimmed.Count)
 	}

@@ -15,8 +15,7 @@ import (
 	"github.com/eventq/eventq/docs"
 	"github.com/eventq/eventq/internal/auth"
 	"github.com/eventq/eventq/internal/config"
-	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/consume"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/ratelimit"
@@ -35,13 +34,8 @@ type Server struct {
 	PingDB func(ctx context.Context) error
 	Redis  redisconn.Set
 	Auth   *auth.Authenticator
-	// Queueing says which tenants' events are queued (UseQueueEvents).
-	Queueing features.Queueing
-	Queue    *eventqueue.Store
-	// Waiter holds reads of an empty queue until an event arrives; nil answers them at once.
-	Waiter *eventqueue.Waiter
-	// Trims records each trim's new front durably, for rebuilding a lost queue; may be nil.
-	Trims          *tracking.TrimLog
+	// Consume reads, trims, leases and acknowledges tenants' queues.
+	Consume        *consume.Service
 	Ingest         *tracking.Ingestor
 	Log            *slog.Logger
 	TrustedProxies []netip.Prefix
@@ -91,6 +85,10 @@ func New(s *Server) *fiber.App {
 
 	app.Get("/api/platform/events", s.token(auth.AbilityEventsRead), s.readEvents)
 	app.Delete("/api/platform/events", s.token(auth.AbilityEventsDelete), s.trimEvents)
+	app.Post("/api/platform/events/leases", s.token(auth.AbilityEventsRead), s.leaseEvents)
+	app.Post("/api/platform/events/acks", s.token(auth.AbilityEventsDelete), s.ackEvents)
+	app.Get("/api/platform/events/dead-letters", s.token(auth.AbilityEventsRead), s.readDeadLetters)
+	app.Delete("/api/platform/events/dead-letters", s.token(auth.AbilityEventsDelete), s.dropDeadLetters)
 	app.Post("/api/platform/track", s.token(auth.AbilityEventsWrite), s.trackPlatform)
 	app.Post("/api/platform/checkout/sessions", s.token(auth.AbilityCheckoutWrite), s.createCheckout)
 

@@ -14,6 +14,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/consume"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/testenv"
@@ -275,7 +276,7 @@ func TestRebuildAfterAnEmptyRedisRestart(t *testing.T) {
 	}
 	in := tracking.NewIngestor(e.DB, features.New(e.DB, clock.Real{}), e.Queue, clock.Real{}, slog.New(slog.DiscardHandler), metrics.New())
 	defer in.Close()
-	restored, err := in.Rebuild(context.Background(), tn.ID)
+	restored, err := (&consume.Service{DB: e.DB, Queue: e.Queue, Held: in}).Rebuild(context.Background(), tn.ID)
 	if err != nil || restored[tn.ID] != 6 {
 		t.Fatalf("rebuild: %v %v", restored, err)
 	}

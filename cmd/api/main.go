@@ -18,6 +18,7 @@ import (
 	"github.com/eventq/eventq/internal/auth"
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
+	"github.com/eventq/eventq/internal/consume"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/infra"
 	"github.com/eventq/eventq/internal/payments"
@@ -61,7 +62,7 @@ type Main struct {
 	tasks  *asynq.Client
 	ingest *tracking.Ingestor
 	waiter *eventqueue.Waiter
-	trims  *tracking.TrimLog
+	trims  *consume.TrimLog
 }
 
 // NewMain returns a Main with the real clock; tests may replace fields before Open.
@@ -81,15 +82,18 @@ func (m *Main) Open() error {
 	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log, mx)
 	m.ingest = ingest
 	m.waiter = eventqueue.NewWaiter(in.Redis[m.Config.QueueConnection], m.Log)
-	m.trims = tracking.NewTrimLog(in.DB, m.Clock, m.Log)
+	m.trims = consume.NewTrimLog(in.DB, m.Clock, m.Log)
 	pay := &payments.Service{
 		DB: in.DB, PSP: psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase),
 		Webhooks: psp.NewVerifier(m.Config.PSP.WebhookSecrets, m.Clock), Queue: jobs.NewEventQueue(m.tasks),
 		Queueing: in.Flags, Ingest: ingest, Clock: m.Clock, AppURL: m.Config.AppURL, Log: m.Log, Metrics: mx,
 	}
 	m.app = routes.New(&routes.Server{
-		PingDB: in.PingDB, Redis: in.Redis, Queueing: in.Flags, Queue: in.Queue, Log: m.Log, Ingest: ingest,
-		Waiter: m.waiter, Trims: m.trims,
+		PingDB: in.PingDB, Redis: in.Redis, Log: m.Log, Ingest: ingest,
+		Consume: &consume.Service{
+			DB: in.DB, Queue: in.Queue, Queueing: in.Flags, Waiter: m.waiter, Trims: m.trims, Held: ingest,
+			MaxDeliveries: m.Config.Limits.QueueMaxDeliveries,
+		},
 		Auth:           auth.NewAuthenticator(in.DB, m.Clock, m.Log),
 		TrustedProxies: m.Config.TrustedProxies,
 		Payments:       pay,

@@ -20,7 +20,7 @@ import (
 // Real responses of the api, good and bad, validate against docs/openapi.yaml (statuses,
 // headers and bodies), and the api serves that same document.
 func TestResponsesMatchTheOpenAPIDescription(t *testing.T) {
-	e := startAPI(t)
+	e := startAPI(t, "EVENTQUEUE_MAX_DELIVERIES=1")
 	tn := testenv.MustTenant(t, e.DB, true)
 	readOnly := testenv.MustTenant(t, e.DB, true, "events:read")
 	openapi3filter.RegisterBodyDecoder("application/javascript", func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
@@ -41,6 +41,13 @@ func TestResponsesMatchTheOpenAPIDescription(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.MustTrack(t, tn, pageView("s", 1), pageView("s", 2))
+	// A tenant with a dead letter: its one event leased and retried EVENTQUEUE_MAX_DELIVERIES
+	// (1) times; the next lease call moves it to the dead letters.
+	deadTenant := testenv.MustTenant(t, e.DB, true)
+	e.MustTrack(t, deadTenant, pageView("d", 1))
+	if st := e.mustAck(t, deadTenant, map[string]any{"retries": leaseIDs(e.mustLease(t, deadTenant, "?limit=1"))}); len(st) != 1 || st[0] != "retried" {
+		t.Fatalf("retry: %v", st)
+	}
 	track, _ := json.Marshal(map[string]any{"site_key": tn.SiteKey, "events": []any{pageView("s", 3)}})
 	badTrack, _ := json.Marshal(map[string]any{"site_key": tn.SiteKey, "events": []any{map[string]any{"type": "BAD"}}})
 	unknownSite, _ := json.Marshal(map[string]any{"site_key": "nope", "events": []any{pageView("s", 1)}})
@@ -67,6 +74,18 @@ func TestResponsesMatchTheOpenAPIDescription(t *testing.T) {
 		{"DELETE", "/api/platform/events?count=1&offset=99", tn.Token, nil, 422, nil},
 		{"DELETE", "/api/platform/events", tn.Token, nil, 422, nil},
 		{"DELETE", "/api/platform/events?count=1", readOnly.Token, nil, 403, nil},
+		{"POST", "/api/platform/events/leases?limit=1&visibility=1", tn.Token, nil, 200, nil},
+		{"POST", "/api/platform/events/leases?limit=0", tn.Token, nil, 422, nil},
+		{"POST", "/api/platform/events/leases", "", nil, 401, nil},
+		{"POST", "/api/platform/events/acks", tn.Token, []byte(`{"acks":["nope"],"retries":[],"extends":["x"],"visibility":60}`), 200, nil},
+		{"POST", "/api/platform/events/acks", tn.Token, []byte(`{"acks":"nope"}`), 422, nil},
+		{"POST", "/api/platform/events/acks", readOnly.Token, []byte(`{}`), 403, nil},
+		{"POST", "/api/platform/events/leases?limit=1&visibility=1", deadTenant.Token, nil, 200, nil}, // sends the retried event to the dead letters
+		{"GET", "/api/platform/events/dead-letters?limit=10", deadTenant.Token, nil, 200, nil},
+		{"GET", "/api/platform/events/dead-letters?limit=x", tn.Token, nil, 422, nil},
+		{"DELETE", "/api/platform/events/dead-letters?count=1", deadTenant.Token, nil, 204, nil},
+		{"DELETE", "/api/platform/events/dead-letters", tn.Token, nil, 422, nil},
+		{"DELETE", "/api/platform/events/dead-letters?count=1", readOnly.Token, nil, 403, nil},
 		{"POST", "/api/platform/checkout/sessions", tn.Token, []byte(`{"audience_member_id":"1","product_id":"1","cancel_url":"https://shop.example/"}`), 422, nil},
 		{"POST", "/api/webhooks/psp", "", []byte(`{"type":"checkout.session.completed"}`), 200, nil},
 		{"POST", "/api/webhooks/stripe", "", []byte(`not json`), 200, nil},

@@ -2,27 +2,17 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 
 	"github.com/spf13/cobra"
 
 	"github.com/eventq/eventq/internal/clock"
-	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/consume"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/infra"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/tracking"
-	"github.com/eventq/eventq/models"
 )
-
-// queueStats is the output of queue stats.
-type queueStats struct {
-	TenantID string `json:"tenant_id"`
-	Length   int64  `json:"length"`
-	Offset   int64  `json:"offset"`
-	HeldBack int64  `json:"held_back"`
-}
 
 func (c *cli) queueCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "queue", Short: "Look at a tenant's event queue"}
@@ -30,13 +20,13 @@ func (c *cli) queueCommand() *cobra.Command {
 	stats := &cobra.Command{
 		Use:   "stats",
 		Short: "Print the queue's length and how many stored events wait to enter it",
-		Long: `Prints {"tenant_id","length","offset","held_back"}: the events in the tenant's queue in
-Redis, the queue's front offset (how many events were ever trimmed), and the stored events not yet
-in the queue: held back while it is full (EVENTQUEUE_MAX_LENGTH), or waiting for the worker
-after a failed append.`,
+		Long: `Prints {"tenant_id","length","offset","held_back","leased","dead_letters"}: the events in
+the tenant's queue in Redis, the queue's front offset (how many events were ever trimmed), the
+stored events not in the queue (held back while it is full, EVENTQUEUE_MAX_LENGTH, or waiting
+for the worker after a failed append), the events under a live lease, and the dead letters.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, tenant, err := c.tenant(cmd, tenantID)
+			_, tenant, err := c.tenant(cmd, tenantID)
 			if err != nil {
 				return err
 			}
@@ -44,25 +34,16 @@ after a failed append.`,
 			if err != nil {
 				return err
 			}
-			conns, err := c.redis()
+			in, err := infra.Open(cfg, clock.Real{})
 			if err != nil {
 				return err
 			}
-			store := eventqueue.New(conns[cfg.QueueConnection])
-			defer store.Close()
-			out := queueStats{TenantID: models.FormatID(tenant.ID)}
-			if out.Length, err = store.Len(cmd.Context(), tenant.ID); err != nil {
-				return err
-			}
-			if out.Offset, err = store.Offset(cmd.Context(), tenant.ID); err != nil {
-				return err
-			}
-			err = db.WithContext(cmd.Context()).Model(&models.TrackedEvent{}).
-				Where("tenant_id = ? AND queue_pending = ?", tenant.ID, true).Count(&out.HeldBack).Error
+			defer in.Close()
+			stats, err := (&consume.Service{DB: in.DB, Queue: in.Queue, Queueing: in.Flags}).Stats(cmd.Context(), tenant.ID)
 			if err != nil {
-				return fmt.Errorf("count held back events: %w", err)
+				return err
 			}
-			return c.print(out)
+			return c.print(stats)
 		},
 	}
 	stats.Flags().StringVar(&tenantID, "tenant", "", "tenant id (required)")
@@ -116,7 +97,8 @@ been recorded: those events come back. Prints {"tenants","restored"}.`,
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, clock.Real{}, log, metrics.New())
 			defer ingest.Close()
-			restored, err := ingest.Rebuild(cmd.Context(), tenants...)
+			svc := &consume.Service{DB: in.DB, Queue: in.Queue, Queueing: in.Flags, Held: ingest}
+			restored, err := svc.Rebuild(cmd.Context(), tenants...)
 			if err != nil {
 				return err
 			}

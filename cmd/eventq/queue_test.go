@@ -24,10 +24,22 @@ func TestQueueStats(t *testing.T) {
 	held := e.insertEvent(t, tenant, 4, base, nil)
 	e.db.Model(&held).Update("queue_pending", true)
 	id := held.TenantID
-	if err := eventqueue.New(r.Client()).Append(context.Background(), id, []byte(`{"a":1}`), []byte(`{"b":2}`)); err != nil {
+	store := eventqueue.New(r.Client())
+	defer store.Close()
+	if err := store.Append(context.Background(), id, []byte(`{"a":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf(`{"tenant_id":%q,"length":2,"offset":0,"held_back":1}`, tenant)
+	// In the queue, its pending mark not cleared yet (the api clears it just after the
+	// append): not held back.
+	appended := e.insertEvent(t, tenant, 5, base, nil)
+	e.db.Model(&appended).Update("queue_pending", true)
+	if out := store.AppendOnce(context.Background(), time.Now(), []eventqueue.Batch{{TenantID: id, Events: []eventqueue.Event{{ID: appended.ID, JSON: appended.MarshalQueue()}}}}); out[0].Err != nil {
+		t.Fatal(out[0].Err)
+	}
+	if _, err := store.Lease(context.Background(), id, eventqueue.LeaseArgs{Limit: 1, Visibility: time.Minute, MaxDeliveries: 10}); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`{"tenant_id":%q,"length":2,"offset":0,"held_back":1,"leased":1,"dead_letters":0}`, tenant)
 	if got := e.MustRun(t, "queue", "stats", "--tenant", tenant); string(got) != want {
 		t.Fatalf("stats %s, want %s", got, want)
 	}
@@ -61,7 +73,7 @@ func TestQueueRebuild(t *testing.T) {
 	if got := e.MustRun(t, "queue", "rebuild", "--all"); string(got) != `{"tenants":1,"restored":3}` {
 		t.Fatalf("rebuild --all: %s", got)
 	}
-	want := fmt.Sprintf(`{"tenant_id":%q,"length":3,"offset":2,"held_back":0}`, tenant)
+	want := fmt.Sprintf(`{"tenant_id":%q,"length":3,"offset":2,"held_back":0,"leased":0,"dead_letters":0}`, tenant)
 	if got := e.MustRun(t, "queue", "stats", "--tenant", tenant); string(got) != want {
 		t.Fatalf("stats %s, want %s", got, want)
 	}

@@ -18,7 +18,7 @@ func TestLoadDefaults(t *testing.T) {
 			URLs: map[string]string{"default": "redis://127.0.0.1:6379/0"},
 		},
 		PSP:       PSPConfig{ReconcileInterval: 15 * time.Minute},
-		Limits:    Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000},
+		Limits:    Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000, QueueMaxDeliveries: 10},
 		Retention: RetentionConfig{PruneInterval: time.Hour},
 	}
 	for name, environ := range map[string][]string{
@@ -217,6 +217,8 @@ func TestLoadRejects(t *testing.T) {
 		{"rejects a rate of zero", []string{"RATE_LIMIT_PLATFORM=0/m"}, "RATE_LIMIT_PLATFORM"},
 		{"rejects a negative rate", []string{"RATE_LIMIT_PLATFORM=-5/s"}, "RATE_LIMIT_PLATFORM"},
 		{"rejects a queue length of zero", []string{"EVENTQUEUE_MAX_LENGTH=0"}, "EVENTQUEUE_MAX_LENGTH"},
+		{"rejects zero max deliveries", []string{"EVENTQUEUE_MAX_DELIVERIES=0"}, "EVENTQUEUE_MAX_DELIVERIES"},
+		{"rejects max deliveries that is not a number", []string{"EVENTQUEUE_MAX_DELIVERIES=ten"}, "EVENTQUEUE_MAX_DELIVERIES"},
 		{"rejects a reconcile interval that is not a duration", []string{"PSP_RECONCILE_INTERVAL=15"}, "PSP_RECONCILE_INTERVAL"},
 		{"rejects a reconcile interval below a second", []string{"PSP_RECONCILE_INTERVAL=10ms"}, "PSP_RECONCILE_INTERVAL"},
 		{"rejects a negative reconcile interval", []string{"PSP_RECONCILE_INTERVAL=-5m"}, "PSP_RECONCILE_INTERVAL"},
@@ -263,7 +265,7 @@ func TestLoadLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000}
+	want := Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000, QueueMaxDeliveries: 10}
 	if cfg.Limits != want {
 		t.Fatalf("defaults %+v, want %+v", cfg.Limits, want)
 	}

@@ -59,6 +59,9 @@ type Limits struct {
 	// QueueMaxLength is the most events one tenant's queue holds (EVENTQUEUE_MAX_LENGTH);
 	// events beyond it are held back in the database. Default 1,000,000.
 	QueueMaxLength int64
+	// QueueMaxDeliveries is how many times one event may be leased before it goes to its
+	// tenant's dead letters (EVENTQUEUE_MAX_DELIVERIES). Default 10.
+	QueueMaxDeliveries int64
 }
 
 func loadLimits(get func(name, def string) string) (Limits, error) {
@@ -83,5 +86,11 @@ func loadLimits(get func(name, def string) string) (Limits, error) {
 		return Limits{}, fmt.Errorf("config: EVENTQUEUE_MAX_LENGTH: %q is not a positive integer", raw)
 	}
 	l.QueueMaxLength = n
+	raw = get("EVENTQUEUE_MAX_DELIVERIES", "10")
+	n, err = strconv.ParseInt(raw, 10, 64)
+	if err != nil || n < 1 {
+		return Limits{}, fmt.Errorf("config: EVENTQUEUE_MAX_DELIVERIES: %q is not a positive integer", raw)
+	}
+	l.QueueMaxDeliveries = n
 	return l, nil
 }

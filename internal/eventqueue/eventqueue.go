@@ -135,10 +135,12 @@ func (e *ErrOffsetAhead) Error() string {
 	return fmt.Sprintf("eventqueue: offset beyond the front (%d)", e.Front)
 }
 
-// trim: KEYS list, offset; ARGV count, the caller's offset or "". Removes the first count
-// events, or with an offset O those up to absolute position O+count not removed yet, and
-// advances the front offset by what it removed. Returns {removed, front, id of the last
-// removed event or nil}, or {-1, front} when O is beyond the front.
+// trim: KEYS list, offset, lease state, lease expiry, acked, gone; ARGV count, the caller's
+// offset or "". Removes the first count events, or with an offset O those up to absolute
+// position O+count not removed yet, and advances the front offset by what it removed. The
+// leases of removed events end (their ids answer "trimmed"); their acknowledgements go.
+// Returns {removed, front, id of the last removed event or nil}, or {-1, front} when O is
+// beyond the front.
 var trim = redis.NewScript(`
 local front = tonumber(redis.call('GET', KEYS[2]) or '0')
 local n = tonumber(ARGV[1])
@@ -156,6 +158,19 @@ end
 local last = redis.call('LINDEX', KEYS[1], n - 1)
 redis.call('LTRIM', KEYS[1], n, -1)
 front = redis.call('INCRBY', KEYS[2], n)
+if redis.call('ZCARD', KEYS[4]) > 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+    if tonumber(m) < front then
+      redis.call('ZREM', KEYS[4], m)
+      redis.call('HDEL', KEYS[3], m)
+      redis.call('ZADD', KEYS[6], now, m)
+    end
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - 86400000)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. front)
 return {n, front, string.match(last, '^{"id":"([^"]*)"') or false}
 `)
 
@@ -163,13 +178,14 @@ return {n, front, string.match(last, '^{"id":"([^"]*)"') or false}
 // arrived. With offset ≥ 0 (a read's Page.Offset), it removes only the events up to absolute
 // position offset+count that are still there, so a retried Trim removes nothing more; an
 // offset beyond the front is *ErrOffsetAhead. offset < 0 trims count events unconditionally.
-// Trimming more than the queue holds empties it.
+// Trimming more than the queue holds empties it. The leases of the removed events end.
 func (s *Store) Trim(ctx context.Context, tenantID uint64, count, offset int64) (Trimmed, error) {
 	arg := ""
 	if offset >= 0 {
 		arg = strconv.FormatInt(offset, 10)
 	}
-	res, err := trim.Run(ctx, s.rdb, []string{Key(tenantID), OffsetKey(tenantID)}, count, arg).Slice()
+	keys := []string{Key(tenantID), OffsetKey(tenantID), LeaseStateKey(tenantID), LeaseExpiryKey(tenantID), AckedKey(tenantID), GoneKey(tenantID)}
+	res, err := trim.Run(ctx, s.rdb, keys, count, arg).Slice()
 	if err != nil {
 		return Trimmed{}, fmt.Errorf("eventqueue: trim: %w", err)
 	}

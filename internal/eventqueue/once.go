@@ -53,12 +53,14 @@ func HeldKey(tenantID uint64) string { return fmt.Sprintf("eventqueue:{tenant:%d
 // not in the tenants' slots: it is kept beside the scripts, not by them.
 const HeldTenantsKey = "eventqueue:held-tenants"
 
-// appendOnce: KEYS list, appended set, hold mark, wake channel, rebuild lock; ARGV now (ms),
+// appendOnce: KEYS list, appended set, hold mark, wake channel, rebuild lock, lease wait mark;
+// ARGV now (ms),
 // retention (ms), max length, force (1: the caller is draining held events in order), then id,
 // JSON pairs. During a rebuild, or without force and with a hold mark, every event is held. Otherwise events whose id is in the
 // set are skipped, the others appended in order while the list is shorter than max length,
 // and from the first that does not fit on, all are held (the hold mark is bumped). Appending
-// to an empty list publishes on the wake channel, for readers waiting on it (see Waiter). Returns
+// to an empty list, or while a lease call waits (LeaseWaitKey), publishes on the wake channel,
+// for readers waiting on it (see Waiter). Returns
 // {appended, held, marked}: held events are the last ones; marked is 1 when a hold mark exists.
 var appendOnce = redis.NewScript(`
 local now, retention, maxlen, force = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
@@ -89,7 +91,7 @@ end
 if #fresh > 0 then
   redis.call('ZADD', KEYS[2], unpack(entries))
   redis.call('RPUSH', KEYS[1], unpack(fresh))
-  if length == 0 then
+  if length == 0 or redis.call('EXISTS', KEYS[6]) == 1 then
     redis.call('SPUBLISH', KEYS[4], '1')
   end
 end
@@ -211,7 +213,7 @@ func (s *Store) appendOnce(ctx context.Context, now time.Time, batches []Batch, 
 			for _, e := range part {
 				args = append(args, e.ID, e.JSON)
 			}
-			calls = append(calls, call{batch: i, keys: []string{Key(b.TenantID), AppendedKey(b.TenantID), HeldKey(b.TenantID), WakeChannel(b.TenantID), RebuildKey(b.TenantID)}, args: args})
+			calls = append(calls, call{batch: i, keys: []string{Key(b.TenantID), AppendedKey(b.TenantID), HeldKey(b.TenantID), WakeChannel(b.TenantID), RebuildKey(b.TenantID), LeaseWaitKey(b.TenantID)}, args: args})
 		}
 	}
 	out = make([]Outcome, len(batches))
@@ -276,23 +278,28 @@ func RebuildKey(tenantID uint64) string {
 // crashed rebuild must not stop its queue for good).
 const rebuildLock = 10 * time.Minute
 
-// beginRebuild: KEYS list, appended set, hold mark, offset, rebuild lock; ARGV front offset,
-// lock ms. Holds every append (lock and hold mark), empties the queue and its deduplication
-// set, and sets the front offset.
+// beginRebuild: KEYS list, appended set, hold mark, offset, rebuild lock, then the lease
+// keys to forget; ARGV front offset, lock ms. Holds every append (lock and hold mark), empties
+// the queue, its deduplication set and its leases, and sets the front offset.
 var beginRebuild = redis.NewScript(`
 redis.call('SET', KEYS[5], '1', 'PX', ARGV[2])
 redis.call('INCR', KEYS[3])
 redis.call('DEL', KEYS[1], KEYS[2])
+for i = 6, #KEYS do
+  redis.call('DEL', KEYS[i])
+end
 redis.call('SET', KEYS[4], ARGV[1])
 return 1
 `)
 
 // BeginRebuild empties tenantID's queue to rebuild it from the database, with front as its
-// front offset. Until EndRebuild, every append of the tenant is held (Outcome.Held), draining
+// front offset, and forgets its leases: lease ids issued before are unknown afterwards, and
+// deliveries count from 1 again. Dead letters stay. Until EndRebuild, every append of the tenant is held (Outcome.Held), draining
 // included; afterwards the tenant has a hold mark, so its held events go in, in order, before
 // any new one (see Drain).
 func (s *Store) BeginRebuild(ctx context.Context, tenantID uint64, front int64) error {
-	keys := []string{Key(tenantID), AppendedKey(tenantID), HeldKey(tenantID), OffsetKey(tenantID), RebuildKey(tenantID)}
+	keys := []string{Key(tenantID), AppendedKey(tenantID), HeldKey(tenantID), OffsetKey(tenantID), RebuildKey(tenantID),
+		LeaseStateKey(tenantID), LeaseExpiryKey(tenantID), AckedKey(tenantID), GoneKey(tenantID), LeaseNextKey(tenantID), LeaseEpochKey(tenantID)}
 	if err := beginRebuild.Run(ctx, s.rdb, keys, front, rebuildLock.Milliseconds()).Err(); err != nil {
 		return fmt.Errorf("eventqueue: rebuild: %w", err)
 	}
@@ -308,4 +315,21 @@ func (s *Store) EndRebuild(ctx context.Context, tenantID uint64) error {
 		return fmt.Errorf("eventqueue: rebuild: %w", err)
 	}
 	return nil
+}
+
+// Appended reports, for each id, whether it is in tenantID's deduplication set: appended to
+// its queue and either still pending in the database or acknowledged less than AckGrace ago.
+func (s *Store) Appended(ctx context.Context, tenantID uint64, ids []string) ([]bool, error) {
+	out := make([]bool, 0, len(ids))
+	for start := 0; start < len(ids); start += maxScriptEvents {
+		part := ids[start:min(start+maxScriptEvents, len(ids))]
+		scores, err := s.rdb.ZMScore(ctx, AppendedKey(tenantID), part...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("eventqueue: appended: %w", err)
+		}
+		for _, sc := range scores {
+			out = append(out, sc != 0)
+		}
+	}
+	return out, nil
 }

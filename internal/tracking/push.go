@@ -17,11 +17,11 @@ import (
 // pending mark is cleared in the background (unmarkLoop), then the append is acknowledged to
 // the queue (Ack), which lets its deduplication entry expire.
 
-// appendTimeout bounds a request's Redis round trip: past it the request is answered and its
+// AppendTimeout bounds a request's Redis round trip: past it the request is answered and its
 // events stay pending for the re-pusher. breakerCooldown is how long appends are not even
 // tried after a failure, so that an outage costs the requests behind it nothing.
 const (
-	appendTimeout   = 500 * time.Millisecond
+	AppendTimeout   = 500 * time.Millisecond
 	breakerCooldown = time.Second
 )
 
@@ -63,7 +63,7 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 	if !in.breaker.Allow(now) {
 		return // Redis failed a moment ago: the events stay pending for Requeue
 	}
-	ctx, cancel := context.WithTimeout(ctx, appendTimeout)
+	ctx, cancel := context.WithTimeout(ctx, AppendTimeout)
 	defer cancel()
 	var done []queuedEvent
 	var heldTenants []uint64
@@ -163,7 +163,7 @@ func (in *Ingestor) ack(events []queuedEvent) {
 	for _, e := range events {
 		byTenant[e.tenant] = append(byTenant[e.tenant], e.id)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), AppendTimeout)
 	defer cancel()
 	for tenant, ids := range byTenant {
 		if err := in.queue.Ack(ctx, now, tenant, ids); err != nil {

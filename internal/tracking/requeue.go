@@ -67,6 +67,12 @@ func (in *Ingestor) Requeue(ctx context.Context, minAge time.Duration) (int, err
 	}
 }
 
+// DrainHeld pushes tenant's pending events in order while its queue has room, and releases
+// its hold mark once none is left. A rebuild ends with it. It returns how many it pushed.
+func (in *Ingestor) DrainHeld(ctx context.Context, tenant uint64) (int, error) {
+	return in.drainHeld(ctx, tenant, map[uint64]bool{})
+}
+
 // drainHeld pushes tenant's pending events in order while its queue has room, and releases its
 // hold mark once none is left.
 func (in *Ingestor) drainHeld(ctx context.Context, tenant uint64, full map[uint64]bool) (int, error) {

@@ -1,4 +1,4 @@
-package tracking
+package consume
 
 import (
 	"context"
@@ -16,29 +16,11 @@ import (
 	"github.com/eventq/eventq/models"
 )
 
-// trimFront reads count events from the front and trims them with the read's offset, recording
-// the trim as the api does.
-func (e *ingestEnv) trimFront(t *testing.T, log *TrimLog, tenant uint64, count int) {
-	t.Helper()
-	ctx := context.Background()
-	page, err := e.Queue.ReadPage(ctx, tenant, count)
-	if err != nil {
-		t.Fatal(err)
-	}
-	off := page.Offset
-	page.Release()
-	trimmed, err := e.Queue.Trim(ctx, tenant, int64(count), off)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log.Record(tenant, trimmed)
-}
-
 // After Redis lost every queue, a rebuild puts back exactly the queued events that were not
 // trimmed, in order, with the front offset, ahead of events accepted after the loss; events of
 // a tenant whose flag is off are not queued; a second rebuild gives the same queue.
 func TestRebuildRestoresTheUntrimmedEventsInOrder(t *testing.T) {
-	e := startIngest(t)
+	e := startConsume(t)
 	ctx := context.Background()
 	trims := NewTrimLog(e.DB, clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer trims.Close()
@@ -69,7 +51,7 @@ func TestRebuildRestoresTheUntrimmedEventsInOrder(t *testing.T) {
 	want := append(slices.Clone(ids[12:]), after...)
 
 	for round := range 2 {
-		restored, err := e.Ingest.Rebuild(ctx, tenant)
+		restored, err := e.Consume.Rebuild(ctx, tenant)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +84,7 @@ func TestRebuildRestoresTheUntrimmedEventsInOrder(t *testing.T) {
 // A rebuild fills the queue up to its limit and holds the rest, which enters in order as the
 // consumer trims.
 func TestRebuildRespectsTheQueueLimit(t *testing.T) {
-	e := startIngest(t)
+	e := startConsume(t)
 	ctx := context.Background()
 	tenant := testenv.MustTenant(t, e.DB, true).ID
 	ids := e.mustIngest(t, tenant, 9)
@@ -110,7 +92,7 @@ func TestRebuildRespectsTheQueueLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Queue.MaxLength = 4
-	if _, err := e.Ingest.Rebuild(ctx, tenant); err != nil {
+	if _, err := e.Consume.Rebuild(ctx, tenant); err != nil {
 		t.Fatal(err)
 	}
 	var consumed []string
@@ -132,7 +114,7 @@ func TestRebuildRespectsTheQueueLimit(t *testing.T) {
 
 // Fronts recorded out of order, by several processes, only move the stored front forward.
 func TestTrimLogKeepsTheFurthestFront(t *testing.T) {
-	e := startIngest(t)
+	e := startConsume(t)
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a, b := NewTrimLog(e.DB, clock.Real{}, log), NewTrimLog(e.DB, clock.Real{}, log)
@@ -161,7 +143,7 @@ func TestTrimLogKeepsTheFurthestFront(t *testing.T) {
 // rebuild marked it (its append went into the queue the rebuild emptied): the second mark,
 // after RebuildSettle, puts the event back anyway.
 func TestRebuildSurvivesAnAckInFlight(t *testing.T) {
-	e := startIngest(t)
+	e := startConsume(t)
 	ctx := context.Background()
 	tenant := testenv.MustTenant(t, e.DB, true).ID
 	ids := e.mustIngest(t, tenant, 3)
@@ -170,7 +152,7 @@ func TestRebuildSurvivesAnAckInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { _, err := e.Ingest.Rebuild(ctx, tenant); done <- err }()
+	go func() { _, err := e.Consume.Rebuild(ctx, tenant); done <- err }()
 	waitPending(t, e, 3) // the first mark
 	if err := e.DB.Model(&models.TrackedEvent{}).Where("id = ?", ids[1]).UpdateColumn("queue_pending", false).Error; err != nil {
 		t.Fatal(err)
@@ -186,7 +168,7 @@ func TestRebuildSurvivesAnAckInFlight(t *testing.T) {
 // Pruning stored events leaves the queues alone: an old event still queued stays queued. After
 // Redis lost the queue, a rebuild restores only the events still stored.
 func TestPruneLeavesTheQueueAndRebuildRestoresWhatIsStored(t *testing.T) {
-	e := startIngest(t)
+	e := startConsume(t)
 	ctx := context.Background()
 	tenant := testenv.MustTenant(t, e.DB, true).ID
 	e.Clock.Advance(-10 * 24 * time.Hour)
@@ -210,7 +192,7 @@ func TestPruneLeavesTheQueueAndRebuildRestoresWhatIsStored(t *testing.T) {
 	if err := e.Redis.Client().FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	restored, err := e.Ingest.Rebuild(ctx, tenant)
+	restored, err := e.Consume.Rebuild(ctx, tenant)
 	if err != nil || restored[tenant] != 3 {
 		t.Fatalf("rebuild = %v, %v; want the 3 stored events restored", restored, err)
 	}
@@ -222,7 +204,7 @@ func TestPruneLeavesTheQueueAndRebuildRestoresWhatIsStored(t *testing.T) {
 // createdAt finds an event's created_at by its id, whether or not the time in the id (a UUID
 // v7) is near it, and only for the tenant's own events.
 func TestCreatedAtFindsTheEventByID(t *testing.T) {
-	e := startIngest(t)
+	e := startConsume(t)
 	ctx := context.Background()
 	tenant, other := testenv.MustTenant(t, e.DB, false).ID, testenv.MustTenant(t, e.DB, false).ID
 	near := e.mustIngest(t, tenant, 1)[0]
@@ -231,10 +213,10 @@ func TestCreatedAtFindsTheEventByID(t *testing.T) {
 	for _, id := range []string{near, far} {
 		var row models.TrackedEvent
 		testenv.Must(t, e.DB.Take(&row, "id = ?", id).Error)
-		if at, ok := e.Ingest.createdAt(ctx, tenant, id); !ok || !at.Equal(row.CreatedAt) {
+		if at, ok := e.Consume.createdAt(ctx, tenant, id); !ok || !at.Equal(row.CreatedAt) {
 			t.Errorf("createdAt(%s) = %v, %v; want %v", id, at, ok, row.CreatedAt)
 		}
-		if _, ok := e.Ingest.createdAt(ctx, other, id); ok {
+		if _, ok := e.Consume.createdAt(ctx, other, id); ok {
 			t.Errorf("createdAt(%s) found another tenant's event", id)
 		}
 	}

@@ -1,4 +1,4 @@
-package tracking
+package consume
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/models"
 )
 
 // RebuildSettle is how long Rebuild waits, with appends held, for requests in flight when it
 // began: one whose append went in just before it emptied the queue clears the event's pending
 // mark right after (within the append timeout), and would otherwise undo Rebuild's mark.
-const RebuildSettle = 4 * appendTimeout
+const RebuildSettle = 4 * tracking.AppendTimeout
 
 // Rebuild puts the queues of tenants back from the database after Redis lost them (a restart
 // without persistence, a failover, FLUSHALL): every stored event that had been queued and not
@@ -27,22 +28,22 @@ const RebuildSettle = 4 * appendTimeout
 // RebuildSettle; then the hold is lifted and the pending events are drained in order, as the
 // re-pusher drains a full queue, before any event accepted meanwhile. Whatever does not fit
 // under the queue's length limit stays pending, held, and goes in as the consumer trims.
-func (in *Ingestor) Rebuild(ctx context.Context, tenants ...uint64) (map[uint64]int64, error) {
+func (s *Service) Rebuild(ctx context.Context, tenants ...uint64) (map[uint64]int64, error) {
 	restored := map[uint64]int64{}
 	fronts := map[uint64]models.QueueFront{}
 	for _, t := range tenants {
 		var front models.QueueFront
-		err := in.db.WithContext(ctx).Where("tenant_id = ?", t).Take(&front).Error
+		err := s.DB.WithContext(ctx).Where("tenant_id = ?", t).Take(&front).Error
 		if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
-			return restored, fmt.Errorf("tracking: rebuild: %w", err)
+			return restored, fmt.Errorf("consume: rebuild: %w", err)
 		}
 		fronts[t] = front
-		if err := in.queue.BeginRebuild(ctx, t, front.Front); err != nil {
+		if err := s.Queue.BeginRebuild(ctx, t, front.Front); err != nil {
 			return restored, err
 		}
 	}
 	for _, t := range tenants {
-		n, err := in.markForRebuild(ctx, t, fronts[t])
+		n, err := s.markForRebuild(ctx, t, fronts[t])
 		if err != nil {
 			return restored, err
 		}
@@ -54,13 +55,13 @@ func (in *Ingestor) Rebuild(ctx context.Context, tenants ...uint64) (map[uint64]
 		return restored, ctx.Err()
 	}
 	for _, t := range tenants {
-		if _, err := in.markForRebuild(ctx, t, fronts[t]); err != nil {
+		if _, err := s.markForRebuild(ctx, t, fronts[t]); err != nil {
 			return restored, err
 		}
-		if err := in.queue.EndRebuild(ctx, t); err != nil {
+		if err := s.Queue.EndRebuild(ctx, t); err != nil {
 			return restored, err
 		}
-		if _, err := in.drainHeld(ctx, t, map[uint64]bool{}); err != nil {
+		if _, err := s.Held.DrainHeld(ctx, t); err != nil {
 			return restored, err
 		}
 	}
@@ -68,18 +69,18 @@ func (in *Ingestor) Rebuild(ctx context.Context, tenants ...uint64) (map[uint64]
 }
 
 // markForRebuild marks pending every event of tenant queued after front, and counts them.
-func (in *Ingestor) markForRebuild(ctx context.Context, tenant uint64, front models.QueueFront) (int64, error) {
-	q := in.db.WithContext(ctx).Model(&models.TrackedEvent{}).Where("tenant_id = ? AND queued = ?", tenant, true)
+func (s *Service) markForRebuild(ctx context.Context, tenant uint64, front models.QueueFront) (int64, error) {
+	q := s.DB.WithContext(ctx).Model(&models.TrackedEvent{}).Where("tenant_id = ? AND queued = ?", tenant, true)
 	if front.TrimmedThrough != "" {
 		q = q.Where("id > ?", front.TrimmedThrough)
 		// Ids sort by time: bound the scan on the (tenant_id, created_at) index.
-		if at, ok := in.createdAt(ctx, tenant, front.TrimmedThrough); ok {
+		if at, ok := s.createdAt(ctx, tenant, front.TrimmedThrough); ok {
 			q = q.Where("created_at >= ?", at.Add(-time.Hour))
 		}
 	}
 	res := q.UpdateColumn("queue_pending", true)
 	if res.Error != nil {
-		return 0, fmt.Errorf("tracking: rebuild: %w", res.Error)
+		return 0, fmt.Errorf("consume: rebuild: %w", res.Error)
 	}
 	return res.RowsAffected, nil
 }
@@ -91,10 +92,10 @@ const idTimeSlack = time.Hour
 // createdAt looks up the created_at of tenant's stored event id. It first looks near the time
 // in the id (a UUID v7), which on Postgres confines the lookup to that day's partitions, and
 // only then everywhere.
-func (in *Ingestor) createdAt(ctx context.Context, tenant uint64, id string) (time.Time, bool) {
+func (s *Service) createdAt(ctx context.Context, tenant uint64, id string) (time.Time, bool) {
 	var rows []models.TrackedEvent
 	q := func() *gorm.DB {
-		return in.db.WithContext(ctx).Select("created_at").Where("tenant_id = ? AND id = ?", tenant, id).Limit(1)
+		return s.DB.WithContext(ctx).Select("created_at").Where("tenant_id = ? AND id = ?", tenant, id).Limit(1)
 	}
 	if u, err := uuid.Parse(id); err == nil && u.Version() == 7 {
 		sec, nsec := u.Time().UnixTime()

@@ -1,4 +1,4 @@
-package tracking
+package consume
 
 import (
 	"cmp"
@@ -103,7 +103,7 @@ func (l *TrimLog) Flush(ctx context.Context) error {
 		},
 	}).Create(&rows).Error
 	if err != nil {
-		l.log.Warn("tracking: recording queue fronts failed; retrying", "tenants", len(rows), "err", err)
+		l.log.Warn("consume: recording queue fronts failed; retrying", "tenants", len(rows), "err", err)
 		l.mu.Lock()
 		for _, r := range rows {
 			l.pending[r.TenantID] = merge(r, l.pending[r.TenantID])

@@ -1,0 +1,179 @@
+// Package consume is how a tenant's queue is consumed: reads of its front (held while it is
+// empty), trims (recorded durably for a rebuild), shared consumption through leases and
+// acknowledgements, dead letters, the queue's statistics, and its rebuild after Redis lost it.
+// The Redis side of each is one atomic operation of internal/eventqueue; this package adds the
+// UseQueueEvents flag, the waiting, and the database. Ingestion (internal/tracking) fills the
+// queues.
+package consume
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/models"
+)
+
+// HeldDrainer appends a tenant's held events to its queue, in order (tracking.Ingestor).
+type HeldDrainer interface {
+	DrainHeld(ctx context.Context, tenant uint64) (int, error)
+}
+
+// Service consumes queues. Every field is required unless its comment says it may be nil.
+type Service struct {
+	DB    *gorm.DB
+	Queue *eventqueue.Store
+	// Queueing says which tenants' events are queued (UseQueueEvents).
+	Queueing features.Queueing
+	// Waiter holds reads and lease calls until an event arrives; nil answers them at once.
+	Waiter *eventqueue.Waiter
+	// Trims records each trim's new front durably, for Rebuild; may be nil.
+	Trims *TrimLog
+	// Held drains held events at the end of a Rebuild; only Rebuild needs it.
+	Held HeldDrainer
+	// MaxDeliveries is how many times an event is leased before it goes to the dead letters
+	// (EVENTQUEUE_MAX_DELIVERIES); 0 means 10.
+	MaxDeliveries int64
+}
+
+// Read returns up to limit events from the front of tenantID's queue without removing them,
+// with the front offset (see eventqueue.Store.ReadPage); the caller releases the page. When
+// the queue is empty and wait > 0, it waits for the tenant's next append (or wait, or ctx, or
+// the Waiter's closing) and reads again. active is false when the tenant's events are not
+// queued: the page is then empty, after wait.
+func (s *Service) Read(ctx context.Context, tenantID uint64, limit int, wait time.Duration) (page *eventqueue.Page, active bool, err error) {
+	if active, err = s.Queueing.Queues(ctx, tenantID); err != nil || !active {
+		if err == nil && wait > 0 { // nothing will arrive: answer when the wait is over
+			s.hold(ctx, wait)
+		}
+		return &eventqueue.Page{}, false, err
+	}
+	page, err = s.Queue.ReadPage(ctx, tenantID, limit)
+	if err != nil || page.Count > 0 || wait <= 0 || s.Waiter == nil {
+		return page, true, err
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		wake, release := s.Waiter.Watch(ctx, tenantID)
+		page.Release()
+		page, err = s.Queue.ReadPage(ctx, tenantID, limit)
+		if err != nil || page.Count > 0 || wake == nil {
+			release()
+			return page, true, err
+		}
+		select {
+		case <-wake:
+			release()
+		case <-deadline.C:
+			release()
+			return page, true, nil
+		case <-ctx.Done():
+			release()
+			return page, true, nil
+		}
+	}
+}
+
+// hold waits d, or until ctx is done or the Waiter closes.
+func (s *Service) hold(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var stop <-chan struct{}
+	if s.Waiter != nil {
+		stop = s.Waiter.Closing()
+	}
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-stop:
+	}
+}
+
+// Trim removes the first count events of tenantID's queue, or with offset ≥ 0 those up to
+// absolute position offset+count still there (idempotent; see eventqueue.Store.Trim, whose
+// *eventqueue.ErrOffsetAhead it returns), ends their leases and records the new front in the
+// trim log. active is false, and nothing is done, when the tenant's events are not queued.
+func (s *Service) Trim(ctx context.Context, tenantID uint64, count, offset int64) (trimmed eventqueue.Trimmed, active bool, err error) {
+	if active, err = s.Queueing.Queues(ctx, tenantID); err != nil || !active {
+		return eventqueue.Trimmed{}, false, err
+	}
+	trimmed, err = s.Queue.Trim(ctx, tenantID, count, offset)
+	if err != nil {
+		return trimmed, true, err
+	}
+	s.record(tenantID, trimmed)
+	return trimmed, true, nil
+}
+
+func (s *Service) record(tenantID uint64, trimmed eventqueue.Trimmed) {
+	if s.Trims != nil {
+		s.Trims.Record(tenantID, trimmed)
+	}
+}
+
+// Stats is what queue stats prints.
+type Stats struct {
+	TenantID string `json:"tenant_id"`
+	// Length is how many events the queue holds.
+	Length int64 `json:"length"`
+	// Offset is the queue's front offset: how many events were ever trimmed.
+	Offset int64 `json:"offset"`
+	// HeldBack is how many stored events are to be queued but are not in the queue.
+	HeldBack int64 `json:"held_back"`
+	// Leased is how many events are under a live lease.
+	Leased int64 `json:"leased"`
+	// DeadLetters is how many dead letters the tenant has.
+	DeadLetters int64 `json:"dead_letters"`
+}
+
+// heldPage is how many pending rows Stats checks against the queue at a time.
+const heldPage = 5000
+
+// Stats returns tenantID's queue statistics. HeldBack counts the stored events marked pending
+// that are not in the queue: a pending event already appended (its mark is cleared just after
+// the append) is recognised by its entry in the queue's deduplication set, so a busy healthy
+// tenant shows none.
+func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
+	out := Stats{TenantID: models.FormatID(tenantID)}
+	var err error
+	if out.Length, err = s.Queue.Len(ctx, tenantID); err != nil {
+		return out, err
+	}
+	if out.Offset, err = s.Queue.Offset(ctx, tenantID); err != nil {
+		return out, err
+	}
+	if out.Leased, out.DeadLetters, err = s.Queue.LeaseCounts(ctx, tenantID); err != nil {
+		return out, err
+	}
+	after := ""
+	for {
+		var ids []string
+		err := s.DB.WithContext(ctx).Model(&models.TrackedEvent{}).
+			Where("tenant_id = ? AND queue_pending = ? AND id > ?", tenantID, true, after).
+			Order("id").Limit(heldPage).Pluck("id", &ids).Error
+		if err != nil {
+			return out, fmt.Errorf("consume: count held back events: %w", err)
+		}
+		if len(ids) == 0 {
+			return out, nil
+		}
+		in, err := s.Queue.Appended(ctx, tenantID, ids)
+		if err != nil {
+			return out, err
+		}
+		for _, queued := range in {
+			if !queued {
+				out.HeldBack++
+			}
+		}
+		if len(ids) < heldPage {
+			return out, nil
+		}
+		after = ids[len(ids)-1]
+	}
+}

@@ -1,0 +1,439 @@
+package eventqueue
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Shared consumption. A tenant's queue may be consumed by several processes at once through
+// leases: each lease call hands out events of the queue that no live lease holds and that are
+// not acknowledged, and an acknowledgement marks an event done. Leases live in Redis beside
+// the queue, in the tenant's slot, and every change is one script, so any api process answers
+// any call, on a single Redis or a cluster. The state, per tenant:
+//
+//   - LeaseStateKey: hash offset → "deliveries:nonce" of every event leased and not yet
+//     acknowledged (nonce names the lease call that holds it now);
+//   - LeaseExpiryKey: sorted set of the same offsets by lease expiry (Unix ms; 0 after a
+//     retry). Members whose score has passed are reclaimable; the next lease call takes them
+//     before any new event, so the set never holds more than MaxLeased members;
+//   - LeaseNextKey: the lowest offset never leased: new events are leased from there on;
+//   - AckedKey: offsets acknowledged (or dead) still in the queue, behind an unacknowledged
+//     one; the acknowledged front is trimmed by the script that acknowledges it;
+//   - GoneKey: offsets that left by a trim while leased, or went to the dead letters, by time,
+//     for GoneRetention: their lease ids answer "trimmed";
+//   - LeaseEpochKey: a random string, part of every lease id, replaced by a rebuild: lease ids
+//     issued before are "unknown" after it, as are another tenant's;
+//   - DeadKey: the dead letters, oldest first, each {"offset","deliveries","event"}.
+//
+// A lease call's cost depends on the events it hands out, never on the queue's length nor on
+// how many events are leased.
+
+// MaxLeased is the most events of one tenant leased at once.
+const MaxLeased = 10000
+
+// GoneRetention is how long a lease id of an event that was trimmed or went to the dead
+// letters answers "trimmed"; afterwards it answers "already_acked". It exceeds the longest
+// visibility (12 hours).
+const GoneRetention = 24 * time.Hour
+
+func tenantKey(tenantID uint64, name string) string {
+	return fmt.Sprintf("eventqueue:{tenant:%d}:%s", tenantID, name)
+}
+
+// LeaseStateKey is the hash of tenantID's leased events (see the package's lease notes).
+func LeaseStateKey(tenantID uint64) string { return tenantKey(tenantID, "lease:state") }
+
+// LeaseExpiryKey is the sorted set of tenantID's leased events by expiry.
+func LeaseExpiryKey(tenantID uint64) string { return tenantKey(tenantID, "lease:expiry") }
+
+// LeaseNextKey is tenantID's lowest offset never leased.
+func LeaseNextKey(tenantID uint64) string { return tenantKey(tenantID, "lease:next") }
+
+// LeaseEpochKey is the random part of tenantID's lease ids, replaced by a rebuild.
+func LeaseEpochKey(tenantID uint64) string { return tenantKey(tenantID, "lease:epoch") }
+
+// LeaseWaitKey exists while a lease call waits for events: appends then wake it even when the
+// queue is not empty.
+func LeaseWaitKey(tenantID uint64) string { return tenantKey(tenantID, "lease:waiting") }
+
+// AckedKey is the sorted set of tenantID's acknowledged events still in the queue.
+func AckedKey(tenantID uint64) string { return tenantKey(tenantID, "lease:acked") }
+
+// GoneKey is the sorted set of tenantID's leased events trimmed or dead, by time.
+func GoneKey(tenantID uint64) string { return tenantKey(tenantID, "lease:gone") }
+
+// DeadKey is the list of tenantID's dead letters, oldest first.
+func DeadKey(tenantID uint64) string { return tenantKey(tenantID, "dead") }
+
+// leaseKeys are the keys of the lease and ack scripts, in their KEYS order.
+func leaseKeys(tenantID uint64) []string {
+	return []string{Key(tenantID), OffsetKey(tenantID), LeaseStateKey(tenantID), LeaseExpiryKey(tenantID),
+		AckedKey(tenantID), GoneKey(tenantID), LeaseNextKey(tenantID), LeaseEpochKey(tenantID), DeadKey(tenantID),
+		LeaseWaitKey(tenantID), WakeChannel(tenantID)}
+}
+
+// luaPrelude is shared by the lease and ack scripts: the server's time, and trimming the
+// acknowledged front as Trim would. KEYS as leaseKeys.
+const luaPrelude = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function trimAcked()
+  local front = tonumber(redis.call('GET', KEYS[2]) or '0')
+  local n = 0
+  while true do
+    local run = redis.call('ZRANGEBYSCORE', KEYS[5], front + n, '+inf', 'LIMIT', 0, 1000)
+    local c = 0
+    for _, m in ipairs(run) do
+      if tonumber(m) ~= front + n then break end
+      n, c = n + 1, c + 1
+    end
+    if c < 1000 then break end
+  end
+  n = math.min(n, redis.call('LLEN', KEYS[1]))
+  if n <= 0 then
+    return {0, front, false}
+  end
+  local last = redis.call('LINDEX', KEYS[1], n - 1)
+  redis.call('LTRIM', KEYS[1], n, -1)
+  front = redis.call('INCRBY', KEYS[2], n)
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. front)
+  return {n, front, string.match(last, '^{"id":"([^"]*)"') or false}
+end
+local function fmt(n)
+  return string.format('%d', n)
+end
+`
+
+// lease: KEYS as leaseKeys; ARGV limit, visibility ms, max deliveries, max leased, epoch to
+// set when the tenant has none, nonce, wait ms. Takes reclaimable events first (expired or
+// retried leases; those leased max deliveries times go to the dead letters instead), then
+// never-leased ones from the cursor. Returns {epoch, expires ms, trimmed, front, last trimmed
+// id, next expiry ms or -1, then offset, deliveries, event per leased event}.
+var leaseScript = redis.NewScript(luaPrelude + `
+local limit, vis, maxd, maxleased = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('SET', KEYS[8], ARGV[5], 'NX')
+local epoch = redis.call('GET', KEYS[8])
+local front = tonumber(redis.call('GET', KEYS[2]) or '0')
+local length = redis.call('LLEN', KEYS[1])
+local expires = now + vis
+local live = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')
+local room = math.min(limit, maxleased - live)
+local out = {}
+local dead = false
+while room > 0 do
+  local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, room)
+  if #due == 0 then break end
+  for _, m in ipairs(due) do
+    local o = tonumber(m)
+    local st = redis.call('HGET', KEYS[3], m)
+    local d = tonumber(string.match(st or '', '^(%d+):') or '0')
+    if (not st) or o < front or o >= front + length then
+      redis.call('ZREM', KEYS[4], m)
+      redis.call('HDEL', KEYS[3], m)
+    elseif d >= maxd then
+      local ev = redis.call('LINDEX', KEYS[1], o - front)
+      redis.call('RPUSH', KEYS[9], '{"offset":' .. m .. ',"deliveries":' .. fmt(d) .. ',"event":' .. ev .. '}')
+      redis.call('ZREM', KEYS[4], m)
+      redis.call('HDEL', KEYS[3], m)
+      redis.call('ZADD', KEYS[5], o, m)
+      redis.call('ZADD', KEYS[6], now, m)
+      dead = true
+    else
+      d = d + 1
+      redis.call('HSET', KEYS[3], m, fmt(d) .. ':' .. ARGV[6])
+      redis.call('ZADD', KEYS[4], expires, m)
+      out[#out + 1] = o
+      out[#out + 1] = d
+      out[#out + 1] = redis.call('LINDEX', KEYS[1], o - front)
+      room = room - 1
+    end
+  end
+end
+local nxt = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), front)
+if room > 0 and nxt < front + length then
+  local evs = redis.call('LRANGE', KEYS[1], nxt - front, nxt - front + room - 1)
+  local state, expiry = {}, {}
+  for i, ev in ipairs(evs) do
+    local m = fmt(nxt + i - 1)
+    state[#state + 1] = m
+    state[#state + 1] = '1:' .. ARGV[6]
+    expiry[#expiry + 1] = expires
+    expiry[#expiry + 1] = m
+    out[#out + 1] = nxt + i - 1
+    out[#out + 1] = 1
+    out[#out + 1] = ev
+  end
+  if #evs > 0 then
+    redis.call('HSET', KEYS[3], unpack(state))
+    redis.call('ZADD', KEYS[4], unpack(expiry))
+    nxt = nxt + #evs
+  end
+end
+redis.call('SET', KEYS[7], fmt(nxt))
+local trimmed = {0, front, false}
+if dead then
+  trimmed = trimAcked()
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - 86400000)
+end
+local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+local nextExpiry = -1
+if #first > 0 then
+  nextExpiry = tonumber(first[2])
+end
+if #out == 0 and tonumber(ARGV[7]) > 0 then
+  redis.call('SET', KEYS[10], '1', 'PX', ARGV[7])
+end
+local res = {epoch, expires, trimmed[1], trimmed[2], trimmed[3], nextExpiry}
+for _, v in ipairs(out) do
+  res[#res + 1] = v
+end
+return res
+`)
+
+// ack: KEYS as leaseKeys; ARGV visibility ms, then kind ("a", "r", "e"), epoch, offset,
+// nonce per lease id. Returns {trimmed, front, last trimmed id, then a status per id}.
+var ackScript = redis.NewScript(luaPrelude + `
+local vis = tonumber(ARGV[1])
+local epoch = redis.call('GET', KEYS[8])
+local front = tonumber(redis.call('GET', KEYS[2]) or '0')
+local nxt = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), front)
+local statuses = {}
+local retried = false
+for i = 2, #ARGV, 4 do
+  local kind, e, m, nonce = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local o = tonumber(m)
+  local s
+  if e ~= epoch or o == nil or o >= nxt then
+    s = 'unknown'
+  elseif redis.call('ZSCORE', KEYS[6], m) then
+    s = 'trimmed'
+  elseif o < front or redis.call('ZSCORE', KEYS[5], m) then
+    s = 'already_acked'
+  else
+    local st = redis.call('HGET', KEYS[3], m)
+    if not st then
+      s = 'unknown'
+    elseif kind == 'a' then
+      redis.call('ZADD', KEYS[5], o, m)
+      redis.call('HDEL', KEYS[3], m)
+      redis.call('ZREM', KEYS[4], m)
+      s = 'acked'
+    else
+      local cur = string.match(st, '^%d+:(.*)$')
+      local exp = tonumber(redis.call('ZSCORE', KEYS[4], m) or '0')
+      if cur ~= nonce or exp <= now then
+        s = 'expired'
+      elseif kind == 'r' then
+        redis.call('ZADD', KEYS[4], 0, m)
+        retried = true
+        s = 'retried'
+      else
+        redis.call('ZADD', KEYS[4], now + vis, m)
+        s = 'extended'
+      end
+    end
+  end
+  statuses[#statuses + 1] = s
+end
+local trimmed = trimAcked()
+if retried and redis.call('EXISTS', KEYS[10]) == 1 then
+  redis.call('SPUBLISH', KEYS[11], '1')
+end
+local res = {trimmed[1], trimmed[2], trimmed[3]}
+for _, s in ipairs(statuses) do
+  res[#res + 1] = s
+end
+return res
+`)
+
+// Leased is one event handed out by Lease.
+type Leased struct {
+	LeaseID    string
+	Offset     int64
+	Deliveries int64
+	Event      string // the stored queue JSON
+}
+
+// LeaseResult is what one Lease call did.
+type LeaseResult struct {
+	Events     []Leased
+	ExpiresAt  time.Time // when the leases expire, on Redis's clock
+	NextExpiry time.Time // the earliest lease expiry of the tenant; zero when none is leased
+	Trimmed    Trimmed   // the acknowledged front trimmed because events went to the dead letters
+}
+
+// LeaseArgs are a Lease call's parameters.
+type LeaseArgs struct {
+	Limit         int           // most events to lease
+	Visibility    time.Duration // how long the leases last
+	MaxDeliveries int64         // leases of one event before it goes to the dead letters
+	Wait          time.Duration // > 0: the caller waits for events if none is available
+}
+
+// Lease hands out up to args.Limit events of tenantID's queue that no live lease holds and
+// that are not acknowledged, lowest offset first, atomically (one script). Events whose lease
+// expired or was retried come first; one leased MaxDeliveries times goes to the dead letters
+// instead. Never more than MaxLeased events are leased at once.
+func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (LeaseResult, error) {
+	nonce := randomHex(8)
+	res, err := leaseScript.Run(ctx, s.rdb, leaseKeys(tenantID), args.Limit, args.Visibility.Milliseconds(),
+		max(args.MaxDeliveries, 1), MaxLeased, randomHex(8), nonce, args.Wait.Milliseconds()).Slice()
+	if err != nil {
+		return LeaseResult{}, fmt.Errorf("eventqueue: lease: %w", err)
+	}
+	if len(res) < 6 || (len(res)-6)%3 != 0 {
+		return LeaseResult{}, fmt.Errorf("eventqueue: lease: script answered %d values", len(res))
+	}
+	epoch, _ := res[0].(string)
+	out := LeaseResult{ExpiresAt: time.UnixMilli(toInt(res[1])).UTC(), Trimmed: trimmedOf(res[2:5])}
+	if next := toInt(res[5]); next >= 0 {
+		out.NextExpiry = time.UnixMilli(next).UTC()
+	}
+	for i := 6; i < len(res); i += 3 {
+		offset := toInt(res[i])
+		ev, _ := res[i+2].(string)
+		out.Events = append(out.Events, Leased{
+			LeaseID: LeaseID(epoch, offset, nonce), Offset: offset, Deliveries: toInt(res[i+1]), Event: ev,
+		})
+	}
+	return out, nil
+}
+
+// LeaseID is the lease id of the event at offset leased by the lease call nonce.
+func LeaseID(epoch string, offset int64, nonce string) string {
+	return epoch + "-" + strconv.FormatInt(offset, 10) + "-" + nonce
+}
+
+// AckKind is what an acknowledgement asks.
+type AckKind byte
+
+// The kinds of acknowledgement.
+const (
+	KindAck    AckKind = 'a' // the event is done
+	KindRetry  AckKind = 'r' // end the lease now: the event may be leased again at once
+	KindExtend AckKind = 'e' // the lease expires visibility from now
+)
+
+// Statuses of acknowledgements (see the contract's "Shared consumption").
+const (
+	StatusAcked        = "acked"
+	StatusAlreadyAcked = "already_acked"
+	StatusRetried      = "retried"
+	StatusExtended     = "extended"
+	StatusExpired      = "expired"
+	StatusTrimmed      = "trimmed"
+	StatusUnknown      = "unknown"
+)
+
+// AckItem is one lease id to acknowledge, retry or extend.
+type AckItem struct {
+	Kind    AckKind
+	LeaseID string
+}
+
+// maxLeaseIDLen bounds the lease ids worth parsing.
+const maxLeaseIDLen = 128
+
+// Settle applies items to tenantID's leases in order, atomically (one script), extending with
+// visibility, and returns a status per item. Acknowledged events at the front of the queue are
+// trimmed as Trim would (Trimmed says what went). A lease id that is not one of the tenant's
+// is StatusUnknown.
+func (s *Store) Settle(ctx context.Context, tenantID uint64, items []AckItem, visibility time.Duration) ([]string, Trimmed, error) {
+	args := make([]any, 1, 1+4*len(items))
+	args[0] = visibility.Milliseconds()
+	for _, it := range items {
+		epoch, offset, nonce := "", "", ""
+		if len(it.LeaseID) <= maxLeaseIDLen {
+			parts := strings.Split(it.LeaseID, "-")
+			if len(parts) == 3 {
+				if n, err := strconv.ParseInt(parts[1], 10, 64); err == nil && n >= 0 && strconv.FormatInt(n, 10) == parts[1] {
+					epoch, offset, nonce = parts[0], parts[1], parts[2]
+				}
+			}
+		}
+		if offset == "" { // not a lease id at all: the script answers unknown
+			epoch, offset = "", "-1"
+		}
+		args = append(args, string(it.Kind), epoch, offset, nonce)
+	}
+	res, err := ackScript.Run(ctx, s.rdb, leaseKeys(tenantID), args...).Slice()
+	if err != nil {
+		return nil, Trimmed{}, fmt.Errorf("eventqueue: ack: %w", err)
+	}
+	if len(res) != 3+len(items) {
+		return nil, Trimmed{}, fmt.Errorf("eventqueue: ack: script answered %d values for %d ids", len(res), len(items))
+	}
+	statuses := make([]string, len(items))
+	for i := range items {
+		statuses[i], _ = res[3+i].(string)
+	}
+	return statuses, trimmedOf(res[0:3]), nil
+}
+
+// DeadLetters returns up to limit of tenantID's dead letters, oldest first, each the JSON
+// {"offset","deliveries","event"}.
+func (s *Store) DeadLetters(ctx context.Context, tenantID uint64, limit int) ([]string, error) {
+	out, err := s.rdb.LRange(ctx, DeadKey(tenantID), 0, int64(limit)-1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("eventqueue: dead letters: %w", err)
+	}
+	return out, nil
+}
+
+// DropDeadLetters removes tenantID's oldest count dead letters, atomically.
+func (s *Store) DropDeadLetters(ctx context.Context, tenantID uint64, count int64) error {
+	if err := s.rdb.LTrim(ctx, DeadKey(tenantID), count, -1).Err(); err != nil {
+		return fmt.Errorf("eventqueue: dead letters: %w", err)
+	}
+	return nil
+}
+
+// leaseCounts: KEYS lease expiry, dead letters. Returns {live leases, dead letters}.
+var leaseCounts = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return {redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf'), redis.call('LLEN', KEYS[2])}
+`)
+
+// LeaseCounts returns how many of tenantID's events are under a live lease and how many dead
+// letters it has.
+func (s *Store) LeaseCounts(ctx context.Context, tenantID uint64) (leased, dead int64, err error) {
+	res, err := leaseCounts.Run(ctx, s.rdb, []string{LeaseExpiryKey(tenantID), DeadKey(tenantID)}).Int64Slice()
+	if err != nil || len(res) != 2 {
+		if err == nil {
+			err = fmt.Errorf("script answered %v", res)
+		}
+		return 0, 0, fmt.Errorf("eventqueue: lease counts: %w", err)
+	}
+	return res[0], res[1], nil
+}
+
+func trimmedOf(v []any) Trimmed {
+	out := Trimmed{Count: toInt(v[0]), Front: toInt(v[1])}
+	out.LastID, _ = v[2].(string)
+	return out
+}
+
+func toInt(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case string:
+		i, _ := strconv.ParseInt(n, 10, 64)
+		return i
+	}
+	return 0
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
