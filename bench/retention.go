@@ -101,6 +101,9 @@ type PruneUnderLoad struct {
 	// The SQLite file (with its WAL) before the prune and after it.
 	FileMiBBefore float64 `json:"file_mib_before,omitempty"`
 	FileMiBAfter  float64 `json:"file_mib_after,omitempty"`
+	// BytesPerEvent is the storage of the filled days, indexes included, per event: their
+	// partitions on Postgres, the whole file on SQLite.
+	BytesPerEvent float64 `json:"stored_bytes_per_event"`
 }
 
 // LoadRun is one open-loop run of POST /api/track.
@@ -269,6 +272,16 @@ func benchPruneUnderLoad(ctx context.Context, s *stack, rp retentionPlan, perDay
 	}
 	if !postgres {
 		res.FileMiBBefore = sqliteFileMiB(s.dbURL)
+		res.BytesPerEvent = res.FileMiBBefore * (1 << 20) / float64(res.Filled)
+	} else {
+		var bytes int64
+		err := s.db.WithContext(ctx).Raw(`SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c
+			WHERE c.relname >= ? AND c.relname <= ? AND c.relkind = 'r'`, database.PartitionName(oldest), database.PartitionName(newest)).
+			Scan(&bytes).Error
+		if err != nil {
+			return nil, err
+		}
+		res.BytesPerEvent = float64(bytes) / float64(res.Filled)
 	}
 
 	bodies := trackBodies(loadTenant.SiteKey, 1, 64)
@@ -807,6 +820,7 @@ func (r *Retention) rows(add func(scenario, metric string, value float64, floor,
 		add(name, "ingest p99 ms while the prune ran +1 s (beside: alone)", p.Window.P99, f(p.BaselineP99), f(p.Window.P99/p.BaselineP99), "", nil)
 		add(name, "ingest max ms during prune (beside: alone)", p.During.Latency.Max, f(maxAlone), f(p.During.Latency.Max/maxAlone), "", nil)
 		add(name, fmt.Sprintf("prune seconds (%s)", p.Method), p.PruneSeconds, nil, nil, "", nil)
+		add(name, "stored bytes per event, indexes included", p.BytesPerEvent, nil, nil, "", nil)
 		add(name, "events deleted (beside: in the pruned days)", float64(p.Deleted), f(float64(p.Filled)), f(float64(p.Deleted)/float64(p.Filled)), "", nil)
 		if p.Database == "sqlite" {
 			add(name, "database file MiB after prune (beside: before)", p.FileMiBAfter, f(p.FileMiBBefore), f(p.FileMiBAfter/p.FileMiBBefore), "", nil)
