@@ -143,7 +143,7 @@ func (s *stack) sqliteDatabase(name string) string {
 }
 
 // startServices empties Redis, migrates dbURL, and starts an api and a worker on it, as in
-// production: the environment the CONTRACT names, and nothing else of ours.
+// production: only the environment variables of docs/configuration.md, nothing else of ours.
 func (s *stack) startServices(ctx context.Context, dbURL string) error {
 	if err := s.rdb.FlushAll(ctx).Err(); err != nil {
 		return fmt.Errorf("flush redis: %w", err)
