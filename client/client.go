@@ -235,9 +235,21 @@ const maxBody = 512 << 20
 // other status is an *APIError; a failure to send or to read the answer is a *NetworkError.
 // Bodies come gzip-compressed when the server offers it (net/http asks and decompresses).
 func (c *Client) do(ctx context.Context, method, path string, want int) ([]byte, http.Header, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
+	return c.doJSON(ctx, method, path, nil, want)
+}
+
+// doJSON is do with a JSON request body (none when body is nil).
+func (c *Client) doJSON(ctx context.Context, method, path string, body []byte, want int) ([]byte, http.Header, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
 		return nil, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
@@ -247,14 +259,14 @@ func (c *Client) do(ctx context.Context, method, path string, want int) ([]byte,
 		return nil, nil, &NetworkError{Err: stripURL(err)}
 	}
 	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxBody))
+	answer, err := io.ReadAll(io.LimitReader(res.Body, maxBody))
 	if err != nil {
 		return nil, nil, &NetworkError{Err: err}
 	}
 	if res.StatusCode != want {
-		return nil, nil, newAPIError(res, body)
+		return nil, nil, newAPIError(res, answer)
 	}
-	return body, res.Header, nil
+	return answer, res.Header, nil
 }
 
 // stripURL drops the method and URL that *url.Error repeats: the caller names the operation.
