@@ -44,13 +44,14 @@ type apiEnv struct {
 	Queue *eventqueue.Store
 }
 
-func startAPI(t *testing.T) *apiEnv {
+// startAPI starts the api with the test's environment plus extraEnv ("NAME=value").
+func startAPI(t *testing.T, extraEnv ...string) *apiEnv {
 	t.Helper()
 	r := testenv.StartRedis(t)
 	db, dbURL := testenv.DB(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	base := "http://" + addr
-	testenv.NewProcess(t, apiBin, append(append(os.Environ(), testenv.NoRateLimits...), "HTTP_ADDR="+addr, "APP_URL="+base, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL())).Start()
+	testenv.NewProcess(t, apiBin, append(append(append(os.Environ(), testenv.NoRateLimits...), "HTTP_ADDR="+addr, "APP_URL="+base, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL()), extraEnv...)).Start()
 	testenv.WaitHTTP(t, base+"/healthz", 20*time.Second)
 	return &apiEnv{Base: base, DB: db, Queue: eventqueue.New(r.Client())}
 }
