@@ -18,7 +18,15 @@
 // already have applied (see [Client.Consume]).
 //
 // The trim protocol removes a counted prefix of the queue, so one tenant's queue should have
-// one consumer at a time; two consumers would trim each other's events.
+// one Consume loop at a time; two would trim each other's events.
+//
+// # Several consumers: leases
+//
+// [Client.ConsumeShared] (and [Client.ConsumeSharedBatch]) let any number of consumers share
+// one queue: each leases a batch that no other consumer gets until the lease runs out, and
+// acknowledges what it processed ([Client.Lease], [Client.Ack]). Delivery is again at least
+// once, with no order across consumers; an event that fails EVENTQUEUE_MAX_DELIVERIES times
+// becomes a dead letter ([Client.DeadLetters]).
 //
 // # Errors
 //
@@ -55,7 +63,8 @@ const (
 const eventsPath = "/api/platform/events"
 
 // Client talks to one eventq installation with one tenant token. It is safe for concurrent
-// use, but a tenant's queue should have only one consuming loop (see the package doc).
+// use, but a tenant's queue should have only one Consume loop; ConsumeShared loops may be many
+// (see the package doc).
 type Client struct {
 	base       string
 	token      string
