@@ -63,6 +63,9 @@ events:read and events:delete.`,
 			out := bufio.NewWriterSize(c.out, 64<<10)
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			api := client.New(baseURL, token, client.WithLogger(log)) // retries show on stderr
+			if !shared && (cmd.Flags().Changed("batch") || cmd.Flags().Changed("visibility")) {
+				return fmt.Errorf("--batch and --visibility need --shared")
+			}
 			if shared {
 				if once {
 					return consumeSharedOnce(ctx, api, out, batch, visibility)

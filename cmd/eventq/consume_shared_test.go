@@ -173,6 +173,14 @@ func testConsumeShared(t *testing.T, a *consumeAPI, bins string) {
 		}
 	})
 
+	t.Run("--batch without --shared exits 1", func(t *testing.T) {
+		var out strings.Builder
+		code, stderr := a.consume(ctx, &out, nil, "--url", a.base, "--token", "1|x", "--batch", "5")
+		if code != 1 || out.Len() != 0 || !strings.Contains(stderr, "--shared") {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), stderr)
+		}
+	})
+
 	t.Run("--shared with a failed write exits 1 and hands the batch back", func(t *testing.T) {
 		tn := a.mustTenant(t)
 		a.track(t, tn, "s-1", 2)
