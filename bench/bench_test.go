@@ -206,6 +206,8 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		positive("leases.single_ratio", l.SingleRatio)
 		positive("leases.work_one.events_per_second", l.WorkOne.EventsPerSec)
 		positive("leases.work_four.events_per_second", l.WorkFour.EventsPerSec)
+		positive("leases.store_lease_ack_events_per_second", l.StoreLeaseEventsPerS)
+		positive("leases.store_read_trim_events_per_second", l.StoreReadEventsPerS)
 		positive("leases.lease_100_at_cap.p99", l.AtCap.P99)
 		positive("leases.lease_1000_reclaiming_expired.p99", l.Reclaim.P99)
 		positive("leases.redis_used_memory_bytes_per_leased", l.MemoryPerLeased)

@@ -44,8 +44,12 @@ type Leases struct {
 	WorkMet         bool       `json:"work_met"`
 	AtCap           Latency    `json:"lease_100_at_cap"`              // 9,900 others leased, each call fills the cap
 	Reclaim         Latency    `json:"lease_1000_reclaiming_expired"` // 10,000 expired leases reclaimed
-	MemoryPerLeased float64    `json:"redis_used_memory_bytes_per_leased"`
-	KeysPerLeased   float64    `json:"redis_lease_keys_bytes_per_leased"` // MEMORY USAGE of the lease keys
+	// The same single-consumer round trips on the queue store alone (the Redis scripts the
+	// api runs, without HTTP): lease + ack against read + trim, to show where the time goes.
+	StoreLeaseEventsPerS float64 `json:"store_lease_ack_events_per_second"`
+	StoreReadEventsPerS  float64 `json:"store_read_trim_events_per_second"`
+	MemoryPerLeased      float64 `json:"redis_used_memory_bytes_per_leased"`
+	KeysPerLeased        float64 `json:"redis_lease_keys_bytes_per_leased"` // MEMORY USAGE of the lease keys
 }
 
 // leasePlan sizes scenario 11.
@@ -57,7 +61,7 @@ type leasePlan struct {
 }
 
 var (
-	fullLeases  = leasePlan{events: 20000, workEvents: 4000, capCalls: 300, reclaims: 5}
+	fullLeases  = leasePlan{events: 100000, workEvents: 4000, capCalls: 300, reclaims: 5}
 	quickLeases = leasePlan{events: 3000, workEvents: 800, capCalls: 30, reclaims: 1}
 )
 
@@ -122,6 +126,10 @@ func benchLeases(ctx context.Context, s *stack, p leasePlan) (*Leases, error) {
 	}
 	res.WorkRatio = res.WorkFour.EventsPerSec / res.WorkOne.EventsPerSec
 	res.WorkMet = res.WorkRatio >= res.WorkTarget
+
+	if err := storeRoundTrips(ctx, s, res, payloads[:p.events]); err != nil {
+		return nil, err
+	}
 
 	// At the cap: 9,900 events leased for long, then each measured call leases the next 100
 	// (10,000 leased) and they are acknowledged behind the held front.
@@ -206,6 +214,58 @@ func benchLeases(ctx context.Context, s *stack, p leasePlan) (*Leases, error) {
 	res.KeysPerLeased = float64(keyBytes()-keysBefore) / eventqueue.MaxLeased
 	s.rdb.Del(ctx, append(keys, eventqueue.Key(t.ID))...)
 	return res, nil
+}
+
+// storeRoundTrips drains a queue of payloads through the queue store, as the api does without
+// HTTP: once with ReadPage + Trim of 100, once with Lease + Settle of 100.
+func storeRoundTrips(ctx context.Context, s *stack, res *Leases, payloads []any) error {
+	store := eventqueue.New(s.rdb)
+	defer store.Close()
+	const readID, leaseID = 1<<40 + 1, 1<<40 + 2 // tenants no one else uses
+	if err := fillQueue(ctx, s.rdb, readID, payloads); err != nil {
+		return err
+	}
+	start := time.Now()
+	for {
+		page, err := store.ReadPage(ctx, readID, leaseBatch)
+		if err != nil {
+			return err
+		}
+		n, off := page.Count, page.Offset
+		page.Release()
+		if n == 0 {
+			break
+		}
+		if _, err := store.Trim(ctx, readID, int64(n), off); err != nil {
+			return err
+		}
+	}
+	res.StoreReadEventsPerS = float64(len(payloads)) / time.Since(start).Seconds()
+	if err := fillQueue(ctx, s.rdb, leaseID, payloads); err != nil {
+		return err
+	}
+	start = time.Now()
+	for {
+		l, err := store.Lease(ctx, leaseID, eventqueue.LeaseArgs{Limit: leaseBatch, Visibility: 30 * time.Second, MaxDeliveries: 10})
+		if err != nil {
+			return err
+		}
+		if len(l.Events) == 0 {
+			break
+		}
+		items := make([]eventqueue.AckItem, len(l.Events))
+		for i, e := range l.Events {
+			items[i] = eventqueue.AckItem{Kind: eventqueue.KindAck, LeaseID: e.LeaseID}
+		}
+		if _, _, err := store.Settle(ctx, leaseID, items, 30*time.Second); err != nil {
+			return err
+		}
+	}
+	res.StoreLeaseEventsPerS = float64(len(payloads)) / time.Since(start).Seconds()
+	if n := s.rdb.LLen(ctx, eventqueue.Key(leaseID)).Val(); n != 0 {
+		return fmt.Errorf("leases: store round trips left %d events", n)
+	}
+	return nil
 }
 
 // usedMemory is Redis's INFO memory used_memory.
@@ -363,6 +423,8 @@ func (l *Leases) rows(add func(scenario, metric string, value float64, floor, ra
 	}
 	add(name+", 1 ms work/event", "events/s, 4 consumers (beside: 1)", l.WorkFour.EventsPerSec, f(l.WorkOne.EventsPerSec), f(l.WorkRatio),
 		fmt.Sprintf("≥ %.0f×", l.WorkTarget), b(l.WorkMet))
+	add(name+", Redis scripts only", "events/s, lease + ack (floor: read + trim)", l.StoreLeaseEventsPerS, f(l.StoreReadEventsPerS),
+		f(l.StoreLeaseEventsPerS/l.StoreReadEventsPerS), "", nil)
 	add("lease 100 at the cap (10k leased)", "p50 / p99 ms", l.AtCap.P50, f(l.AtCap.P99), nil, "", nil)
 	add("lease 1,000 reclaiming 10k expired", "p50 / p99 ms", l.Reclaim.P50, f(l.Reclaim.P99), nil, "", nil)
 	add("Redis memory per leased event", "bytes, INFO used_memory (beside: MEMORY USAGE of the lease keys)", l.MemoryPerLeased, f(l.KeysPerLeased), nil, "", nil)
