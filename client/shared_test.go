@@ -138,12 +138,13 @@ func TestConsumeShared(t *testing.T) {
 	e := startAPI(t, "EVENTQUEUE_MAX_DELIVERIES=3")
 	ctx := context.Background()
 
-	t.Run("concurrent consumers process every event exactly once", func(t *testing.T) {
+	t.Run("concurrent consumers on two api processes process every event exactly once", func(t *testing.T) {
 		tn := testenv.MustTenant(t, e.DB, true)
+		bases := []string{e.Base, e.Another(t)}
 		var rec sharedRecorder
 		var stops []func() error
-		for range 4 {
-			c := New(e.Base, tn.Token, WithBackoff(time.Millisecond, 20*time.Millisecond))
+		for i := range 4 {
+			c := New(bases[i%2], tn.Token, WithBackoff(time.Millisecond, 20*time.Millisecond))
 			stops = append(stops, runShared(t, func(ctx context.Context) error {
 				return c.ConsumeShared(ctx, rec.handle, WithLeaseLimit(7))
 			}))
