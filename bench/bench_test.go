@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -191,6 +192,26 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 				t.Errorf("retention.migration: %d rows before, %d after", m.Rows, m.RowsAfter)
 			}
 		}
+	}
+	if l := rep.Leases; l == nil {
+		t.Error("no leases")
+	} else {
+		if len(l.Runs) != 4 {
+			t.Errorf("leases: %d throughput runs, want 1, 2, 4 and 8 consumers", len(l.Runs))
+		}
+		positive("leases.floor_get_delete_events_per_second", l.FloorEventsPerS)
+		for _, r := range l.Runs {
+			positive(fmt.Sprintf("leases.runs[%d consumers].events_per_second", r.Consumers), r.EventsPerSec)
+		}
+		positive("leases.single_ratio", l.SingleRatio)
+		positive("leases.work_one.events_per_second", l.WorkOne.EventsPerSec)
+		positive("leases.work_four.events_per_second", l.WorkFour.EventsPerSec)
+		positive("leases.store_lease_ack_events_per_second", l.StoreLeaseEventsPerS)
+		positive("leases.store_read_trim_events_per_second", l.StoreReadEventsPerS)
+		positive("leases.lease_100_at_cap.p99", l.AtCap.P99)
+		positive("leases.lease_1000_reclaiming_expired.p99", l.Reclaim.P99)
+		positive("leases.redis_used_memory_bytes_per_leased", l.MemoryPerLeased)
+		positive("leases.redis_lease_keys_bytes_per_leased", l.KeysPerLeased)
 	}
 	if len(rep.Rows) == 0 {
 		t.Error("the report has no table")

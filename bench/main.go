@@ -14,7 +14,10 @@
 // zstd against identity; (9) rebuilding a lost queue from each database; (10) retention: ingestion
 // while a prune deletes old days (Postgres partitions dropped, SQLite batched deletes) against
 // the same ingestion alone, a day partition dropped vs DELETE, the partitioned table's insert
-// rate vs an unpartitioned copy, events export and the migration of an unpartitioned database.
+// rate vs an unpartitioned copy, events export and the migration of an unpartitioned database;
+// (11) shared consumption: lease + ack of batches of 100 with 1–8 consumers vs the GET + DELETE
+// consumer, with and without 1 ms of work per event, lease latency at the cap of 10,000 leased
+// events and while reclaiming expired ones, and Redis memory per leased event.
 package main
 
 import (
@@ -95,11 +98,12 @@ type plan struct {
 	codingIterations int // full-queue reads per content coding
 	rebuildEvents    int // stored events a rebuild restores, per database
 	retention        retentionPlan
+	leases           leasePlan
 	only             set // scenarios to run; empty runs them all
 }
 
 // scenarios are the names -only accepts.
-var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits", "longpoll", "compression", "rebuild", "retention"}
+var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits", "longpoll", "compression", "rebuild", "retention", "leases"}
 
 // set is a set of scenario names.
 type set map[string]bool
@@ -130,7 +134,7 @@ var (
 		webhookRate: 1000, webhookFor: 20 * time.Second, webhookAloneFor: 5 * time.Second,
 		fulfilSessions: 2000, fulfilRate: 1000, fulfilFloorFor: 3 * time.Second, fulfilWaitAtMost: 2 * time.Minute,
 		limitTurns: 2, longPollWaiters: 1000, longPollWakeups: 300, codingIterations: 30, rebuildEvents: 100000,
-		retention: fullRetention,
+		retention: fullRetention, leases: fullLeases,
 	}
 	quickPlan = plan{
 		readIterations: 20, readers: 20, readersFor: time.Second, trimIterations: 10,
@@ -139,7 +143,7 @@ var (
 		webhookRate: 1000, webhookFor: 3 * time.Second, webhookAloneFor: time.Second,
 		fulfilSessions: 200, fulfilRate: 1000, fulfilFloorFor: 300 * time.Millisecond, fulfilWaitAtMost: 30 * time.Second,
 		limitTurns: 1, longPollWaiters: 100, longPollWakeups: 30, codingIterations: 5, rebuildEvents: 5000,
-		retention: quickRetention,
+		retention: quickRetention, leases: quickLeases,
 	}
 )
 
@@ -291,6 +295,12 @@ func runPostgresPhase(ctx context.Context, s *stack, p plan, rep *Report) error 
 	if p.runs("longpoll") {
 		s.logf("long poll: %d wake-ups with %d other reads waiting", p.longPollWakeups, p.longPollWaiters)
 		if rep.LongPoll, err = benchLongPoll(ctx, s, p.longPollWaiters, p.longPollWakeups); err != nil {
+			return err
+		}
+	}
+	if p.runs("leases") {
+		s.logf("leases: batches of %d with 1–8 consumers vs GET + DELETE, at the cap, reclaiming, memory", leaseBatch)
+		if rep.Leases, err = benchLeases(ctx, s, p.leases); err != nil {
 			return err
 		}
 	}

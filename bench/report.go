@@ -34,6 +34,7 @@ type Report struct {
 	Compression     *Compression         `json:"compression"`
 	Rebuild         []*Rebuild           `json:"rebuild"`
 	Retention       *Retention           `json:"retention"`
+	Leases          *Leases              `json:"leases"`
 	Rows            []Row                `json:"table"`
 }
 
@@ -192,6 +193,9 @@ func (r *Report) buildRows() {
 	}
 	if rt := r.Retention; rt != nil {
 		rt.rows(add)
+	}
+	if l := r.Leases; l != nil {
+		l.rows(add)
 	}
 	r.Rows = rows
 }

@@ -18,7 +18,15 @@
 // already have applied (see [Client.Consume]).
 //
 // The trim protocol removes a counted prefix of the queue, so one tenant's queue should have
-// one consumer at a time; two consumers would trim each other's events.
+// one Consume loop at a time; two would trim each other's events.
+//
+// # Several consumers: leases
+//
+// [Client.ConsumeShared] (and [Client.ConsumeSharedBatch]) let any number of consumers share
+// one queue: each leases a batch that no other consumer gets until the lease runs out, and
+// acknowledges what it processed ([Client.Lease], [Client.Ack]). Delivery is again at least
+// once, with no order across consumers; an event that fails EVENTQUEUE_MAX_DELIVERIES times
+// becomes a dead letter ([Client.DeadLetters]).
 //
 // # Errors
 //
@@ -55,7 +63,8 @@ const (
 const eventsPath = "/api/platform/events"
 
 // Client talks to one eventq installation with one tenant token. It is safe for concurrent
-// use, but a tenant's queue should have only one consuming loop (see the package doc).
+// use, but a tenant's queue should have only one Consume loop; ConsumeShared loops may be many
+// (see the package doc).
 type Client struct {
 	base       string
 	token      string
@@ -235,9 +244,21 @@ const maxBody = 512 << 20
 // other status is an *APIError; a failure to send or to read the answer is a *NetworkError.
 // Bodies come gzip-compressed when the server offers it (net/http asks and decompresses).
 func (c *Client) do(ctx context.Context, method, path string, want int) ([]byte, http.Header, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
+	return c.doJSON(ctx, method, path, nil, want)
+}
+
+// doJSON is do with a JSON request body (none when body is nil).
+func (c *Client) doJSON(ctx context.Context, method, path string, body []byte, want int) ([]byte, http.Header, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
 		return nil, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
@@ -247,14 +268,14 @@ func (c *Client) do(ctx context.Context, method, path string, want int) ([]byte,
 		return nil, nil, &NetworkError{Err: stripURL(err)}
 	}
 	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxBody))
+	answer, err := io.ReadAll(io.LimitReader(res.Body, maxBody))
 	if err != nil {
 		return nil, nil, &NetworkError{Err: err}
 	}
 	if res.StatusCode != want {
-		return nil, nil, newAPIError(res, body)
+		return nil, nil, newAPIError(res, answer)
 	}
-	return body, res.Header, nil
+	return answer, res.Header, nil
 }
 
 // stripURL drops the method and URL that *url.Error repeats: the caller names the operation.

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -42,17 +43,30 @@ type apiEnv struct {
 	Base  string
 	DB    *gorm.DB
 	Queue *eventqueue.Store
+	env   []string // the api's environment
 }
 
-func startAPI(t *testing.T) *apiEnv {
+// startAPI starts the api with the test's environment plus extraEnv ("NAME=value").
+func startAPI(t *testing.T, extraEnv ...string) *apiEnv {
 	t.Helper()
 	r := testenv.StartRedis(t)
 	db, dbURL := testenv.DB(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	base := "http://" + addr
-	testenv.NewProcess(t, apiBin, append(append(os.Environ(), testenv.NoRateLimits...), "HTTP_ADDR="+addr, "APP_URL="+base, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL())).Start()
+	env := append(append(append(os.Environ(), testenv.NoRateLimits...), "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL()), extraEnv...)
+	testenv.NewProcess(t, apiBin, append(env, "HTTP_ADDR="+addr, "APP_URL="+base)).Start()
 	testenv.WaitHTTP(t, base+"/healthz", 20*time.Second)
-	return &apiEnv{Base: base, DB: db, Queue: eventqueue.New(r.Client())}
+	return &apiEnv{Base: base, DB: db, Queue: eventqueue.New(r.Client()), env: env}
+}
+
+// Another starts a second api process on e's Redis and database and returns its base URL.
+func (e *apiEnv) Another(t *testing.T) string {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	base := "http://" + addr
+	testenv.NewProcess(t, apiBin, append(slices.Clone(e.env), "HTTP_ADDR="+addr, "APP_URL="+base)).Start()
+	testenv.WaitHTTP(t, base+"/healthz", 20*time.Second)
+	return base
 }
 
 // tenant is a tenant with a token; testenv.MustTenant makes one.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -21,7 +23,9 @@ import (
 
 func (c *cli) consumeCommand() *cobra.Command {
 	var baseURL, token string
-	var once bool
+	var once, shared bool
+	var batch int
+	var visibility time.Duration
 	cmd := &cobra.Command{
 		Use:   "consume",
 		Short: "Print a tenant's queued events as JSON lines, trimming each batch once it is written",
@@ -35,6 +39,14 @@ Without --once it runs until SIGINT or SIGTERM (exit 0): reads wait on the serve
 trims carry the read's offset so a retried trim removes nothing more, and transient errors
 are retried. With --once it handles at most one batch: an empty queue prints nothing and
 exits 0.
+
+With --shared it leases its batches instead (POST /api/platform/events/leases), so that
+any number of consume --shared processes can share the tenant's queue: each prints the
+events it leased and acknowledges them once its lines are flushed. The leases are extended
+while it writes; the events of a process that dies come back to the others after
+--visibility, so every event is printed at least once, and exactly once while none dies.
+Order holds within a batch, not across processes. On SIGINT or SIGTERM it hands the events
+it has not printed back at once. --batch sets how many events it leases at a time.
 
 --url and --token default to EVENTQ_URL and EVENTQ_TOKEN. The token needs the abilities
 events:read and events:delete.`,
@@ -51,6 +63,15 @@ events:read and events:delete.`,
 			out := bufio.NewWriterSize(c.out, 64<<10)
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			api := client.New(baseURL, token, client.WithLogger(log)) // retries show on stderr
+			if !shared && (cmd.Flags().Changed("batch") || cmd.Flags().Changed("visibility")) {
+				return fmt.Errorf("--batch and --visibility need --shared")
+			}
+			if shared {
+				if once {
+					return consumeSharedOnce(ctx, api, out, batch, visibility)
+				}
+				return consumeShared(ctx, api, out, batch, visibility)
+			}
 			if once {
 				return consumeOnce(ctx, api, out)
 			}
@@ -62,7 +83,63 @@ events:read and events:delete.`,
 	cmd.Flags().StringVar(&baseURL, "url", "", "base URL of the eventq api (default $EVENTQ_URL)")
 	cmd.Flags().StringVar(&token, "token", "", "tenant token <id>|<secret> (default $EVENTQ_TOKEN)")
 	cmd.Flags().BoolVar(&once, "once", false, "handle at most one batch, then exit")
+	cmd.Flags().BoolVar(&shared, "shared", false, "lease batches, so that several consumers can share the queue")
+	cmd.Flags().IntVar(&batch, "batch", client.DefaultLeaseLimit, "with --shared: events leased at a time (1-1000)")
+	cmd.Flags().DurationVar(&visibility, "visibility", client.DefaultVisibility, "with --shared: how long a lease lasts (whole seconds)")
 	return cmd
+}
+
+// consumeShared prints leased batches until ctx is cancelled, acknowledging each once its
+// lines are flushed. A failed write stops it with that error; the batch is handed back.
+func consumeShared(ctx context.Context, api *client.Client, out *bufio.Writer, batch int, visibility time.Duration) error {
+	if batch < 1 || batch > client.MaxLeaseLimit {
+		return fmt.Errorf("--batch must be 1 to %d, got %d", client.MaxLeaseLimit, batch)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var writeErr error
+	err := api.ConsumeSharedBatch(ctx, func(_ context.Context, events []client.LeasedEvent) error {
+		if err := writeEvents(out, leasedEvents(events)); err != nil {
+			writeErr = err
+			cancel()
+			return err
+		}
+		return nil
+	}, client.WithLeaseLimit(batch), client.WithVisibility(visibility))
+	return errors.Join(writeErr, err)
+}
+
+// consumeSharedOnce leases one batch without waiting and, when it is not empty, prints and
+// acknowledges it (bounded by client.FinalAckTimeout once the lines are out). A failed write
+// hands the batch back.
+func consumeSharedOnce(ctx context.Context, api *client.Client, out *bufio.Writer, batch int, visibility time.Duration) error {
+	l, err := api.Lease(ctx, batch, visibility, 0)
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil || len(l.Events) == 0 {
+		return err
+	}
+	ids := make([]string, len(l.Events))
+	for i, e := range l.Events {
+		ids[i] = e.LeaseID
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), client.FinalAckTimeout)
+	defer cancel()
+	if err := writeEvents(out, leasedEvents(l.Events)); err != nil {
+		_, rerr := api.Ack(tctx, client.AckRequest{Retries: ids})
+		return errors.Join(err, rerr)
+	}
+	_, err = api.Ack(tctx, client.AckRequest{Acks: ids})
+	return err
+}
+
+func leasedEvents(leased []client.LeasedEvent) []client.Event {
+	events := make([]client.Event, len(leased))
+	for i, e := range leased {
+		events[i] = e.Event
+	}
+	return events
 }
 
 // consumeOnce reads one batch and, when it is not empty, prints it and trims it. Errors are
@@ -91,7 +168,12 @@ func consumeOnce(ctx context.Context, api *client.Client, out *bufio.Writer) err
 // writeBatch writes each event's served bytes as one line and flushes, so that every line has
 // left the process before the caller trims.
 func writeBatch(out *bufio.Writer, b client.Batch) error {
-	for _, e := range b.Events {
+	return writeEvents(out, b.Events)
+}
+
+// writeEvents writes each event's served bytes as one line and flushes.
+func writeEvents(out *bufio.Writer, events []client.Event) error {
+	for _, e := range events {
 		line := []byte(e.Raw)
 		if bytes.ContainsAny(line, "\r\n") { // only insignificant whitespace can hold a newline
 			var buf bytes.Buffer

@@ -291,6 +291,8 @@ func TestConsumeCommand(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("shared", func(t *testing.T) { testConsumeShared(t, api, bins) })
 }
 
 // probeWriter is stdout that records, at each write, what probe returns (the queue length).
