@@ -84,9 +84,11 @@ func leaseKeys(tenantID uint64) []string {
 const luaPrelude = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local function trimAcked()
+local function trimAcked(pre)
+  -- pre: acknowledged members at front, front + 1, … not added to KEYS[5] (they go at once)
+  pre = pre or {}
   local front = tonumber(redis.call('GET', KEYS[2]) or '0')
-  local n = 0
+  local n = #pre
   while true do
     local run = redis.call('ZRANGEBYSCORE', KEYS[5], front + n, '+inf', 'LIMIT', 0, 1000)
     local c = 0
@@ -97,6 +99,14 @@ local function trimAcked()
     if c < 1000 then break end
   end
   n = math.min(n, redis.call('LLEN', KEYS[1]))
+  if n < #pre then
+    local z = {}
+    for k = math.max(n, 0) + 1, #pre do
+      z[#z + 1] = front + k - 1
+      z[#z + 1] = pre[k]
+    end
+    redis.call('ZADD', KEYS[5], unpack(z))
+  end
   if n <= 0 then
     return {0, front, false}
   end
@@ -108,6 +118,17 @@ local function trimAcked()
 end
 local function fmt(n)
   return string.format('%d', n)
+end
+-- zaddAll adds members to the sorted set key, all with score, greatest member first: a small
+-- sorted set then inserts each at its head instead of walking it.
+local function zaddAll(key, score, members)
+  table.sort(members, function(a, b) return a > b end)
+  local z = {}
+  for i, m in ipairs(members) do
+    z[2 * i - 1] = score
+    z[2 * i] = m
+  end
+  redis.call('ZADD', key, unpack(z))
 end
 `
 
@@ -168,7 +189,6 @@ while room > 0 do
       d = d + 1
       state[#state + 1] = m
       state[#state + 1] = fmt(d) .. ':' .. ARGV[6]
-      expiry[#expiry + 1] = expires
       expiry[#expiry + 1] = m
       out[#out + 1] = o
       out[#out + 1] = d
@@ -188,7 +208,7 @@ while room > 0 do
   end
   if #state > 0 then
     redis.call('HSET', KEYS[3], unpack(state))
-    redis.call('ZADD', KEYS[4], unpack(expiry))
+    zaddAll(KEYS[4], expires, expiry)
   end
 end
 local nxt = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), front)
@@ -199,7 +219,6 @@ if room > 0 and nxt < front + length then
     local m = fmt(nxt + i - 1)
     state[#state + 1] = m
     state[#state + 1] = '1:' .. ARGV[6]
-    expiry[#expiry + 1] = expires
     expiry[#expiry + 1] = m
     out[#out + 1] = nxt + i - 1
     out[#out + 1] = 1
@@ -207,7 +226,7 @@ if room > 0 and nxt < front + length then
   end
   if #evs > 0 then
     redis.call('HSET', KEYS[3], unpack(state))
-    redis.call('ZADD', KEYS[4], unpack(expiry))
+    zaddAll(KEYS[4], expires, expiry)
     nxt = nxt + #evs
   end
 end
@@ -260,7 +279,7 @@ if #cand > 0 then
   end
 end
 local res = {0, 0, false}
-local newAcked, newAckedOffsets, moved, isMoved = {}, {}, {}, {}
+local newAcked, newAckedOffsets, moved, isMoved, ackedAt = {}, {}, {}, {}, {}
 local retried = false
 for i = 2, #ARGV, 4 do
   local kind, e, m, nonce = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
@@ -283,6 +302,7 @@ for i = 2, #ARGV, 4 do
       newAcked[#newAcked + 1] = m
       newAckedOffsets[#newAckedOffsets + 1] = o
       newAckedOffsets[#newAckedOffsets + 1] = m
+      ackedAt[o] = m
       s = 'acked'
     else
       local cur = string.match(st, '^%d+:(.*)$')
@@ -306,8 +326,23 @@ for i = 2, #ARGV, 4 do
   end
   res[#res + 1] = s
 end
+local pre = {}
 if #newAcked > 0 then
-  redis.call('ZADD', KEYS[5], unpack(newAckedOffsets))
+  local m = ackedAt[front]
+  while m do
+    pre[#pre + 1] = m
+    m = ackedAt[front + #pre]
+  end
+  local z = {}
+  for k = 1, #newAckedOffsets, 2 do
+    if newAckedOffsets[k] >= front + #pre then
+      z[#z + 1] = newAckedOffsets[k]
+      z[#z + 1] = newAckedOffsets[k + 1]
+    end
+  end
+  if #z > 0 then
+    redis.call('ZADD', KEYS[5], unpack(z))
+  end
   redis.call('HDEL', KEYS[3], unpack(newAcked))
   redis.call('ZREM', KEYS[4], unpack(newAcked))
 end
@@ -321,7 +356,7 @@ end
 if #z > 0 then
   redis.call('ZADD', KEYS[4], unpack(z))
 end
-local trimmed = trimAcked()
+local trimmed = trimAcked(pre)
 if retried and redis.call('EXISTS', KEYS[10]) == 1 then
   redis.call('SPUBLISH', KEYS[11], '1')
 end
