@@ -1,0 +1,291 @@
+package eventqueue
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/eventq/eventq/internal/testenv"
+)
+
+var oldLeaseScript = redis.NewScript(luaPrelude + `
+local limit, vis, maxd, maxleased = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('SET', KEYS[8], ARGV[5], 'NX')
+local epoch = redis.call('GET', KEYS[8])
+local front = tonumber(redis.call('GET', KEYS[2]) or '0')
+local length = redis.call('LLEN', KEYS[1])
+local expires = now + vis
+local live = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')
+local room = math.min(limit, maxleased - live)
+local out = {}
+local dead = false
+while room > 0 do
+  local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, room)
+  if #due == 0 then break end
+  for _, m in ipairs(due) do
+    local o = tonumber(m)
+    local st = redis.call('HGET', KEYS[3], m)
+    local d = tonumber(string.match(st or '', '^(%d+):') or '0')
+    if (not st) or o < front or o >= front + length then
+      redis.call('ZREM', KEYS[4], m)
+      redis.call('HDEL', KEYS[3], m)
+    elseif d >= maxd then
+      local ev = redis.call('LINDEX', KEYS[1], o - front)
+      redis.call('RPUSH', KEYS[9], '{"offset":' .. m .. ',"deliveries":' .. fmt(d) .. ',"event":' .. ev .. '}')
+      redis.call('ZREM', KEYS[4], m)
+      redis.call('HDEL', KEYS[3], m)
+      redis.call('ZADD', KEYS[5], o, m)
+      redis.call('ZADD', KEYS[6], now, m)
+      dead = true
+    else
+      d = d + 1
+      redis.call('HSET', KEYS[3], m, fmt(d) .. ':' .. ARGV[6])
+      redis.call('ZADD', KEYS[4], expires, m)
+      out[#out + 1] = o
+      out[#out + 1] = d
+      out[#out + 1] = redis.call('LINDEX', KEYS[1], o - front)
+      room = room - 1
+    end
+  end
+end
+local nxt = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), front)
+if room > 0 and nxt < front + length then
+  local evs = redis.call('LRANGE', KEYS[1], nxt - front, nxt - front + room - 1)
+  local state, expiry = {}, {}
+  for i, ev in ipairs(evs) do
+    local m = fmt(nxt + i - 1)
+    state[#state + 1] = m
+    state[#state + 1] = '1:' .. ARGV[6]
+    expiry[#expiry + 1] = expires
+    expiry[#expiry + 1] = m
+    out[#out + 1] = nxt + i - 1
+    out[#out + 1] = 1
+    out[#out + 1] = ev
+  end
+  if #evs > 0 then
+    redis.call('HSET', KEYS[3], unpack(state))
+    redis.call('ZADD', KEYS[4], unpack(expiry))
+    nxt = nxt + #evs
+  end
+end
+redis.call('SET', KEYS[7], fmt(nxt))
+local trimmed = {0, front, false}
+if dead then
+  trimmed = trimAcked()
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - 86400000)
+end
+local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+local nextExpiry = -1
+if #first > 0 then
+  nextExpiry = tonumber(first[2])
+end
+if #out == 0 and tonumber(ARGV[7]) > 0 then
+  redis.call('SET', KEYS[10], '1', 'PX', ARGV[7])
+end
+local res = {epoch, expires, trimmed[1], trimmed[2], trimmed[3], nextExpiry}
+for _, v in ipairs(out) do
+  res[#res + 1] = v
+end
+return res
+`)
+
+var oldAckScript = redis.NewScript(luaPrelude + `
+local vis = tonumber(ARGV[1])
+local epoch = redis.call('GET', KEYS[8])
+local front = tonumber(redis.call('GET', KEYS[2]) or '0')
+local nxt = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), front)
+local statuses = {}
+local retried = false
+for i = 2, #ARGV, 4 do
+  local kind, e, m, nonce = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local o = tonumber(m)
+  local s
+  if e ~= epoch or o == nil or o >= nxt then
+    s = 'unknown'
+  elseif redis.call('ZSCORE', KEYS[6], m) then
+    s = 'trimmed'
+  elseif o < front or redis.call('ZSCORE', KEYS[5], m) then
+    s = 'already_acked'
+  else
+    local st = redis.call('HGET', KEYS[3], m)
+    if not st then
+      s = 'unknown'
+    elseif kind == 'a' then
+      redis.call('ZADD', KEYS[5], o, m)
+      redis.call('HDEL', KEYS[3], m)
+      redis.call('ZREM', KEYS[4], m)
+      s = 'acked'
+    else
+      local cur = string.match(st, '^%d+:(.*)$')
+      local exp = tonumber(redis.call('ZSCORE', KEYS[4], m) or '0')
+      if cur ~= nonce or exp <= now then
+        s = 'expired'
+      elseif kind == 'r' then
+        redis.call('ZADD', KEYS[4], 0, m)
+        retried = true
+        s = 'retried'
+      else
+        redis.call('ZADD', KEYS[4], now + vis, m)
+        s = 'extended'
+      end
+    end
+  end
+  statuses[#statuses + 1] = s
+end
+local trimmed = trimAcked()
+if retried and redis.call('EXISTS', KEYS[10]) == 1 then
+  redis.call('SPUBLISH', KEYS[11], '1')
+end
+local res = {trimmed[1], trimmed[2], trimmed[3]}
+for _, s in ipairs(statuses) do
+  res[#res + 1] = s
+end
+return res
+`)
+
+// The batched lease and ack scripts answer and leave the state exactly as the per-event
+// scripts they replaced, over random sequences of leases, acks, retries, extends, trims and
+// dead letters: tenant 1 runs the old scripts, tenant 2 the new ones, on the same calls.
+func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client()
+	s := New(rdb)
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	for seed := int64(1); seed <= 40; seed++ {
+		rdb.FlushAll(ctx)
+		r := rand.New(rand.NewSource(seed))
+		const a, b = 1, 2
+		next := 0
+		var ids []string // lease ids handed out so far (tenant a's; b's are the same but the epoch)
+		epochOf := map[uint64]string{}
+		for step := 0; step < 60; step++ {
+			switch op := r.Intn(10); {
+			case op < 2: // append
+				n := 1 + r.Intn(30)
+				evs := make([][]byte, n)
+				for i := range evs {
+					evs[i] = []byte(fmt.Sprintf(`{"id":"e%d","n":%d}`, next, next))
+					next++
+				}
+				for _, ten := range []uint64{a, b} {
+					if err := s.Append(ctx, ten, evs...); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case op < 5: // lease
+				limit, maxd := 1+r.Intn(40), int64(1+r.Intn(3))
+				vis := int64(3600000)
+				if r.Intn(3) == 0 {
+					vis = 0 // expired at once: reclaimable by the next lease
+				}
+				nonce := fmt.Sprintf("n%d", step)
+				var res [2][]any
+				for i, sc := range []*redis.Script{oldLeaseScript, leaseScript} {
+					ten := []uint64{a, b}[i]
+					v, err := sc.Run(ctx, rdb, leaseKeys(ten), limit, vis, maxd, MaxLeased, fmt.Sprintf("ep%d", ten), nonce, 0).Slice()
+					if err != nil {
+						t.Fatalf("seed %d step %d: %v", seed, step, err)
+					}
+					epochOf[ten] = v[0].(string)
+					v[0], v[1] = nil, nil // epoch and expiry
+					if n, ok := v[5].(int64); ok && n > 0 {
+						v[5] = "some"
+					}
+					res[i] = v
+				}
+				if !reflect.DeepEqual(res[0], res[1]) {
+					t.Fatalf("seed %d step %d lease:\nold %v\nnew %v", seed, step, res[0], res[1])
+				}
+				for i := 6; i < len(res[0]); i += 3 {
+					ids = append(ids, strconv.FormatInt(res[0][i].(int64), 10)+"-"+nonce)
+				}
+			case op < 9: // settle
+				n := 1 + r.Intn(25)
+				var args [2][]any
+				args[0], args[1] = []any{int64(3600000)}, []any{int64(3600000)}
+				if r.Intn(4) == 0 {
+					args[0][0], args[1][0] = int64(0), int64(0)
+				}
+				for j := 0; j < n; j++ {
+					kind := string("aaree"[r.Intn(5)])
+					id := "0-x"
+					if len(ids) > 0 && r.Intn(8) > 0 {
+						id = ids[r.Intn(len(ids))]
+					} else if r.Intn(2) == 0 {
+						id = strconv.Itoa(r.Intn(next+5)) + "-n" + strconv.Itoa(r.Intn(60))
+					}
+					var off, nonce string
+					for k := 0; k < len(id); k++ {
+						if id[k] == '-' {
+							off, nonce = id[:k], id[k+1:]
+							break
+						}
+					}
+					other := r.Intn(20) == 0
+					for i, ten := range []uint64{a, b} {
+						ep := epochOf[ten]
+						if other {
+							ep = "other"
+						}
+						args[i] = append(args[i], kind, ep, off, nonce)
+					}
+				}
+				var res [2][]any
+				for i, sc := range []*redis.Script{oldAckScript, ackScript} {
+					v, err := sc.Run(ctx, rdb, leaseKeys([]uint64{a, b}[i]), args[i]...).Slice()
+					if err != nil {
+						t.Fatalf("seed %d step %d: %v", seed, step, err)
+					}
+					res[i] = v
+				}
+				if !reflect.DeepEqual(res[0], res[1]) {
+					t.Fatalf("seed %d step %d settle %v:\nold %v\nnew %v", seed, step, args[0], res[0], res[1])
+				}
+			default: // trim
+				n := int64(r.Intn(10))
+				for _, ten := range []uint64{a, b} {
+					off, _ := s.Offset(ctx, ten)
+					if _, err := s.Trim(ctx, ten, n, off); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			time.Sleep(time.Millisecond)
+			if x, y := leaseStateOf(t, rdb, a), leaseStateOf(t, rdb, b); !reflect.DeepEqual(x, y) {
+				t.Fatalf("seed %d step %d: state\nold %v\nnew %v", seed, step, x, y)
+			}
+		}
+	}
+}
+
+// leaseStateOf is tenant's queue and lease state, expiries as "past"/"future"/"0".
+func leaseStateOf(t *testing.T, rdb redis.UniversalClient, tenant uint64) []any {
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	norm := func(zs []redis.Z) []string {
+		var out []string
+		for _, z := range zs {
+			v := "future"
+			switch {
+			case z.Score == 0:
+				v = "0"
+			case int64(z.Score) <= now:
+				v = "past"
+			}
+			out = append(out, fmt.Sprint(z.Member)+":"+v)
+		}
+		return out
+	}
+	return []any{
+		rdb.LRange(ctx, Key(tenant), 0, -1).Val(), rdb.Get(ctx, OffsetKey(tenant)).Val(),
+		rdb.HGetAll(ctx, LeaseStateKey(tenant)).Val(), norm(rdb.ZRangeWithScores(ctx, LeaseExpiryKey(tenant), 0, -1).Val()),
+		rdb.ZRange(ctx, AckedKey(tenant), 0, -1).Val(), rdb.ZRange(ctx, GoneKey(tenant), 0, -1).Val(),
+		rdb.Get(ctx, LeaseNextKey(tenant)).Val(), rdb.LRange(ctx, DeadKey(tenant), 0, -1).Val(),
+	}
+}
