@@ -117,12 +117,7 @@ func (b *pageBody) Close() error {
 // With UseQueueEvents inactive it is a no-op.
 func (s *Server) trimEvents(c *fiber.Ctx) error {
 	var errs apperr.FieldErrors
-	var count int64
-	if raw := validate.EmptyToNil(query(c, "count")); raw == nil {
-		validate.Required(&errs, "count")
-	} else {
-		count, _ = validate.Integer(&errs, "count", raw, 1)
-	}
+	count := requiredCount(c, &errs)
 	offset := int64(-1)
 	if raw := query(c, "offset"); raw != "" {
 		if n, ok := validate.Integer(&errs, "offset", raw, 0); ok {

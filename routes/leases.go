@@ -144,12 +144,7 @@ func (s *Server) readDeadLetters(c *fiber.Ctx) error {
 // oldest N dead letters, 204.
 func (s *Server) dropDeadLetters(c *fiber.Ctx) error {
 	var errs apperr.FieldErrors
-	var count int64
-	if raw := validate.EmptyToNil(query(c, "count")); raw == nil {
-		validate.Required(&errs, "count")
-	} else {
-		count, _ = validate.Integer(&errs, "count", raw, 1)
-	}
+	count := requiredCount(c, &errs)
 	if err := errs.Err(); err != nil {
 		return err
 	}
