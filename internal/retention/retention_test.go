@@ -170,7 +170,7 @@ func TestPruneGivesTheSpaceBackOnSQLite(t *testing.T) {
 	}
 	tenant := testenv.MustTenant(t, db, false).ID
 	old := time.Now().AddDate(0, 0, -10)
-	n := retention.DeleteBatch + 2500
+	n := 4000 // several of SQLite's delete steps
 	store(t, db, tenant, old, 0, n)
 	store(t, db, tenant, time.Now(), n, 10)
 	pages := func(pragma string) int64 {
@@ -241,8 +241,8 @@ func TestIngestionGoesOnWhileAPruneWaitsForALock(t *testing.T) {
 	}
 }
 
-// Events stored while a prune deletes tens of thousands of old ones (in several transactions on
-// SQLite, whole partitions on Postgres) are all stored: no insert fails, and none is deleted.
+// Events stored while a prune deletes thousands of old ones (in several transactions on SQLite,
+// whole partitions on Postgres) are all stored: no insert fails, and none is deleted.
 func TestIngestionDuringAPruneLosesNothing(t *testing.T) {
 	db, _ := testenv.DB(t)
 	ctx := context.Background()
@@ -250,9 +250,9 @@ func TestIngestionDuringAPruneLosesNothing(t *testing.T) {
 	now := time.Now().UTC()
 	_, err := database.EnsurePartitions(ctx, db, now.AddDate(0, 0, -12), now)
 	testenv.Must(t, err)
-	old := 2*retention.DeleteBatch + 500
-	for i := 0; i < old; i += 5000 {
-		store(t, db, tenant, now.AddDate(0, 0, -10-i%3), i, min(5000, old-i))
+	old := 4500
+	for i := 0; i < old; i += 1000 {
+		store(t, db, tenant, now.AddDate(0, 0, -10-(i/1000)%3), i, min(1000, old-i))
 	}
 
 	ins := startInserting(db, tenant)
