@@ -80,12 +80,24 @@ func (c *Client) Consume(ctx context.Context, handler func(ctx context.Context, 
 // attempt it re-reads to learn whether the server applied it.
 func (c *Client) ack(ctx context.Context, b *backoff, batch Batch) error {
 	uncertain := false // a trim was sent and failed: it may or may not have been applied
+	return c.persist(ctx, b, FinalTrimTimeout, fmt.Sprintf("the finished batch of %d events stays in the queue", batch.Count),
+		func(ctx context.Context) error {
+			err := c.trimOnce(ctx, batch, uncertain)
+			uncertain = uncertain || err != nil
+			return err
+		})
+}
+
+// persist runs attempt until it succeeds, repeating it after transient errors with b's
+// back-off, and returns a permanent error as it is. Once ctx is cancelled it makes one last
+// attempt bounded by final, so that work the handler finished is still settled; if that one
+// fails, the error says what is left undone (lost).
+func (c *Client) persist(ctx context.Context, b *backoff, final time.Duration, lost string, attempt func(context.Context) error) error {
 	for ctx.Err() == nil {
-		err := c.trimOnce(ctx, batch, uncertain)
+		err := attempt(ctx)
 		if err == nil {
 			return nil
 		}
-		uncertain = true
 		if ctx.Err() != nil {
 			break
 		}
@@ -96,10 +108,10 @@ func (c *Client) ack(ctx context.Context, b *backoff, batch Batch) error {
 			break
 		}
 	}
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FinalTrimTimeout)
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), final)
 	defer cancel()
-	if err := c.trimOnce(tctx, batch, uncertain); err != nil {
-		return fmt.Errorf("cancelled: the finished batch of %d events stays in the queue: %w", batch.Count, err)
+	if err := attempt(tctx); err != nil {
+		return fmt.Errorf("cancelled: %s: %w", lost, err)
 	}
 	return nil
 }

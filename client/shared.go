@@ -250,33 +250,17 @@ func (c *Client) keepLeases(ctx context.Context, visibility time.Duration, event
 // settle sends req, repeating it after transient errors (every part of an Ack is safe to
 // repeat). Once ctx is cancelled it sends one last attempt bounded by FinalAckTimeout.
 func (c *Client) settle(ctx context.Context, b *backoff, req AckRequest) error {
-	if len(req.Acks)+len(req.Retries)+len(req.Extends) == 0 {
+	n := len(req.Acks) + len(req.Retries) + len(req.Extends)
+	if n == 0 {
 		return nil
 	}
-	for ctx.Err() == nil {
+	return c.persist(ctx, b, FinalAckTimeout, fmt.Sprintf("%d leases are left to expire", n), func(ctx context.Context) error {
 		res, err := c.Ack(ctx, req)
 		if err == nil {
 			c.logSettled(ctx, res)
-			return nil
 		}
-		if ctx.Err() != nil {
-			break
-		}
-		if !IsTransient(err) {
-			return err
-		}
-		if c.wait(ctx, b, err) != nil {
-			break
-		}
-	}
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FinalAckTimeout)
-	defer cancel()
-	res, err := c.Ack(tctx, req)
-	if err != nil {
-		return fmt.Errorf("cancelled: %d leases are left to expire: %w", len(req.Acks)+len(req.Retries)+len(req.Extends), err)
-	}
-	c.logSettled(ctx, res)
-	return nil
+		return err
+	})
 }
 
 // logSettled logs the acks that did not land as acknowledged: the event was trimmed (a plain
