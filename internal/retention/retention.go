@@ -191,6 +191,10 @@ func (p *Pruner) yield(ctx context.Context, took time.Duration) error {
 // vacuum gives the pages freed by deletes back to the file system, vacuumPages at a time
 // (SQLite with auto_vacuum=INCREMENTAL; a database without it keeps its free pages for reuse).
 func (p *Pruner) vacuum(ctx context.Context) error {
+	var mode int
+	if err := p.DB.WithContext(ctx).Raw("PRAGMA auto_vacuum").Scan(&mode).Error; err != nil || mode != 2 {
+		return err
+	}
 	for {
 		var free int64
 		if err := p.DB.WithContext(ctx).Raw("PRAGMA freelist_count").Scan(&free).Error; err != nil {
@@ -198,10 +202,6 @@ func (p *Pruner) vacuum(ctx context.Context) error {
 		}
 		if free == 0 {
 			return nil
-		}
-		var mode int
-		if err := p.DB.WithContext(ctx).Raw("PRAGMA auto_vacuum").Scan(&mode).Error; err != nil || mode != 2 {
-			return err
 		}
 		start := time.Now()
 		if err := p.vacuumStep(ctx); err != nil {
