@@ -170,3 +170,42 @@ func TestRowWithoutItsPartitionIsKeptAndMovedToItsDay(t *testing.T) {
 		t.Errorf("rows %+v, want the event unchanged", got)
 	}
 }
+
+// Processes creating the same partitions at once (workers starting together) all succeed and
+// each partition is made once: the advisory lock serialises them, where two CREATE TABLEs of
+// one name would otherwise collide.
+func TestConcurrentEnsurePartitionsMakeEachOnce(t *testing.T) {
+	if testenv.Backend() != "postgres" {
+		t.Skip("day partitions exist on Postgres only")
+	}
+	_, url := testenv.DB(t)
+	from := time.Now().UTC().AddDate(0, 0, 200)
+	to := from.AddDate(0, 0, 5)
+	const procs = 4
+	made := make(chan int, procs)
+	errs := make(chan error, procs)
+	for i := 0; i < procs; i++ {
+		go func() {
+			db, err := database.Open(url) // a pool of its own, as another process would have
+			if err != nil {
+				made <- 0
+				errs <- err
+				return
+			}
+			defer database.Close(db)
+			n, err := database.EnsurePartitions(context.Background(), db, from, to)
+			made <- n
+			errs <- err
+		}()
+	}
+	total := 0
+	for i := 0; i < procs; i++ {
+		testenv.Must(t, <-errs)
+	}
+	for i := 0; i < procs; i++ {
+		total += <-made
+	}
+	if total != 6 {
+		t.Errorf("%d partitions made in all, want 6 (each of the 6 days once)", total)
+	}
+}
