@@ -20,6 +20,7 @@ import (
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/infra"
 	"github.com/eventq/eventq/internal/payments"
+	"github.com/eventq/eventq/internal/profiling"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/retention"
 	"github.com/eventq/eventq/internal/tracking"
@@ -33,6 +34,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(2)
 	}
+	prof, err := profiling.Start(cfg.PprofAddr, log) // off unless PPROF_ADDR is set
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "worker: PPROF_ADDR: %v\n", err)
+		os.Exit(1)
+	}
+	defer prof.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	m := NewMain(cfg, log)
