@@ -91,19 +91,7 @@ func (m *Main) Open() (err error) {
 	}
 	m.Infra = in
 	rdb := in.Redis[config.DefaultConnection]
-	m.server = asynq.NewServerFromRedisClient(rdb, asynq.Config{
-		// Fulfilments mostly wait on the database's commit (its WAL flush); 20 at a time kept
-		// up with 1,000 paid sessions a second where 10 fell behind (make bench, fulfilment).
-		Concurrency:     20,
-		ShutdownTimeout: 10 * time.Second,
-		RetryDelayFunc:  jobs.RetryDelay,
-		// An idle worker looks for new tasks this often (asynq's default is 1 s, which would be
-		// the webhook-to-purchase latency of a quiet system).
-		TaskCheckInterval:        25 * time.Millisecond,
-		DelayedTaskCheckInterval: time.Second,
-		Logger:                   asynqLogger{m.Log},
-		LogLevel:                 asynq.WarnLevel,
-	})
+	m.server = asynq.NewServerFromRedisClient(rdb, serverConfig(m.Log))
 	// The scheduler gets its own connection: asynq's scheduler closes its client on shutdown.
 	schedConn, err := schedulerConn(m.Config.Redis)
 	if err != nil {
