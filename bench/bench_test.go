@@ -104,6 +104,13 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		positive("fulfilment.purchases_per_second", f.PurchasesPerSec)
 		positive("fulfilment.webhook_to_purchase.p50", f.Latency.P50)
 		positive("fulfilment.floor_transactions_per_second", f.FloorTxPerSec)
+		if f.BelowCapacity == nil || f.Capacity == nil {
+			t.Error("fulfilment without below_capacity or capacity")
+		} else {
+			positive("fulfilment.below_capacity.committed", float64(f.BelowCapacity.Committed))
+			positive("fulfilment.below_capacity.webhook_to_purchase.p50", f.BelowCapacity.Latency.P50)
+			positive("fulfilment.capacity.purchases_per_second", f.Capacity.PurchasesPerSec)
+		}
 	}
 	if l := rep.Limits; l == nil {
 		t.Error("no rate_limits")

@@ -40,6 +40,7 @@ func main() {
 	quick := flag.Bool("quick", false, "shorten every scenario (the whole run takes under a minute)")
 	out := flag.String("out", "bench/results/latest.json", "where to write the JSON report")
 	keep := flag.Bool("keep", false, "keep the temp dir (api and worker logs, the SQLite file) and print its path")
+	profile := flag.Bool("profile", false, "record CPU profiles of the api and the worker during the payment scenarios into the temp dir (implies -keep)")
 	only := flag.String("only", "", "comma-separated scenarios to run, of "+strings.Join(scenarios, ",")+" (default: all)")
 	flag.Parse()
 	sel, err := parseOnly(*only)
@@ -55,7 +56,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
 	cmd := strings.TrimSpace("go run ./bench " + strings.Join(os.Args[1:], " "))
-	_, err = run(ctx, options{Quick: *quick, Out: *out, Keep: *keep, Only: sel, Command: cmd, Stdout: os.Stdout, Logf: logf})
+	_, err = run(ctx, options{Quick: *quick, Out: *out, Keep: *keep || *profile, Profile: *profile, Only: sel, Command: cmd, Stdout: os.Stdout, Logf: logf})
 	switch {
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintln(os.Stderr, "bench: interrupted; everything it started is stopped")
@@ -71,6 +72,7 @@ type options struct {
 	Quick   bool
 	Out     string // JSON report path; "" writes none
 	Keep    bool   // keep the temp dir with the logs
+	Profile bool   // CPU profiles of the api and worker during the payment scenarios
 	Only    set    // scenarios to run; empty runs them all
 	Command string // recorded in the report
 	Stdout  io.Writer
@@ -100,6 +102,11 @@ type plan struct {
 	retention        retentionPlan
 	leases           leasePlan
 	only             set // scenarios to run; empty runs them all
+
+	// Fulfilment below the worker's capacity, and the backlog the capacity is measured on.
+	fulfilLowRate     float64
+	fulfilLowSessions int
+	capacitySessions  int
 }
 
 // scenarios are the names -only accepts.
@@ -133,6 +140,7 @@ var (
 		ingest:      ingestPlan{stepDur: 3 * time.Second, factor: 1.5, maxSteps: 20, refine: 3, start: map[int]float64{1: 200, 50: 8}},
 		webhookRate: 1000, webhookFor: 20 * time.Second, webhookAloneFor: 5 * time.Second,
 		fulfilSessions: 2000, fulfilRate: 1000, fulfilFloorFor: 3 * time.Second, fulfilWaitAtMost: 2 * time.Minute,
+		fulfilLowRate: 200, fulfilLowSessions: 2000, capacitySessions: 5000,
 		limitTurns: 2, longPollWaiters: 1000, longPollWakeups: 300, codingIterations: 30, rebuildEvents: 100000,
 		retention: fullRetention, leases: fullLeases,
 	}
@@ -142,6 +150,7 @@ var (
 		ingest:      ingestPlan{stepDur: 500 * time.Millisecond, factor: 2, maxSteps: 4, start: map[int]float64{1: 400, 50: 10}},
 		webhookRate: 1000, webhookFor: 3 * time.Second, webhookAloneFor: time.Second,
 		fulfilSessions: 200, fulfilRate: 1000, fulfilFloorFor: 300 * time.Millisecond, fulfilWaitAtMost: 30 * time.Second,
+		fulfilLowRate: 200, fulfilLowSessions: 200, capacitySessions: 500,
 		limitTurns: 1, longPollWaiters: 100, longPollWakeups: 30, codingIterations: 5, rebuildEvents: 5000,
 		retention: quickRetention, leases: quickLeases,
 	}
@@ -167,8 +176,14 @@ func run(ctx context.Context, o options) (*Report, error) {
 		return nil, err
 	}
 	defer s.close()
+	s.profile = o.Profile
 	rep := &Report{Command: o.Command, Quick: o.Quick, Machine: describeMachine(ctx, s)}
 
+	// First, on a database and a Redis of their own, before any other scenario has loaded the
+	// machine: see runPaymentsPhase.
+	if err := runPaymentsPhase(ctx, s, p, rep); err != nil {
+		return nil, err
+	}
 	if err := runPostgresPhase(ctx, s, p, rep); err != nil {
 		return nil, err
 	}
@@ -208,8 +223,11 @@ func run(ctx context.Context, o options) (*Report, error) {
 	return rep, nil
 }
 
-// runPostgresPhase runs every scenario but SQLite ingestion, on Postgres.
+// runPostgresPhase runs the Postgres scenarios but the payment ones (runPaymentsPhase).
 func runPostgresPhase(ctx context.Context, s *stack, p plan, rep *Report) error {
+	if !slices.ContainsFunc([]string{"read", "compression", "trim", "ingest-postgres", "longpoll", "leases", "rebuild"}, p.runs) {
+		return nil
+	}
 	url, err := s.postgresDatabase("bench")
 	if err != nil {
 		return err
@@ -227,18 +245,6 @@ func runPostgresPhase(ctx context.Context, s *stack, p plan, rep *Report) error 
 		}
 	}
 	trimmer, err := s.seedTenant(ctx, "", true)
-	if err != nil {
-		return err
-	}
-	shop, err := s.seedTenant(ctx, "acct_bench_fulfil", true)
-	if err != nil {
-		return err
-	}
-	floorShop, err := s.seedTenant(ctx, "acct_bench_floor", false)
-	if err != nil {
-		return err
-	}
-	ackShop, err := s.seedTenant(ctx, "acct_bench_ack", true)
 	if err != nil {
 		return err
 	}
@@ -277,18 +283,6 @@ func runPostgresPhase(ctx context.Context, s *stack, p plan, rep *Report) error 
 
 	if p.runs("ingest-postgres") {
 		if err := runIngest(ctx, s, p, rep); err != nil {
-			return err
-		}
-	}
-	if p.runs("fulfil") {
-		s.logf("fulfilment: %d paid sessions at %.0f/s", p.fulfilSessions, p.fulfilRate)
-		if rep.Fulfilment, err = benchFulfilment(ctx, s, shop, floorShop, p.fulfilSessions, p.fulfilRate, p.fulfilFloorFor, p.fulfilWaitAtMost); err != nil {
-			return err
-		}
-	}
-	if p.runs("webhook") {
-		s.logf("webhook: %.0f/s for %s (worker running)", p.webhookRate, p.webhookFor)
-		if rep.Webhook, err = benchWebhook(ctx, s, ackShop, p.webhookRate, p.webhookFor, p.webhookAloneFor); err != nil {
 			return err
 		}
 	}

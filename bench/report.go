@@ -162,6 +162,18 @@ func (r *Report) buildRows() {
 		add(name, "s until all committed", fu.ElapsedSeconds, nil, nil, "", nil)
 		add(name, "webhook→purchase p50 ms", fu.Latency.P50, nil, nil, "≤ 50 ms", b(fu.MetP50))
 		add(name, "webhook→purchase p99 ms", fu.Latency.P99, nil, nil, "", nil)
+		if lo := fu.BelowCapacity; lo != nil {
+			low := fmt.Sprintf("fulfilment %.0f/s × %d", lo.RatePerSec, lo.Sessions)
+			add(low, "webhook→purchase p50 ms", lo.Latency.P50, nil, nil, fmt.Sprintf("≤ %.0f ms", lo.TargetP50), b(lo.Latency.P50 <= lo.TargetP50))
+			add(low, "webhook→purchase p99 ms", lo.Latency.P99, nil, nil, fmt.Sprintf("≤ %.0f ms", lo.TargetP99), b(lo.Latency.P99 <= lo.TargetP99))
+			add(low, "purchases missing", float64(lo.Sessions-lo.Committed), nil, nil, "0", b(lo.Committed == lo.Sessions))
+		}
+		if c := fu.Capacity; c != nil {
+			add(fmt.Sprintf("fulfilment capacity, %d backlog", c.Sessions), "purchases/s (first to last)", c.PurchasesPerSec, nil, nil,
+				fmt.Sprintf("≥ %.0f/s", c.TargetPerSec), b(c.Met))
+			add(fmt.Sprintf("fulfilment capacity, %d backlog", c.Sessions), "api / worker CPU ms per session", c.APICPUMsPerWebhook,
+				f(c.WorkerCPUMsPerFulfilment), nil, "", nil)
+		}
 	}
 	if l := r.Limits; l != nil {
 		l.rows(add)

@@ -49,6 +49,12 @@ type stack struct {
 	// extraEnv is added to the api's and worker's environment by startServices.
 	extraEnv []string
 	starts   int
+	// profile makes startServices give the api and the worker each a PPROF_ADDR, whose
+	// addresses pprofAPI and pprofWorker are then.
+	profile               bool
+	pprofAPI, pprofWorker string
+	workerEnv             []string // the worker's environment, for startWorker
+	phase                 string   // names the logs of this start
 
 	// Set by startServices.
 	dbURL  string
@@ -173,7 +179,14 @@ func (s *stack) startServices(ctx context.Context, dbURL string) error {
 		"PSP_WEBHOOK_SECRET="+webhookSecret, "APP_URL="+s.base)
 	env = append(env, testenv.NoRateLimits...) // the load comes from one address, far above the defaults
 	env = append(env, s.extraEnv...)
-	s.api = &proc{name: "api", path: filepath.Join(s.binDir, "api"), env: append(env, "HTTP_ADDR="+addr),
+	apiEnv, workerEnv := append(env[:len(env):len(env)], "HTTP_ADDR="+addr), env[:len(env):len(env)]
+	if s.profile {
+		if s.pprofAPI, s.pprofWorker, err = twoFreeAddrs(); err != nil {
+			return err
+		}
+		apiEnv, workerEnv = append(apiEnv, "PPROF_ADDR="+s.pprofAPI), append(workerEnv, "PPROF_ADDR="+s.pprofWorker)
+	}
+	s.api = &proc{name: "api", path: filepath.Join(s.binDir, "api"), env: apiEnv,
 		logPath: filepath.Join(s.dir, "api-"+phase+".log")}
 	if err := s.api.start(); err != nil {
 		return err
@@ -194,9 +207,33 @@ func (s *stack) startServices(ctx context.Context, dbURL string) error {
 			return err
 		}
 	}
-	s.worker = &proc{name: "worker", path: filepath.Join(s.binDir, "worker"), env: env,
-		logPath: filepath.Join(s.dir, "worker-"+phase+".log")}
+	s.workerEnv, s.phase = workerEnv, phase
+	return s.startWorker()
+}
+
+// startWorker starts a worker with the environment of the last startServices, after a stopped
+// one (each start writes its own log).
+func (s *stack) startWorker() error {
+	if s.worker != nil {
+		s.worker.stop()
+	}
+	s.starts++
+	s.worker = &proc{name: "worker", path: filepath.Join(s.binDir, "worker"), env: s.workerEnv,
+		logPath: filepath.Join(s.dir, fmt.Sprintf("worker-%s-%d.log", s.phase, s.starts))}
 	return s.worker.start()
+}
+
+// twoFreeAddrs returns two loopback addresses that were free a moment ago.
+func twoFreeAddrs() (string, string, error) {
+	a, err := freePort()
+	if err != nil {
+		return "", "", err
+	}
+	b, err := freePort()
+	for err == nil && b == a {
+		b, err = freePort()
+	}
+	return fmt.Sprintf("127.0.0.1:%d", a), fmt.Sprintf("127.0.0.1:%d", b), err
 }
 
 // stopServices stops the api and worker (SIGTERM, clean shutdown) and closes the database.

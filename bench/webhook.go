@@ -89,9 +89,11 @@ func benchWebhook(ctx context.Context, s *stack, shop *tenant, rate float64, d, 
 		return nil, err
 	}
 
+	wait := s.profileDuring(ctx, "webhook", d)
 	r := openLoop{Rate: rate, N: n, Do: func(ctx context.Context, i int) error {
 		return s.postDelivery(ctx, deliveries[i])
 	}}.run(ctx)
+	wait()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

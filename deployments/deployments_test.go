@@ -29,9 +29,11 @@ var notDeployed = map[string]map[string]string{
 	"kubernetes": {
 		"PSP_API_BASE": "points the provider client at a fake provider (tests, local stacks); " +
 			"a cluster talks to the real provider, the default",
+		"PPROF_ADDR": "runtime profiles are for measuring a process by hand; off in a deployment",
 	},
 	"compose": {
 		"REDIS_CLUSTER_ADDRS": "compose runs one Redis server, not a cluster",
+		"PPROF_ADDR":          "runtime profiles are for measuring a process by hand; off in a deployment",
 	},
 }
 

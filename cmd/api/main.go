@@ -22,6 +22,7 @@ import (
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/infra"
 	"github.com/eventq/eventq/internal/payments"
+	"github.com/eventq/eventq/internal/profiling"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/ratelimit"
 	"github.com/eventq/eventq/internal/tracking"
@@ -36,6 +37,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "api:", err)
 		os.Exit(2)
 	}
+	prof, err := profiling.Start(cfg.PprofAddr, log) // off unless PPROF_ADDR is set
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "api: PPROF_ADDR: %v\n", err)
+		os.Exit(1)
+	}
+	defer prof.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	m := NewMain(cfg, log)

@@ -20,6 +20,7 @@ import (
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/infra"
 	"github.com/eventq/eventq/internal/payments"
+	"github.com/eventq/eventq/internal/profiling"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/retention"
 	"github.com/eventq/eventq/internal/tracking"
@@ -33,6 +34,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(2)
 	}
+	prof, err := profiling.Start(cfg.PprofAddr, log) // off unless PPROF_ADDR is set
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "worker: PPROF_ADDR: %v\n", err)
+		os.Exit(1)
+	}
+	defer prof.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	m := NewMain(cfg, log)
@@ -84,19 +91,7 @@ func (m *Main) Open() (err error) {
 	}
 	m.Infra = in
 	rdb := in.Redis[config.DefaultConnection]
-	m.server = asynq.NewServerFromRedisClient(rdb, asynq.Config{
-		// Fulfilments mostly wait on the database's commit (its WAL flush); 20 at a time kept
-		// up with 1,000 paid sessions a second where 10 fell behind (make bench, fulfilment).
-		Concurrency:     20,
-		ShutdownTimeout: 10 * time.Second,
-		RetryDelayFunc:  jobs.RetryDelay,
-		// An idle worker looks for new tasks this often (asynq's default is 1 s, which would be
-		// the webhook-to-purchase latency of a quiet system).
-		TaskCheckInterval:        25 * time.Millisecond,
-		DelayedTaskCheckInterval: time.Second,
-		Logger:                   asynqLogger{m.Log},
-		LogLevel:                 asynq.WarnLevel,
-	})
+	m.server = asynq.NewServerFromRedisClient(rdb, serverConfig(m.Log))
 	// The scheduler gets its own connection: asynq's scheduler closes its client on shutdown.
 	schedConn, err := schedulerConn(m.Config.Redis)
 	if err != nil {

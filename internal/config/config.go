@@ -22,7 +22,7 @@ const DefaultConnection = "default"
 // and the STRIPE_* aliases of the PSP_* names.
 var Variables = []string{
 	"HTTP_ADDR", "APP_URL", "DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_ADDRS",
-	"EVENTQUEUE_QUEUE_CONNECTION", "TRUSTED_PROXIES", "WORKER_METRICS_ADDR",
+	"EVENTQUEUE_QUEUE_CONNECTION", "TRUSTED_PROXIES", "WORKER_METRICS_ADDR", "PPROF_ADDR",
 	"PSP_WEBHOOK_SECRET", "PSP_SECRET_KEY", "PSP_PUBLISHABLE_KEY", "PSP_CONNECT_CLIENT_ID", "PSP_API_BASE",
 	"PSP_RECONCILE_INTERVAL",
 	"RATE_LIMIT_TRACK", "RATE_LIMIT_TRACK_IP", "RATE_LIMIT_PLATFORM", "EVENTQUEUE_MAX_LENGTH",
@@ -50,6 +50,9 @@ type Config struct {
 	// WorkerMetricsAddr is where the worker serves its metrics (WORKER_METRICS_ADDR).
 	// Default empty: not served.
 	WorkerMetricsAddr string
+	// PprofAddr is where the process serves Go's runtime profiles (PPROF_ADDR), for
+	// measurement. Default empty: not served.
+	PprofAddr string
 	// PSP is the payment provider's configuration.
 	PSP PSPConfig
 	// Limits are the rate limits and the queue length limit.
@@ -124,6 +127,7 @@ func Load(environ []string) (Config, error) {
 		DatabaseURL:       get("DATABASE_URL", "sqlite://var/eventq.db"),
 		QueueConnection:   strings.ToLower(get("EVENTQUEUE_QUEUE_CONNECTION", DefaultConnection)),
 		WorkerMetricsAddr: get("WORKER_METRICS_ADDR", ""),
+		PprofAddr:         get("PPROF_ADDR", ""),
 		Redis: RedisConfig{
 			URLs:         map[string]string{DefaultConnection: get("REDIS_URL", "redis://127.0.0.1:6379/0")},
 			ClusterAddrs: splitList(get("REDIS_CLUSTER_ADDRS", "")),
@@ -214,6 +218,11 @@ func (c Config) Validate() error {
 	if c.WorkerMetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.WorkerMetricsAddr); err != nil {
 			return fmt.Errorf("config: WORKER_METRICS_ADDR: %q is not host:port", c.WorkerMetricsAddr)
+		}
+	}
+	if c.PprofAddr != "" {
+		if _, _, err := net.SplitHostPort(c.PprofAddr); err != nil {
+			return fmt.Errorf("config: PPROF_ADDR: %q is not host:port", c.PprofAddr)
 		}
 	}
 	return nil
