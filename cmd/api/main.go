@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -63,6 +64,7 @@ type Main struct {
 	ingest *tracking.Ingestor
 	waiter *eventqueue.Waiter
 	trims  *consume.TrimLog
+	pprof  *http.Server // PPROF_ADDR's, when set
 }
 
 // NewMain returns a Main with the real clock; tests may replace fields before Open.
@@ -100,11 +102,18 @@ func (m *Main) Open() error {
 		Metrics:        mx,
 		Limiter:        ratelimit.New(in.Redis[config.DefaultConnection], m.Clock, mx),
 		Limits:         m.Config.Limits,
+		BenchNoop:      m.Config.BenchNoopRoute,
 	})
 	m.ln, err = net.Listen("tcp", m.Config.HTTPAddr)
 	if err != nil {
 		m.Close()
 		return fmt.Errorf("api: listen on HTTP_ADDR %s: %w", m.Config.HTTPAddr, err)
+	}
+	if m.Config.PprofAddr != "" {
+		if m.pprof, err = servePprof(m.Config.PprofAddr, m.Log); err != nil {
+			m.Close()
+			return fmt.Errorf("api: listen on PPROF_ADDR %s: %w", m.Config.PprofAddr, err)
+		}
 	}
 	return nil
 }
@@ -131,6 +140,10 @@ func (m *Main) Close() error {
 	if m.waiter != nil { // first: waiting reads are answered now, not at the shutdown's timeout
 		m.waiter.Close()
 		m.waiter = nil
+	}
+	if m.pprof != nil {
+		m.pprof.Close()
+		m.pprof = nil
 	}
 	if m.app != nil {
 		errs = append(errs, m.app.ShutdownWithTimeout(10*time.Second))

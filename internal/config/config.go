@@ -27,6 +27,7 @@ var Variables = []string{
 	"PSP_RECONCILE_INTERVAL",
 	"RATE_LIMIT_TRACK", "RATE_LIMIT_TRACK_IP", "RATE_LIMIT_PLATFORM", "EVENTQUEUE_MAX_LENGTH",
 	"EVENTQUEUE_MAX_DELIVERIES", "EVENT_RETENTION", "EVENT_PRUNE_INTERVAL",
+	"PPROF_ADDR", "BENCH_NOOP_ROUTE",
 }
 
 // Config is everything the three binaries read from the environment. The zero value is not
@@ -56,6 +57,13 @@ type Config struct {
 	Limits Limits
 	// Retention is how long stored events are kept.
 	Retention RetentionConfig
+	// PprofAddr is where the api serves Go's runtime profiles under /debug/pprof/, on a
+	// listener of its own (PPROF_ADDR). Default empty: not served.
+	PprofAddr string
+	// BenchNoopRoute adds the api's POST /bench/noop, which answers like a tracking request
+	// without doing any of its work: the HTTP floor `make bench` measures ingestion against
+	// (BENCH_NOOP_ROUTE, on or off). Default off.
+	BenchNoopRoute bool
 }
 
 // RedisConfig describes every named Redis connection.
@@ -124,6 +132,7 @@ func Load(environ []string) (Config, error) {
 		DatabaseURL:       get("DATABASE_URL", "sqlite://var/eventq.db"),
 		QueueConnection:   strings.ToLower(get("EVENTQUEUE_QUEUE_CONNECTION", DefaultConnection)),
 		WorkerMetricsAddr: get("WORKER_METRICS_ADDR", ""),
+		PprofAddr:         get("PPROF_ADDR", ""),
 		Redis: RedisConfig{
 			URLs:         map[string]string{DefaultConnection: get("REDIS_URL", "redis://127.0.0.1:6379/0")},
 			ClusterAddrs: splitList(get("REDIS_CLUSTER_ADDRS", "")),
@@ -149,6 +158,12 @@ func Load(environ []string) (Config, error) {
 		return Config{}, err
 	}
 	cfg.PSP.ReconcileInterval = interval
+	switch noop := get("BENCH_NOOP_ROUTE", "off"); {
+	case strings.EqualFold(noop, "on"):
+		cfg.BenchNoopRoute = true
+	case !strings.EqualFold(noop, "off"):
+		return Config{}, fmt.Errorf("config: BENCH_NOOP_ROUTE: %q is not on or off", noop)
+	}
 	limits, err := loadLimits(get)
 	if err != nil {
 		return Config{}, err
@@ -214,6 +229,11 @@ func (c Config) Validate() error {
 	if c.WorkerMetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.WorkerMetricsAddr); err != nil {
 			return fmt.Errorf("config: WORKER_METRICS_ADDR: %q is not host:port", c.WorkerMetricsAddr)
+		}
+	}
+	if c.PprofAddr != "" {
+		if _, _, err := net.SplitHostPort(c.PprofAddr); err != nil {
+			return fmt.Errorf("config: PPROF_ADDR: %q is not host:port", c.PprofAddr)
 		}
 	}
 	return nil
