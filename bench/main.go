@@ -40,6 +40,7 @@ func main() {
 	quick := flag.Bool("quick", false, "shorten every scenario (the whole run takes under a minute)")
 	out := flag.String("out", "bench/results/latest.json", "where to write the JSON report")
 	keep := flag.Bool("keep", false, "keep the temp dir (api and worker logs, the SQLite file) and print its path")
+	profile := flag.String("profile", "", "write CPU profiles of the api during ingestion and its HTTP floor into this directory")
 	only := flag.String("only", "", "comma-separated scenarios to run, of "+strings.Join(scenarios, ",")+" (default: all)")
 	flag.Parse()
 	sel, err := parseOnly(*only)
@@ -55,7 +56,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
 	cmd := strings.TrimSpace("go run ./bench " + strings.Join(os.Args[1:], " "))
-	_, err = run(ctx, options{Quick: *quick, Out: *out, Keep: *keep, Only: sel, Command: cmd, Stdout: os.Stdout, Logf: logf})
+	_, err = run(ctx, options{Quick: *quick, Out: *out, Keep: *keep, Only: sel, Command: cmd, Stdout: os.Stdout, Logf: logf, Profile: *profile})
 	switch {
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintln(os.Stderr, "bench: interrupted; everything it started is stopped")
@@ -71,6 +72,7 @@ type options struct {
 	Quick   bool
 	Out     string // JSON report path; "" writes none
 	Keep    bool   // keep the temp dir with the logs
+	Profile string // directory for the api's CPU profiles during ingestion; "" records none
 	Only    set    // scenarios to run; empty runs them all
 	Command string // recorded in the report
 	Stdout  io.Writer
@@ -167,6 +169,12 @@ func run(ctx context.Context, o options) (*Report, error) {
 		return nil, err
 	}
 	defer s.close()
+	if o.Profile != "" {
+		if err := os.MkdirAll(o.Profile, 0o755); err != nil {
+			return nil, err
+		}
+		s.profileDir = o.Profile
+	}
 	rep := &Report{Command: o.Command, Quick: o.Quick, Machine: describeMachine(ctx, s)}
 
 	if err := runPostgresPhase(ctx, s, p, rep); err != nil {
@@ -355,7 +363,7 @@ func runIngest(ctx context.Context, s *stack, p plan, rep *Report) error {
 	var results []*Ingest
 	for i, batch := range []int{1, 50} {
 		t := tenants[i+1]
-		in, err := benchIngest(ctx, s, t, batch, p.ingest, floor)
+		in, err := measureIngest(ctx, s, t, batch, p.ingest, floor)
 		if err != nil {
 			return err
 		}
@@ -372,8 +380,7 @@ func runIngest(ctx context.Context, s *stack, p plan, rep *Report) error {
 	floor.Rows100, floor.Rows50, floor.Rows1 = max(floor.Rows100, again.Rows100), max(floor.Rows50, again.Rows50), max(floor.Rows1, again.Rows1)
 	for _, in := range results {
 		in.FloorRowsPerSec = floor.best()
-		in.Ratio = in.EventsPerSec / in.FloorRowsPerSec
-		in.Met = in.Ratio >= in.Target
+		in.ratios()
 	}
 	rep.Ingest = append(rep.Ingest, results...)
 	return nil

@@ -49,6 +49,10 @@ type stack struct {
 	// extraEnv is added to the api's and worker's environment by startServices.
 	extraEnv []string
 	starts   int
+	// profileDir, when set (-profile), is where CPU profiles of the api go; startServices
+	// then gives the api a PPROF_ADDR, pprofAddr.
+	profileDir string
+	pprofAddr  string
 
 	// Set by startServices.
 	dbURL  string
@@ -173,7 +177,16 @@ func (s *stack) startServices(ctx context.Context, dbURL string) error {
 		"PSP_WEBHOOK_SECRET="+webhookSecret, "APP_URL="+s.base)
 	env = append(env, testenv.NoRateLimits...) // the load comes from one address, far above the defaults
 	env = append(env, s.extraEnv...)
-	s.api = &proc{name: "api", path: filepath.Join(s.binDir, "api"), env: append(env, "HTTP_ADDR="+addr),
+	apiEnv := append(env, "HTTP_ADDR="+addr, "BENCH_NOOP_ROUTE=on") // the HTTP floor's route
+	if s.profileDir != "" {
+		pport, err := freePort()
+		if err != nil {
+			return err
+		}
+		s.pprofAddr = fmt.Sprintf("127.0.0.1:%d", pport)
+		apiEnv = append(apiEnv, "PPROF_ADDR="+s.pprofAddr)
+	}
+	s.api = &proc{name: "api", path: filepath.Join(s.binDir, "api"), env: apiEnv,
 		logPath: filepath.Join(s.dir, "api-"+phase+".log")}
 	if err := s.api.start(); err != nil {
 		return err
