@@ -21,6 +21,32 @@ type FixedRate struct {
 	Latency               Latency `json:"latency"`
 	APICPUSeconds         float64 `json:"api_cpu_seconds"`
 	APICPUMicrosPerReq    float64 `json:"api_cpu_us_per_request"`
+	// Redis's commands and CPU (INFO) per answered request, the load generator and other
+	// scenarios idle: what each request costs the Redis server beside the api.
+	RedisCommandsPerReq  float64 `json:"redis_commands_per_request"`
+	RedisCPUMicrosPerReq float64 `json:"redis_cpu_us_per_request"`
+}
+
+// redisCounters reads Redis's total commands processed and CPU seconds used (INFO).
+func redisCounters(ctx context.Context, s *stack) (commands, cpu float64) {
+	info, err := s.rdb.Info(ctx, "stats", "cpu").Result()
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		f, _ := strconv.ParseFloat(v, 64)
+		switch k {
+		case "total_commands_processed":
+			commands = f
+		case "used_cpu_sys", "used_cpu_user":
+			cpu += f
+		}
+	}
+	return commands, cpu
 }
 
 // atFraction offers rate requests/s of post for twice plan.stepDur and measures the latency
@@ -28,8 +54,10 @@ type FixedRate struct {
 func atFraction(ctx context.Context, s *stack, label string, batch int, rate float64, plan ingestPlan, post func(context.Context, int) error) (*FixedRate, error) {
 	d := 2 * plan.stepDur
 	cpu0 := procCPUSeconds(s.api.pid())
+	cmds0, rcpu0 := redisCounters(ctx, s)
 	r := openLoop{Rate: rate, N: max(20, int(rate*d.Seconds())), MaxInFlight: 1024, Do: post}.run(ctx)
 	cpu := procCPUSeconds(s.api.pid()) - cpu0
+	cmds1, rcpu1 := redisCounters(ctx, s)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -37,9 +65,11 @@ func atFraction(ctx context.Context, s *stack, label string, batch int, rate flo
 		Latency: summarize(r.Lat), APICPUSeconds: cpu}
 	if r.OK > 0 {
 		res.APICPUMicrosPerReq = cpu / float64(r.OK) * 1e6
+		res.RedisCommandsPerReq = (cmds1 - cmds0 - 2) / float64(r.OK) // less the two INFOs
+		res.RedisCPUMicrosPerReq = (rcpu1 - rcpu0) / float64(r.OK) * 1e6
 	}
-	s.logf("  %s %d/req at %.0f req/s (80%%): p50 %.1f ms, p99 %.1f ms, api CPU %.0f µs/request, %d failed, %d dropped",
-		label, batch, rate, res.Latency.P50, res.Latency.P99, res.APICPUMicrosPerReq, r.Failed, r.Dropped)
+	s.logf("  %s %d/req at %.0f req/s (80%%): p50 %.1f ms, p99 %.1f ms, api CPU %.0f µs/request, Redis %.2f commands and %.0f µs CPU/request, %d failed, %d dropped",
+		label, batch, rate, res.Latency.P50, res.Latency.P99, res.APICPUMicrosPerReq, res.RedisCommandsPerReq, res.RedisCPUMicrosPerReq, r.Failed, r.Dropped)
 	if err := sleepCtx(ctx, 300*time.Millisecond); err != nil {
 		return nil, err
 	}
@@ -133,5 +163,7 @@ func (in *Ingest) rows(add func(scenario, metric string, value float64, floor, r
 		add(name, fmt.Sprintf("p99 ms at 80%% (%.0f req/s; beside: no-op)", a.OfferedRequestsPerSec), a.Latency.P99, f(in.NoopAt80.Latency.P99), nil, fmt.Sprintf("< %.0f ms", in.TargetP99), b(in.MetP99))
 		add(name, "p50 ms at 80% (beside: no-op)", a.Latency.P50, f(in.NoopAt80.Latency.P50), nil, "", nil)
 		add(name, "api CPU µs/request at 80% (beside: no-op)", a.APICPUMicrosPerReq, f(in.NoopAt80.APICPUMicrosPerReq), f(a.APICPUMicrosPerReq/in.NoopAt80.APICPUMicrosPerReq), "", nil)
+		add(name, "Redis commands/request at 80%", a.RedisCommandsPerReq, nil, nil, "", nil)
+		add(name, "Redis CPU µs/request at 80%", a.RedisCPUMicrosPerReq, nil, nil, "", nil)
 	}
 }

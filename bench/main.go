@@ -7,7 +7,9 @@
 //
 // Scenarios: (1) GET /api/platform/events of 10,000 queued events vs LRANGE, alone and with 20
 // concurrent readers; (2) DELETE ?count=10000 vs LTRIM; (3) POST /api/track, 1 and 50 events
-// per request, on Postgres and SQLite, vs the database's multi-row insert floor; (4) webhook
+// per request, on Postgres and SQLite, vs the database's multi-row insert floor and the HTTP
+// floor (the same api answering POST /bench/noop with the same bodies), with the latency at 80%
+// of the sustained rate (-profile DIR records the api's CPU profiles meanwhile); (4) webhook
 // acknowledgement at 1,000/s vs GET /healthz; (5) fulfilment of paid sessions on Postgres;
 // (6) ingestion and the queue read with the rate limits on vs off; (7) long-poll wake-up, a
 // track answering a waiting read while 1,000 others wait; (8) the full queue read with gzip and
