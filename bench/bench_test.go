@@ -84,6 +84,14 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		positive(name+" floor_rows_per_second", in.FloorRowsPerSec)
 		positive(name+" floor 1-row", in.Floor.Rows1)
 		positive(name+" ratio", in.Ratio)
+		if in.HTTPFloor == nil || in.At80 == nil || in.NoopAt80 == nil {
+			t.Errorf("%s: no HTTP floor or no run at 80%%", name)
+			continue
+		}
+		positive(name+" http_floor.events_per_second", in.HTTPFloor.EventsPerSec)
+		positive(name+" ratio_min_floor", in.RatioMin)
+		positive(name+" at_80_percent.p99", in.At80.Latency.P99)
+		positive(name+" noop_at_80_percent.p99", in.NoopAt80.Latency.P99)
 	}
 	for _, want := range []string{"ingest postgres 1", "ingest postgres 50", "ingest sqlite 1", "ingest sqlite 50"} {
 		if !seen[want] {

@@ -24,19 +24,67 @@ const userAgent = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, li
 const ingestIP = "127.0.0.1"
 
 // Ingest is scenario 3 for one database and one batch size: the highest open-loop rate of
-// POST /api/track the api sustains, beside the database's own insert floor for the same rows.
+// POST /api/track the api sustains, beside its two floors measured in the same run: the
+// database's own insert rate for the same rows, and the HTTP floor, the rate at which the same
+// api answers a no-op POST of the same body (POST /bench/noop) from the same load generator.
 type Ingest struct {
-	Database          string       `json:"database"`
-	EventsPerRequest  int          `json:"events_per_request"`
-	EventsPerSec      float64      `json:"events_per_second"`   // best sustainable
-	RequestsPerSec    float64      `json:"requests_per_second"` // offered at that step
-	API               Latency      `json:"api"`                 // at that step
+	Database         string       `json:"database"`
+	EventsPerRequest int          `json:"events_per_request"`
+	EventsPerSec     float64      `json:"events_per_second"`   // best sustainable
+	RequestsPerSec   float64      `json:"requests_per_second"` // offered at that step
+	API              Latency      `json:"api"`                 // at that step
+	Steps            []IngestStep `json:"steps"`
+	Floor            *InsertFloor `json:"floor"`
+	FloorRowsPerSec  float64      `json:"floor_rows_per_second"` // Floor.best(): the database floor
+	Ratio            float64      `json:"ratio"`                 // EventsPerSec ÷ FloorRowsPerSec
+	HTTPFloor        *RateSearch  `json:"http_floor"`            // POST /bench/noop, same bodies
+	MinFloor         float64      `json:"min_floor_events_per_second"`
+	RatioMin         float64      `json:"ratio_min_floor"` // EventsPerSec ÷ MinFloor
+	// Target applies to RatioMin with one event per request (the HTTP layer bounds it) and to
+	// Ratio with more.
+	Target            float64    `json:"target_ratio_min"`
+	Met               bool       `json:"met"`
+	At80              *FixedRate `json:"at_80_percent"`      // ingestion at 80% of its sustained rate
+	NoopAt80          *FixedRate `json:"noop_at_80_percent"` // the no-op at that same rate
+	TargetP99         float64    `json:"target_p99_ms_at_80_percent"`
+	MetP99            bool       `json:"met_p99"`
+	SustainableReason string     `json:"stopped_because"`
+}
+
+// ingestTarget is the target ratio for batch events per request: of the lower floor for one,
+// of the database floor for more.
+func ingestTarget(batch int) float64 {
+	if batch == 1 {
+		return 0.6
+	}
+	return 0.7
+}
+
+// ratios fills in the floors' ratios and whether the targets are met.
+func (in *Ingest) ratios() {
+	in.MinFloor = in.FloorRowsPerSec
+	if in.HTTPFloor != nil && in.HTTPFloor.EventsPerSec > 0 {
+		in.MinFloor = min(in.MinFloor, in.HTTPFloor.EventsPerSec)
+	}
+	if in.FloorRowsPerSec > 0 {
+		in.Ratio = in.EventsPerSec / in.FloorRowsPerSec
+	}
+	if in.MinFloor > 0 {
+		in.RatioMin = in.EventsPerSec / in.MinFloor
+	}
+	in.Met = in.Ratio >= in.Target
+	if in.EventsPerRequest == 1 {
+		in.Met = in.RatioMin >= in.Target
+	}
+	in.MetP99 = in.At80 != nil && in.At80.Latency.N > 0 && in.At80.Latency.P99 < in.TargetP99
+}
+
+// RateSearch is the outcome of searchRate: the highest sustained rate and every step.
+type RateSearch struct {
+	EventsPerSec      float64      `json:"events_per_second"`
+	RequestsPerSec    float64      `json:"requests_per_second"`
+	API               Latency      `json:"api"`
 	Steps             []IngestStep `json:"steps"`
-	Floor             *InsertFloor `json:"floor"`
-	FloorRowsPerSec   float64      `json:"floor_rows_per_second"` // Floor.best(): the ratio's floor
-	Ratio             float64      `json:"ratio"`                 // EventsPerSec ÷ FloorRowsPerSec
-	Target            float64      `json:"target_ratio_min"`
-	Met               bool         `json:"met"`
 	SustainableReason string       `json:"stopped_because"`
 }
 
@@ -272,20 +320,72 @@ func measureInsertFloor(ctx context.Context, s *stack, tenantID uint64, d time.D
 	return f, nil
 }
 
-// benchIngest runs scenario 3 for one batch size against the running services: open-loop
-// steps of plan.stepDur, the rate multiplied by plan.factor after each sustained step, until
-// a step is not sustained (answers below 95% of the offered rate, any error or drop, or p99
-// over 500 ms), then plan.refine bisection steps between the last sustained rate and the
-// first failed one. If the first step fails the rate is halved instead, up to three times.
-func benchIngest(ctx context.Context, s *stack, t *tenant, batch int, plan ingestPlan, floor *InsertFloor) (*Ingest, error) {
-	res := &Ingest{Database: floor.Database, EventsPerRequest: batch, Floor: floor, FloorRowsPerSec: floor.best(), Target: 0.5}
+// measureIngest runs scenario 3 for one batch size against the running services: ingestion's
+// highest sustained rate (benchIngest), the HTTP floor (the same search for POST /bench/noop,
+// the same bodies from the same generator), then both at 80% of ingestion's sustained rate
+// (atFraction) for the latency and the api's CPU per request.
+func measureIngest(ctx context.Context, s *stack, t *tenant, batch int, plan ingestPlan, floor *InsertFloor) (*Ingest, error) {
+	res, err := benchIngest(ctx, s, t, batch, plan, floor)
+	if err != nil {
+		return nil, err
+	}
 	bodies := trackBodies(t.SiteKey, batch, 64)
-	post := func(ctx context.Context, i int) error {
-		req := s.request(ctx, "POST", "/api/track", "", bodies[i%len(bodies)])
+	noop := poster(s, fmt.Sprintf("/bench/noop?ids=%d", batch), bodies)
+	post := poster(s, "/api/track", bodies)
+	if res.HTTPFloor, err = searchRate(ctx, s, "http floor "+floor.Database, batch, plan, noop); err != nil {
+		return nil, err
+	}
+	if res.RequestsPerSec > 0 {
+		// Ingestion, then the no-op at the same offered rate: its latency and CPU beside.
+		if res.At80, err = atFraction(ctx, s, "ingest "+floor.Database, batch, 0.8*res.RequestsPerSec, plan, post); err != nil {
+			return nil, err
+		}
+		if res.NoopAt80, err = atFraction(ctx, s, "http floor "+floor.Database, batch, 0.8*res.RequestsPerSec, plan, noop); err != nil {
+			return nil, err
+		}
+	}
+	if s.profile {
+		if err := profileIngest(ctx, s, res, plan, post, noop); err != nil {
+			return nil, err
+		}
+	}
+	res.ratios()
+	return res, nil
+}
+
+// benchIngest finds the highest open-loop rate of POST /api/track with batch events per
+// request that the running api sustains (searchRate), beside the database floor.
+func benchIngest(ctx context.Context, s *stack, t *tenant, batch int, plan ingestPlan, floor *InsertFloor) (*Ingest, error) {
+	res := &Ingest{Database: floor.Database, EventsPerRequest: batch, Floor: floor, FloorRowsPerSec: floor.best(),
+		Target: ingestTarget(batch), TargetP99: 50}
+	in, err := searchRate(ctx, s, "ingest "+floor.Database, batch, plan, poster(s, "/api/track", trackBodies(t.SiteKey, batch, 64)))
+	if err != nil {
+		return nil, err
+	}
+	res.EventsPerSec, res.RequestsPerSec, res.API, res.Steps, res.SustainableReason =
+		in.EventsPerSec, in.RequestsPerSec, in.API, in.Steps, in.SustainableReason
+	res.ratios()
+	return res, nil
+}
+
+// poster returns the load generator's request i: POST path with body i (of bodies), the
+// browser's headers, expecting 202.
+func poster(s *stack, path string, bodies [][]byte) func(context.Context, int) error {
+	return func(ctx context.Context, i int) error {
+		req := s.request(ctx, "POST", path, "", bodies[i%len(bodies)])
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("User-Agent", userAgent)
 		return expect(s.http, req, 202)
 	}
+}
+
+// searchRate finds the highest open-loop rate post sustains: steps of plan.stepDur, the rate
+// multiplied by plan.factor after each sustained step, until a step is not sustained (answers
+// below 95% of the offered rate, any error or drop, or p99 over 500 ms), then plan.refine
+// bisection steps between the last sustained rate and the first failed one. If the first step
+// fails the rate is halved instead, up to three times.
+func searchRate(ctx context.Context, s *stack, label string, batch int, plan ingestPlan, post func(context.Context, int) error) (*RateSearch, error) {
+	res := &RateSearch{}
 	step := func(rate float64) (IngestStep, error) {
 		n := max(20, int(rate*plan.stepDur.Seconds()))
 		r := openLoop{Rate: rate, N: n, MaxInFlight: 1024, Do: post}.run(ctx)
@@ -313,8 +413,8 @@ func benchIngest(ctx context.Context, s *stack, t *tenant, batch int, plan inges
 			res.API = st.Latency
 		}
 		res.Steps = append(res.Steps, st)
-		s.logf("  ingest %s %d/req: %6.0f req/s offered, %6.0f achieved, p50 %.1f ms, p99 %.1f ms %s",
-			res.Database, batch, rate, r.Achieved, st.Latency.P50, st.Latency.P99, st.Why)
+		s.logf("  %s %d/req: %6.0f req/s offered, %6.0f achieved, p50 %.1f ms, p99 %.1f ms %s",
+			label, batch, rate, r.Achieved, st.Latency.P50, st.Latency.P99, st.Why)
 		if err := sleepCtx(ctx, 300*time.Millisecond); err != nil { // let the step's work settle
 			return st, err
 		}
@@ -362,10 +462,6 @@ func benchIngest(ctx context.Context, s *stack, t *tenant, batch int, plan inges
 	if res.SustainableReason == "" {
 		res.SustainableReason = fmt.Sprintf("step limit (%d) reached", plan.maxSteps)
 	}
-	if res.FloorRowsPerSec > 0 {
-		res.Ratio = res.EventsPerSec / res.FloorRowsPerSec
-	}
-	res.Met = res.Ratio >= res.Target
 	return res, nil
 }
 

@@ -136,11 +136,8 @@ func (r *Report) buildRows() {
 		add("trim 10k", "p99 ms", t.API.P99, f(t.Floor.P99), f(t.API.P99/t.Floor.P99), "", nil)
 	}
 	for _, in := range r.Ingest {
-		name := fmt.Sprintf("ingest %s, %d/req", in.Database, in.EventsPerRequest)
-		add(name, "events/s (floor: multi-row inserts)", in.EventsPerSec, f(in.FloorRowsPerSec), f(in.Ratio), "≥ 0.5×", b(in.Met))
-		add(name, "p50 / p99 ms at that rate", in.API.P50, f(in.API.P99), nil, "", nil)
+		in.rows(add)
 		if in.EventsPerRequest == 1 && in.Floor.Rows1 > 0 {
-			add(name, "events/s (beside: 1-row inserts)", in.EventsPerSec, f(in.Floor.Rows1), f(in.EventsPerSec/in.Floor.Rows1), "", nil)
 			add(fmt.Sprintf("insert floor %s", in.Database), fmt.Sprintf("1-row inserts rows/s (%d conn)", in.Floor.Conns), in.Floor.Rows1, nil, nil, "", nil)
 			add(fmt.Sprintf("insert floor %s", in.Database), fmt.Sprintf("50-row inserts rows/s (%d conn)", in.Floor.Conns), in.Floor.Rows50, nil, nil, "", nil)
 			add(fmt.Sprintf("insert floor %s", in.Database), fmt.Sprintf("100-row inserts rows/s (%d conn)", in.Floor.Conns), in.Floor.Rows100, nil, nil, "", nil)

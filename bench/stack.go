@@ -179,7 +179,7 @@ func (s *stack) startServices(ctx context.Context, dbURL string) error {
 		"PSP_WEBHOOK_SECRET="+webhookSecret, "APP_URL="+s.base)
 	env = append(env, testenv.NoRateLimits...) // the load comes from one address, far above the defaults
 	env = append(env, s.extraEnv...)
-	apiEnv, workerEnv := append(env[:len(env):len(env)], "HTTP_ADDR="+addr), env[:len(env):len(env)]
+	apiEnv, workerEnv := append(env[:len(env):len(env)], "HTTP_ADDR="+addr, "BENCH_NOOP_ROUTE=on"), env[:len(env):len(env)] // the no-op route: the HTTP floor
 	if s.profile {
 		if s.pprofAPI, s.pprofWorker, err = twoFreeAddrs(); err != nil {
 			return err

@@ -29,13 +29,21 @@ var notDeployed = map[string]map[string]string{
 	"kubernetes": {
 		"PSP_API_BASE": "points the provider client at a fake provider (tests, local stacks); " +
 			"a cluster talks to the real provider, the default",
-		"PPROF_ADDR": "runtime profiles are for measuring a process by hand; off in a deployment",
+		"PPROF_ADDR":       profilerOff,
+		"BENCH_NOOP_ROUTE": benchOnly,
 	},
 	"compose": {
 		"REDIS_CLUSTER_ADDRS": "compose runs one Redis server, not a cluster",
-		"PPROF_ADDR":          "runtime profiles are for measuring a process by hand; off in a deployment",
+		"PPROF_ADDR":          profilerOff,
+		"BENCH_NOOP_ROUTE":    benchOnly,
 	},
 }
+
+// Reasons shared by both targets.
+const (
+	profilerOff = "the profiler is switched on by hand while investigating, not deployed"
+	benchOnly   = "a route for make bench's HTTP floor, never deployed"
+)
 
 // defaultPath is the PATH of the distroless base image, where bare command names are looked up.
 var defaultPath = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}

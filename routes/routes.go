@@ -47,6 +47,8 @@ type Server struct {
 	Limiter *ratelimit.Limiter
 	// Limits are the rate limits of the tracking and platform routes.
 	Limits config.Limits
+	// BenchNoop registers POST /bench/noop (benchNoop), for make bench only.
+	BenchNoop bool
 }
 
 // New returns the Fiber app with every route registered.
@@ -76,6 +78,9 @@ func New(s *Server) *fiber.App {
 	public := cors.New(cors.Config{AllowOrigins: "*", AllowMethods: "POST,OPTIONS", MaxAge: 86400})
 	app.Options("/api/track", public)
 	app.Post("/api/track", public, s.limitTrackIP, s.trackPublic)
+	if s.BenchNoop {
+		app.Post("/bench/noop", public, s.limitTrackIP, s.benchNoop)
+	}
 	app.Get("/tracker.js", s.trackerJS)
 	app.Get("/openapi.yaml", func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentType, "application/yaml")

@@ -52,5 +52,23 @@ func (s *Server) ingest(c *fiber.Ctx, tenantID uint64, events []tracking.Input) 
 	if err != nil {
 		return err
 	}
-	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"data": fiber.Map{"ids": ids}})
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Status(fiber.StatusAccepted).Send(acceptedBody(ids))
+}
+
+// acceptedBody is the 202 body {"data":{"ids":[…]}}, the bytes the JSON encoder would write,
+// built without it: the ids are UUIDs, which JSON needs no escape for.
+func acceptedBody(ids []string) []byte {
+	const head, tail = `{"data":{"ids":[`, `]}}`
+	b := make([]byte, 0, len(head)+len(tail)+len(ids)*39)
+	b = append(b, head...)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, id...)
+		b = append(b, '"')
+	}
+	return append(b, tail...)
 }

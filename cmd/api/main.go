@@ -107,6 +107,7 @@ func (m *Main) Open() error {
 		Metrics:        mx,
 		Limiter:        ratelimit.New(in.Redis[config.DefaultConnection], m.Clock, mx),
 		Limits:         m.Config.Limits,
+		BenchNoop:      m.Config.BenchNoopRoute,
 	})
 	m.ln, err = net.Listen("tcp", m.Config.HTTPAddr)
 	if err != nil {

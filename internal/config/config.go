@@ -27,6 +27,7 @@ var Variables = []string{
 	"PSP_RECONCILE_INTERVAL",
 	"RATE_LIMIT_TRACK", "RATE_LIMIT_TRACK_IP", "RATE_LIMIT_PLATFORM", "EVENTQUEUE_MAX_LENGTH",
 	"EVENTQUEUE_MAX_DELIVERIES", "EVENT_RETENTION", "EVENT_PRUNE_INTERVAL",
+	"BENCH_NOOP_ROUTE",
 }
 
 // Config is everything the three binaries read from the environment. The zero value is not
@@ -59,6 +60,10 @@ type Config struct {
 	Limits Limits
 	// Retention is how long stored events are kept.
 	Retention RetentionConfig
+	// BenchNoopRoute adds the api's POST /bench/noop, which answers like a tracking request
+	// without doing any of its work: the HTTP floor `make bench` measures ingestion against
+	// (BENCH_NOOP_ROUTE, on or off). Default off.
+	BenchNoopRoute bool
 }
 
 // RedisConfig describes every named Redis connection.
@@ -153,6 +158,12 @@ func Load(environ []string) (Config, error) {
 		return Config{}, err
 	}
 	cfg.PSP.ReconcileInterval = interval
+	switch noop := get("BENCH_NOOP_ROUTE", "off"); {
+	case strings.EqualFold(noop, "on"):
+		cfg.BenchNoopRoute = true
+	case !strings.EqualFold(noop, "off"):
+		return Config{}, fmt.Errorf("config: BENCH_NOOP_ROUTE: %q is not on or off", noop)
+	}
 	limits, err := loadLimits(get)
 	if err != nil {
 		return Config{}, err

@@ -50,7 +50,8 @@ func TestLoadValues(t *testing.T) {
 			name: "reads every plain variable",
 			environ: []string{
 				"HTTP_ADDR=:9090", "APP_URL=https://eventq.example/", "DATABASE_URL=postgres://u:p@db:5432/eventq?sslmode=disable",
-				"REDIS_URL=redis://cache:6380/2", "WORKER_METRICS_ADDR=0.0.0.0:9100", "PPROF_ADDR=127.0.0.1:6060",
+				"REDIS_URL=redis://cache:6380/2", "WORKER_METRICS_ADDR=0.0.0.0:9100",
+				"PPROF_ADDR=127.0.0.1:6060", "BENCH_NOOP_ROUTE=On",
 				"REDIS_CLUSTER_ADDRS= 10.0.0.1:7000 ,10.0.0.2:7001,",
 				"TRUSTED_PROXIES=10.0.0.0/8, 192.0.2.1 ,2001:db8::1",
 			},
@@ -62,6 +63,7 @@ func TestLoadValues(t *testing.T) {
 				eq(t, "Redis.ClusterAddrs", cfg.Redis.ClusterAddrs, []string{"10.0.0.1:7000", "10.0.0.2:7001"})
 				eq(t, "WorkerMetricsAddr", cfg.WorkerMetricsAddr, "0.0.0.0:9100")
 				eq(t, "PprofAddr", cfg.PprofAddr, "127.0.0.1:6060")
+				eq(t, "BenchNoopRoute", cfg.BenchNoopRoute, true)
 				eq(t, "TrustedProxies", cfg.TrustedProxies, []netip.Prefix{
 					netip.MustParsePrefix("10.0.0.0/8"),
 					netip.MustParsePrefix("192.0.2.1/32"),
@@ -214,6 +216,7 @@ func TestLoadRejects(t *testing.T) {
 		{"rejects PSP_API_BASE that does not parse", []string{"PSP_API_BASE=http://[::1"}, "PSP_API_BASE"},
 		{"rejects WORKER_METRICS_ADDR without port", []string{"WORKER_METRICS_ADDR=localhost"}, "WORKER_METRICS_ADDR"},
 		{"rejects PPROF_ADDR without port", []string{"PPROF_ADDR=localhost"}, "PPROF_ADDR"},
+		{"rejects BENCH_NOOP_ROUTE other than on or off", []string{"BENCH_NOOP_ROUTE=yes"}, "BENCH_NOOP_ROUTE"},
 		{"rejects a rate without a unit", []string{"RATE_LIMIT_TRACK=100"}, "RATE_LIMIT_TRACK"},
 		{"rejects a rate per hour", []string{"RATE_LIMIT_TRACK_IP=10/h"}, "RATE_LIMIT_TRACK_IP"},
 		{"rejects a rate of zero", []string{"RATE_LIMIT_PLATFORM=0/m"}, "RATE_LIMIT_PLATFORM"},

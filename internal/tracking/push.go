@@ -40,21 +40,29 @@ func (in *Ingestor) PushPending(ctx context.Context, tenantID uint64, rows []mod
 }
 
 // push appends the queued rows of the stored requests to their tenants' queues, one atomic
-// append per request in one round trip, and schedules clearing the marks of those appended.
-// Rows held back (their queue is full) stay pending: Requeue appends them as the queue drains.
+// append per tenant in one round trip: a tenant's rows from every request of the batch, in the
+// batch's order, so that requests of one tenant cost Redis one script call rather than one
+// each. It schedules clearing the marks of those appended. Rows held back (their queue is
+// full) stay pending: Requeue appends them as the queue drains.
 func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 	var batches []eventqueue.Batch
 	var rows [][]models.TrackedEvent // rows[i] are the rows of batches[i]
+	byTenant := map[uint64]int{}     // tenant -> its index in batches
 	for _, r := range stored {
 		if !r.queued {
 			continue
 		}
-		b := eventqueue.Batch{TenantID: r.tenant, Events: make([]eventqueue.Event, len(r.rows))}
-		for i := range r.rows {
-			b.Events[i] = eventqueue.Event{ID: r.rows[i].ID, JSON: r.rows[i].MarshalQueue()}
+		i, ok := byTenant[r.tenant]
+		if !ok {
+			i = len(batches)
+			byTenant[r.tenant] = i
+			batches = append(batches, eventqueue.Batch{TenantID: r.tenant})
+			rows = append(rows, nil)
 		}
-		batches = append(batches, b)
-		rows = append(rows, r.rows)
+		for j := range r.rows {
+			batches[i].Events = append(batches[i].Events, eventqueue.Event{ID: r.rows[j].ID, JSON: r.rows[j].MarshalQueue()})
+		}
+		rows[i] = append(rows[i], r.rows...)
 	}
 	if len(batches) == 0 {
 		return

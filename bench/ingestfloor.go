@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FixedRate is one open-loop run at a fixed rate: its latency and the api's CPU.
+type FixedRate struct {
+	OfferedRequestsPerSec float64 `json:"offered_requests_per_second"`
+	OK                    int     `json:"ok"`
+	Failed                int     `json:"failed"`
+	Dropped               int     `json:"dropped"`
+	Latency               Latency `json:"latency"`
+	APICPUSeconds         float64 `json:"api_cpu_seconds"`
+	APICPUMicrosPerReq    float64 `json:"api_cpu_us_per_request"`
+	// Redis's commands and CPU (INFO) per answered request, the load generator and other
+	// scenarios idle: what each request costs the Redis server beside the api.
+	RedisCommandsPerReq  float64 `json:"redis_commands_per_request"`
+	RedisCPUMicrosPerReq float64 `json:"redis_cpu_us_per_request"`
+}
+
+// redisCounters reads Redis's total commands processed and CPU seconds used (INFO).
+func redisCounters(ctx context.Context, s *stack) (commands, cpu float64) {
+	info, err := s.rdb.Info(ctx, "stats", "cpu").Result()
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		f, _ := strconv.ParseFloat(v, 64)
+		switch k {
+		case "total_commands_processed":
+			commands = f
+		case "used_cpu_sys", "used_cpu_user":
+			cpu += f
+		}
+	}
+	return commands, cpu
+}
+
+// atFraction offers rate requests/s of post for twice plan.stepDur and measures the latency
+// and the api's CPU time (user + system) per answered request.
+func atFraction(ctx context.Context, s *stack, label string, batch int, rate float64, plan ingestPlan, post func(context.Context, int) error) (*FixedRate, error) {
+	d := 2 * plan.stepDur
+	cpu0 := procCPUSeconds(s.api.pid())
+	cmds0, rcpu0 := redisCounters(ctx, s)
+	r := openLoop{Rate: rate, N: max(20, int(rate*d.Seconds())), MaxInFlight: 1024, Do: post}.run(ctx)
+	cpu := procCPUSeconds(s.api.pid()) - cpu0
+	cmds1, rcpu1 := redisCounters(ctx, s)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	res := &FixedRate{OfferedRequestsPerSec: rate, OK: r.OK, Failed: r.Failed, Dropped: r.Dropped,
+		Latency: summarize(r.Lat), APICPUSeconds: cpu}
+	if r.OK > 0 {
+		res.APICPUMicrosPerReq = cpu / float64(r.OK) * 1e6
+		res.RedisCommandsPerReq = (cmds1 - cmds0 - 2) / float64(r.OK) // less the two INFOs
+		res.RedisCPUMicrosPerReq = (rcpu1 - rcpu0) / float64(r.OK) * 1e6
+	}
+	s.logf("  %s %d/req at %.0f req/s (80%%): p50 %.1f ms, p99 %.1f ms, api CPU %.0f µs/request, Redis %.2f commands and %.0f µs CPU/request, %d failed, %d dropped",
+		label, batch, rate, res.Latency.P50, res.Latency.P99, res.APICPUMicrosPerReq, res.RedisCommandsPerReq, res.RedisCPUMicrosPerReq, r.Failed, r.Dropped)
+	if err := sleepCtx(ctx, 300*time.Millisecond); err != nil {
+		return nil, err
+	}
+	return res, settle(ctx, post)
+}
+
+// procCPUSeconds is the user + system CPU time of process pid so far, 0 if unknown.
+func procCPUSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name (which may hold spaces), from the state (field 3) on.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100 // USER_HZ, 100 on Linux
+}
+
+// profileIngest records a CPU profile of the api while post, then noop, run at 80% of
+// ingestion's sustained rate, into the run's temp dir (bench -profile): ingest-DB-N.pprof and
+// noop-DB-N.pprof, for go tool pprof.
+func profileIngest(ctx context.Context, s *stack, in *Ingest, plan ingestPlan, post, noop func(context.Context, int) error) error {
+	if in.RequestsPerSec == 0 {
+		return nil
+	}
+	secs := max(2, int((2 * plan.stepDur).Seconds()))
+	rate := 0.8 * in.RequestsPerSec
+	for _, run := range []struct {
+		name string
+		do   func(context.Context, int) error
+	}{{"ingest", post}, {"noop", noop}} {
+		path := filepath.Join(s.dir, fmt.Sprintf("%s-%s-%d.pprof", run.name, in.Database, in.EventsPerRequest))
+		got := make(chan error, 1)
+		go func() { got <- fetchProfile(ctx, s.pprofAPI, time.Duration(secs)*time.Second, path) }()
+		openLoop{Rate: rate, N: int(rate * float64(secs+1)), MaxInFlight: 1024, Do: run.do}.run(ctx)
+		if err := <-got; err != nil {
+			return err
+		}
+		s.logf("  profile of %s %s %d/req at %.0f req/s: %s", run.name, in.Database, in.EventsPerRequest, rate, path)
+		if err := settle(ctx, run.do); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ingestRows adds the table's rows of one ingestion result.
+func (in *Ingest) rows(add func(scenario, metric string, value float64, floor, ratio *float64, target string, met *bool)) {
+	f := func(v float64) *float64 { return &v }
+	b := func(v bool) *bool { return &v }
+	name := fmt.Sprintf("ingest %s, %d/req", in.Database, in.EventsPerRequest)
+	if in.HTTPFloor != nil {
+		add(name, "http floor events/s (POST /bench/noop, same body)", in.HTTPFloor.EventsPerSec, nil, nil, "", nil)
+	}
+	if in.EventsPerRequest == 1 {
+		add(name, "events/s (floor: lower of http and database)", in.EventsPerSec, f(in.MinFloor), f(in.RatioMin), fmt.Sprintf("≥ %.1f×", in.Target), b(in.Met))
+		add(name, "events/s (beside: database floor)", in.EventsPerSec, f(in.FloorRowsPerSec), f(in.Ratio), "", nil)
+	} else {
+		add(name, "events/s (floor: database multi-row inserts)", in.EventsPerSec, f(in.FloorRowsPerSec), f(in.Ratio), fmt.Sprintf("≥ %.1f×", in.Target), b(in.Met))
+		add(name, "events/s (beside: lower of http and database)", in.EventsPerSec, f(in.MinFloor), f(in.RatioMin), "", nil)
+	}
+	add(name, "p50 / p99 ms at the sustained rate", in.API.P50, f(in.API.P99), nil, "", nil)
+	if a := in.At80; a != nil {
+		add(name, fmt.Sprintf("p99 ms at 80%% (%.0f req/s; beside: no-op)", a.OfferedRequestsPerSec), a.Latency.P99, f(in.NoopAt80.Latency.P99), nil, fmt.Sprintf("< %.0f ms", in.TargetP99), b(in.MetP99))
+		add(name, "p50 ms at 80% (beside: no-op)", a.Latency.P50, f(in.NoopAt80.Latency.P50), nil, "", nil)
+		add(name, "api CPU µs/request at 80% (beside: no-op)", a.APICPUMicrosPerReq, f(in.NoopAt80.APICPUMicrosPerReq), f(a.APICPUMicrosPerReq/in.NoopAt80.APICPUMicrosPerReq), "", nil)
+		add(name, "Redis commands/request at 80%", a.RedisCommandsPerReq, nil, nil, "", nil)
+		add(name, "Redis CPU µs/request at 80%", a.RedisCPUMicrosPerReq, nil, nil, "", nil)
+	}
+}
