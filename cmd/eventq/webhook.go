@@ -13,6 +13,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/spf13/cobra"
+	"github.com/stripe/stripe-go/v76"
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/config"
@@ -51,9 +52,9 @@ func (c *cli) webhookCommand() *cobra.Command {
 			if strings.TrimSpace(eventType) == "" {
 				return errors.New("--type must not be empty")
 			}
-			if eventType != psp.EventCheckoutCompleted && eventType != psp.EventAsyncPaymentSucceeded {
+			if object, _ := payments.EventObject(eventType); object != payments.ObjectCheckoutSession {
 				return fmt.Errorf("--type %s: the service does not fulfil this type, so it would ignore the event; use %s or %s",
-					eventType, psp.EventCheckoutCompleted, psp.EventAsyncPaymentSucceeded)
+					eventType, stripe.EventTypeCheckoutSessionCompleted, stripe.EventTypeCheckoutSessionAsyncPaymentSucceeded)
 			}
 			cfg, err := c.config()
 			if err != nil {
@@ -97,7 +98,7 @@ func (c *cli) webhookCommand() *cobra.Command {
 				CancelURL:     cfg.AppURL,
 				Created:       now.Unix(),
 			}
-			eventID, body := psp.NewEvent(eventType, tenant.Account(), session, now)
+			eventID, body := psp.NewEvent(stripe.EventType(eventType), tenant.Account(), session, now)
 			status, err := post(cmd, target, body, psp.Sign(body, cfg.PSP.WebhookSecrets[0], now))
 			if errors.Is(err, syscall.ECONNREFUSED) {
 				return fmt.Errorf("post event %s to %s: %w: the api is not running there (start it, e.g. make run, or pass --url)", eventID, target, err)
@@ -115,7 +116,8 @@ func (c *cli) webhookCommand() *cobra.Command {
 	send.Flags().StringVar(&memberID, "member", "", "audience member id of the tenant (required)")
 	send.Flags().StringVar(&productID, "product", "", "product id of the tenant (required)")
 	send.Flags().StringVar(&target, "url", "", "webhook endpoint (default APP_URL/api/webhooks/psp)")
-	send.Flags().StringVar(&eventType, "type", psp.EventCheckoutCompleted, "event type: "+psp.EventCheckoutCompleted+" or "+psp.EventAsyncPaymentSucceeded)
+	send.Flags().StringVar(&eventType, "type", string(stripe.EventTypeCheckoutSessionCompleted),
+		"event type: "+string(stripe.EventTypeCheckoutSessionCompleted)+" or "+string(stripe.EventTypeCheckoutSessionAsyncPaymentSucceeded))
 	cmd.AddCommand(send)
 	return cmd
 }

@@ -89,21 +89,21 @@ func (e *cliEnv) newAPISink(t *testing.T, secrets ...string) (*webhookSink, *asy
 		Log: log, Metrics: metrics.New(),
 		Payments: &payments.Service{
 			DB: e.db, Log: log, Webhooks: psp.NewVerifier(secrets, clock.Real{}),
-			Queue: jobs.NewEventQueue(asynq.NewClientFromRedisClient(r.Client())),
+			Queue: jobs.NewProviderEvents(asynq.NewClientFromRedisClient(r.Client())),
 		},
 	})
 	return s, asynq.NewInspectorFromRedisClient(r.Client())
 }
 
-// mustQueued checks the api queued event id as a fulfilment task.
-func mustQueued(t *testing.T, inspector *asynq.Inspector, id string) {
+// mustQueued checks the api queued event id as the task of its event type.
+func mustQueued(t *testing.T, inspector *asynq.Inspector, id, eventType string) {
 	t.Helper()
 	info, err := inspector.GetTaskInfo("default", id)
 	if err != nil {
 		t.Fatalf("task %s: %v", id, err)
 	}
-	if info.Type != "psp:"+psp.EventCheckoutCompleted && info.Type != "psp:"+psp.EventAsyncPaymentSucceeded {
-		t.Errorf("task type %s", info.Type)
+	if info.Type != "psp:"+eventType {
+		t.Errorf("task type %s, want psp:%s", info.Type, eventType)
 	}
 }
 
@@ -166,7 +166,7 @@ func TestWebhookSend(t *testing.T) {
 
 		out := e.MustObject(t, webhookSentKeys, s.args("--url", url)...)
 		r := sink.mustOne(t)
-		mustQueued(t, tasks, str(t, out, "event_id"))
+		mustQueued(t, tasks, str(t, out, "event_id"), "checkout.session.completed")
 		if r.Method != http.MethodPost || r.Path != "/api/webhooks/psp" {
 			t.Errorf("request %s %s, want POST /api/webhooks/psp", r.Method, r.Path)
 		}
@@ -174,8 +174,8 @@ func TestWebhookSend(t *testing.T) {
 			t.Errorf("Content-Type %q, want application/json", ct)
 		}
 		ev, session := mustVerify(t, r, "whsec_test")
-		if ev.Type != psp.EventCheckoutCompleted || ev.Account != "acct_1ABC" || ev.Livemode {
-			t.Errorf("event type %q, account %q, livemode %v; want %s, acct_1ABC, false", ev.Type, ev.Account, ev.Livemode, psp.EventCheckoutCompleted)
+		if ev.Type != "checkout.session.completed" || ev.Account != "acct_1ABC" || ev.Livemode {
+			t.Errorf("event type %q, account %q, livemode %v; want %s, acct_1ABC, false", ev.Type, ev.Account, ev.Livemode, "checkout.session.completed")
 		}
 		if !strings.HasPrefix(ev.ID, "evt_") {
 			t.Errorf("event id %q, want evt_…", ev.ID)
@@ -205,7 +205,7 @@ func TestWebhookSend(t *testing.T) {
 			t.Errorf("success_url %q, want %q", session.SuccessURL, wantURL)
 		}
 
-		want := map[string]any{"event_id": ev.ID, "type": psp.EventCheckoutCompleted,
+		want := map[string]any{"event_id": ev.ID, "type": "checkout.session.completed",
 			"checkout_session_id": session.ID, "url": url, "status": float64(200)}
 		for k, v := range want {
 			if out[k] != v {
@@ -236,13 +236,13 @@ func TestWebhookSend(t *testing.T) {
 		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
 		sink, tasks := e.newAPISink(t, "whsec_test")
 		s := e.mustShop(t, "acct_1ABC")
-		typ := psp.EventAsyncPaymentSucceeded
+		typ := "checkout.session.async_payment_succeeded"
 		out := e.MustObject(t, webhookSentKeys, s.args("--url", sink.URL+"/api/webhooks/psp", "--type", typ)...)
 		ev, _ := mustVerify(t, sink.mustOne(t), "whsec_test")
-		if ev.Type != stripe.EventType(typ) || str(t, out, "type") != typ || str(t, out, "event_id") != ev.ID {
+		if string(ev.Type) != typ || str(t, out, "type") != typ || str(t, out, "event_id") != ev.ID {
 			t.Errorf("--type %s: event type %q, printed %v", typ, ev.Type, out)
 		}
-		mustQueued(t, tasks, ev.ID)
+		mustQueued(t, tasks, ev.ID, typ)
 	})
 
 	t.Run("fails for a type the service does not fulfil, sending nothing", func(t *testing.T) {
@@ -251,7 +251,7 @@ func TestWebhookSend(t *testing.T) {
 		sink, _ := e.newAPISink(t, "whsec_test")
 		s := e.mustShop(t, "acct_1ABC")
 		stderr := e.MustFail(t, s.args("--url", sink.URL, "--type", "checkout.session.expired")...)
-		if !strings.Contains(stderr, "does not fulfil") || !strings.Contains(stderr, psp.EventCheckoutCompleted) {
+		if !strings.Contains(stderr, "does not fulfil") || !strings.Contains(stderr, "checkout.session.completed") {
 			t.Errorf("stderr %q does not say the type is not handled", stderr)
 		}
 		if n := len(sink.requests()); n != 0 {

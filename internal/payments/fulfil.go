@@ -125,7 +125,7 @@ func (svc *Service) resolve(ctx context.Context, s Session) (*models.Tenant, *mo
 	for _, key := range []string{MetaTenant, MetaMember, MetaProduct} {
 		id, ok := models.ParseID(s.Metadata[key])
 		if !ok {
-			return nil, nil, nil, fmt.Errorf("%w: session %s: metadata %s missing or invalid", ErrRejected, s.ID, key)
+			return nil, nil, nil, fmt.Errorf("fulfil: %w: session %s: metadata %s missing or invalid", ErrRejected, s.ID, key)
 		}
 		ids[key] = id
 	}
@@ -139,7 +139,7 @@ func (svc *Service) resolve(ctx context.Context, s Session) (*models.Tenant, *mo
 		return nil, nil, nil, err
 	}
 	if account := t.Account(); account != s.Account {
-		return nil, nil, nil, fmt.Errorf("%w: session %s on account %q, tenant %d has %q", ErrRejected, s.ID, s.Account, t.ID, account)
+		return nil, nil, nil, fmt.Errorf("fulfil: %w: session %s on account %q, tenant %d has %q", ErrRejected, s.ID, s.Account, t.ID, account)
 	}
 	if err := take(db, &m, "id = ? AND tenant_id = ?", ids[MetaMember], t.ID); err != nil {
 		return nil, nil, nil, err
@@ -153,7 +153,7 @@ func (svc *Service) resolve(ctx context.Context, s Session) (*models.Tenant, *mo
 func take(db *gorm.DB, dst any, query string, args ...any) error {
 	err := db.Where(query, args...).Take(dst).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return fmt.Errorf("%w: %T not found (%v)", ErrRejected, dst, args)
+		return fmt.Errorf("fulfil: %w: %T not found (%v)", ErrRejected, dst, args)
 	}
 	if err != nil {
 		return fmt.Errorf("fulfil: %w", err)
