@@ -74,9 +74,9 @@ type work interface {
 }
 
 // HandleEvent does what the verified provider event payload (its JSON) means: a paid checkout
-// session is fulfilled (Fulfil, the return page's path too), a full refund or a dispute ends
-// its purchase (Revoke), a partial refund changes nothing. It returns the outcome: a Fulfil
-// status, a Revoke outcome, or OutcomeIgnored. Idempotent, and safe to run concurrently with
+// session is fulfilled (as the return page fulfils it, Return), a full refund or a dispute ends
+// its purchase, a partial refund changes nothing. It returns the outcome: a fulfilment status
+// (StatusFulfilled …), a revocation outcome (RevokeApplied …), or OutcomeIgnored. Idempotent, and safe to run concurrently with
 // itself and the return page. An error wrapping ErrRejected means the event can never be
 // processed (not an event, a type the flow does not handle, an object it cannot use, or a
 // tenant, member, product or account that does not match): retrying is pointless. Any other
@@ -117,7 +117,7 @@ func readCheckout(ev *stripe.Event) (work, error) {
 }
 
 func (f fulfilment) do(ctx context.Context, svc *Service, eventID string) (string, error) {
-	res, err := svc.Fulfil(ctx, f.s)
+	res, err := svc.fulfil(ctx, f.s)
 	if errors.Is(err, ErrRejected) {
 		svc.Log.Warn("checkout not fulfilled", "event_id", eventID, "session_id", f.s.ID, "reason", err.Error())
 		return "", err
@@ -138,10 +138,10 @@ func (f fulfilment) done(ctx context.Context, db *gorm.DB) (bool, error) {
 }
 
 // revocation is the work of a full refund or a dispute: end the purchase.
-type revocation struct{ r Reversal }
+type revocation struct{ r reversal }
 
 func (v revocation) do(ctx context.Context, svc *Service, eventID string) (string, error) {
-	out, err := svc.Revoke(ctx, v.r)
+	out, err := svc.revoke(ctx, v.r)
 	if errors.Is(err, ErrRejected) {
 		svc.Log.Warn("purchase not revoked", "event_id", eventID, "reason", err.Error())
 		return "", err
@@ -198,5 +198,5 @@ func reversalOf(ev *stripe.Event, kind string, pi *stripe.PaymentIntent) (work, 
 	if pi == nil || pi.ID == "" {
 		return nil, fmt.Errorf("event: %w: event %s names no payment intent", ErrRejected, ev.ID)
 	}
-	return revocation{Reversal{Kind: kind, PaymentIntent: pi.ID, Account: ev.Account, EventID: ev.ID}}, nil
+	return revocation{reversal{Kind: kind, PaymentIntent: pi.ID, Account: ev.Account, EventID: ev.ID}}, nil
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/eventq/eventq/models"
 )
 
-// Outcomes of Revoke.
+// Outcomes of a refund or dispute (HandleEvent).
 const (
 	RevokeApplied = "revoked"         // this call ended the purchase and revoked its entitlement
 	RevokeAlready = "already_revoked" // an earlier refund or dispute already ended it
@@ -25,28 +25,28 @@ const (
 	EventPurchaseDisputed = "purchase_disputed"
 )
 
-// Reversal is a full refund or a dispute of one payment, as a charge.refunded or
+// reversal is a full refund or a dispute of one payment, as a charge.refunded or
 // charge.dispute.created event reports it.
-type Reversal struct {
+type reversal struct {
 	Kind          string // models.PurchaseRefunded or models.PurchaseDisputed
 	PaymentIntent string
 	Account       string // the connected account the charge lives on; "" for the platform
 	EventID       string
 }
 
-// Revoke records r and applies it to the purchase of r.PaymentIntent on r.Account: the
+// revoke records r and applies it to the purchase of r.PaymentIntent on r.Account: the
 // purchase gets status r.Kind, its entitlement is revoked and the tenant's queue gets a
 // purchase_refunded or purchase_disputed event when UseQueueEvents is active. Exactly once per
 // purchase, however often and concurrently it runs: a purchase already refunded or disputed is
 // left as it is. When no such purchase exists yet, r is kept and applied by the fulfilment that
 // creates it. Errors wrapping ErrRejected are permanent.
-func (svc *Service) Revoke(ctx context.Context, r Reversal) (string, error) {
-	out, err := svc.revoke(ctx, r)
+func (svc *Service) revoke(ctx context.Context, r reversal) (string, error) {
+	out, err := svc.applyReversal(ctx, r)
 	svc.Metrics.Revocation(outcome(err, out))
 	return out, err
 }
 
-func (svc *Service) revoke(ctx context.Context, r Reversal) (string, error) {
+func (svc *Service) applyReversal(ctx context.Context, r reversal) (string, error) {
 	if r.PaymentIntent == "" {
 		return "", fmt.Errorf("revoke: %w: event %s names no payment intent", ErrRejected, r.EventID)
 	}
