@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stripe/stripe-go/v76"
+
 	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
 )
@@ -56,7 +58,7 @@ func paidDeliveries(shop *tenant, n int, tag string) []delivery {
 			SuccessURL: "https://shop.example/checkout/return?session_id={CHECKOUT_SESSION_ID}",
 			CancelURL:  "https://shop.example/cart",
 		}
-		_, payload := psp.NewEvent(psp.EventCheckoutCompleted, *shop.PSPAccountID, cs, now)
+		_, payload := psp.NewEvent(stripe.EventTypeCheckoutSessionCompleted, *shop.PSPAccountID, cs, now)
 		out[i] = delivery{session: id, payload: payload, sig: psp.Sign(payload, webhookSecret, now)}
 	}
 	return out

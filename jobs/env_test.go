@@ -50,7 +50,7 @@ func startEnv(t *testing.T) *env {
 	ingest := tracking.NewIngestor(db, flags, store, clock.Real{}, log, mx)
 	t.Cleanup(ingest.Close)
 	tasks := asynq.NewClientFromRedisClient(rdb)
-	queue := NewEventQueue(tasks)
+	queue := NewProviderEvents(tasks)
 	h := &Handlers{
 		Ingest: ingest, Log: log,
 		Payments: &payments.Service{

@@ -19,7 +19,7 @@ import (
 type Handlers struct {
 	// Ingest re-pushes events whose queue append failed.
 	Ingest *tracking.Ingestor
-	// Payments fulfils, revokes and drains the webhook inbox.
+	// Payments handles provider events and drains the webhook inbox.
 	Payments Payments
 	// Reconciler runs the periodic reconciliation; nil when no provider key is configured.
 	Reconciler *payments.Reconciler
@@ -30,19 +30,16 @@ type Handlers struct {
 
 // Payments is what the payment tasks need of the payment flow; *payments.Service is one.
 type Payments interface {
-	Fulfil(ctx context.Context, s payments.Session) (payments.Result, error)
-	Revoke(ctx context.Context, r payments.Reversal) (string, error)
-	Ignored()
+	HandleEvent(ctx context.Context, payload []byte) (string, error)
 	DrainInbox(ctx context.Context) error
 }
 
 // Register binds every task type to its handler on mux.
 func Register(mux *asynq.ServeMux, h *Handlers) {
 	mux.HandleFunc(TypeRequeueEvents, h.RequeueEvents)
-	mux.HandleFunc(TypeCheckoutCompleted, h.FulfilCheckout)
-	mux.HandleFunc(TypeCheckoutAsyncPaymentSucceeded, h.FulfilCheckout)
-	mux.HandleFunc(TypeChargeRefunded, h.RevokePurchase)
-	mux.HandleFunc(TypeDisputeCreated, h.RevokePurchase)
+	for _, eventType := range payments.HandledTypes() {
+		mux.HandleFunc(EventTaskType(eventType), h.HandleProviderEvent)
+	}
 	mux.HandleFunc(TypeReconcile, h.Reconcile)
 	mux.HandleFunc(TypeDrainInbox, h.DrainInbox)
 	mux.HandleFunc(TypeMaintainEvents, h.MaintainEvents)

@@ -4,6 +4,9 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
 
 	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/testenv"
@@ -147,4 +150,25 @@ func (e *env) assertPurchaseEventually(t *testing.T, _ models.Purchase) {
 		info, err := e.Inspect.GetQueueInfo("default")
 		return err == nil && info.Pending == 0 && info.Active == 0 && info.Retry == 0
 	})
+}
+
+// Tasks that the previous version queued, one task type per event type ("psp:charge.refunded",
+// …), are still handled during an upgrade: the one provider-event handler is registered under
+// each of those names.
+func TestTasksOfThePreviousVersionAreHandled(t *testing.T) {
+	e := startEnv(t)
+	s := e.MustShop(t, "acct_upgrade")
+	cs, id, payload := e.PaidSession(t, s)
+	rid, rpayload := e.PSP.Refund(s.Account, *cs.PaymentIntent, 1999, 1999)
+	for _, task := range []struct {
+		typ, id string
+		payload []byte
+	}{{"psp:checkout.session.completed", id, payload}, {"psp:charge.refunded", rid, rpayload}} {
+		_, err := e.Tasks.Enqueue(asynq.NewTask(task.typ, task.payload, asynq.TaskID(task.id), asynq.Retention(time.Hour)))
+		testenv.Must(t, err)
+		e.WaitDone(t, task.id)
+	}
+	var p models.Purchase
+	testenv.Must(t, e.DB.Take(&p, "psp_checkout_session_id = ?", cs.ID).Error)
+	e.assertPurchase(t, p, models.PurchaseRefunded, false, refunded)
 }

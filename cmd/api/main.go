@@ -92,7 +92,7 @@ func (m *Main) Open() error {
 	m.trims = consume.NewTrimLog(in.DB, m.Clock, m.Log)
 	pay := &payments.Service{
 		DB: in.DB, PSP: psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase),
-		Webhooks: psp.NewVerifier(m.Config.PSP.WebhookSecrets, m.Clock), Queue: jobs.NewEventQueue(m.tasks),
+		Webhooks: psp.NewVerifier(m.Config.PSP.WebhookSecrets, m.Clock), Queue: jobs.NewProviderEvents(m.tasks),
 		Queueing: in.Flags, Ingest: ingest, Clock: m.Clock, AppURL: m.Config.AppURL, Log: m.Log, Metrics: mx,
 	}
 	m.app = routes.New(&routes.Server{

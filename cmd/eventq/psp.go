@@ -60,7 +60,7 @@ func (c *cli) pspCommand() *cobra.Command {
 			}
 			tasks := asynq.NewClientFromRedisClient(conns[config.DefaultConnection])
 			r := &payments.Reconciler{
-				DB: db, PSP: psp.NewClient(cfg.PSP.SecretKey, cfg.PSP.APIBase), Queue: jobs.NewEventQueue(tasks),
+				DB: db, PSP: psp.NewClient(cfg.PSP.SecretKey, cfg.PSP.APIBase), Queue: jobs.NewProviderEvents(tasks),
 				Clock: clock.Real{}, Log: slog.New(slog.DiscardHandler),
 			}
 			res, err := r.Run(cmd.Context(), payments.ReconcileOptions{Since: time.Now().Add(-since), TenantID: tenant})

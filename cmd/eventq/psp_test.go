@@ -39,7 +39,7 @@ func TestPSPReconcile(t *testing.T) {
 			t.Errorf("first run printed %v, want checked 1, enqueued 1", out)
 		}
 		info, err := tasks.GetTaskInfo("default", id)
-		if err != nil || info.Type != "psp:"+psp.EventCheckoutCompleted {
+		if err != nil || info.Type != "psp:"+"checkout.session.completed" {
 			t.Fatalf("task %s: %v %v, want the webhook's fulfilment task under the event id", id, info, err)
 		}
 		if raw := e.MustRun(t, "psp", "reconcile"); string(raw) != `{"checked":1,"enqueued":0}` {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/spf13/cobra"
+	"github.com/stripe/stripe-go/v76"
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/config"
@@ -36,88 +37,154 @@ type webhookSentJSON struct {
 
 func (c *cli) webhookCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "webhook", Short: "Exercise the payment webhook"}
-	var tenantID, memberID, productID, target, eventType string
+	var f sendFlags
 	send := &cobra.Command{
 		Use:   "send",
-		Short: "Sign a realistic checkout event with PSP_WEBHOOK_SECRET, post it, and check the service queued it",
-		Long: "Builds a paid Checkout Session for the member and product, wraps it in an event as the\n" +
-			"provider delivers it for the tenant's connected account, signs it with the first secret of\n" +
-			"PSP_WEBHOOK_SECRET and posts it to --url (default APP_URL/api/webhooks/psp). The webhook\n" +
-			"answers 200 to everything, so the command then looks for the event where the api puts what\n" +
-			"it accepted (its task in Redis, or the database inbox) and fails, naming the likely cause,\n" +
-			"unless it is there.",
+		Short: "Sign a realistic provider event with PSP_WEBHOOK_SECRET, post it, and check the service queued it",
+		Long: "Builds an event of --type as the provider delivers it for the tenant's connected account:\n" +
+			"for a checkout type, a paid Checkout Session for --member and --product (a new purchase);\n" +
+			"for a refund or a dispute, a full refund or a dispute of the payment of --purchase. It signs\n" +
+			"the event with the first secret of PSP_WEBHOOK_SECRET and posts it to --url (default\n" +
+			"APP_URL/api/webhooks/psp). The webhook answers 200 to everything, so the command then looks\n" +
+			"for the event where the api puts what it accepted (its task in Redis, or the database inbox)\n" +
+			"and fails, naming the likely cause, unless it is there.\n\n" +
+			"Types: " + strings.Join(payments.HandledTypes(), ", "),
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if strings.TrimSpace(eventType) == "" {
-				return errors.New("--type must not be empty")
-			}
-			if eventType != psp.EventCheckoutCompleted && eventType != psp.EventAsyncPaymentSucceeded {
-				return fmt.Errorf("--type %s: the service does not fulfil this type, so it would ignore the event; use %s or %s",
-					eventType, psp.EventCheckoutCompleted, psp.EventAsyncPaymentSucceeded)
-			}
-			cfg, err := c.config()
-			if err != nil {
-				return err
-			}
-			if len(cfg.PSP.WebhookSecrets) == 0 {
-				return errors.New("no webhook signing secret: set PSP_WEBHOOK_SECRET (or STRIPE_WEBHOOK_SECRET)")
-			}
-			if target == "" {
-				target = c.apiURL(cfg) + "/api/webhooks/psp"
-			}
-			if !validate.HTTPURL(target) {
-				return fmt.Errorf("--url must be an absolute http(s) URL, got %q", target)
-			}
-			db, tenant, err := c.tenant(cmd, tenantID)
-			if err != nil {
-				return err
-			}
-			var member models.AudienceMember
-			if err := tenantRow(cmd, db, tenant, "--member", "member", memberID, &member); err != nil {
-				return err
-			}
-			var product models.Product
-			if err := tenantRow(cmd, db, tenant, "--product", "product", productID, &product); err != nil {
-				return err
-			}
-
-			now := time.Now()
-			pi := psp.NewID("pi")
-			session := psp.SessionObject{
-				ID:            psp.NewID("cs_test"),
-				AmountTotal:   product.Amount,
-				Currency:      product.Currency,
-				CustomerEmail: member.Email,
-				Metadata:      payments.Metadata(tenant.ID, member.ID, product.ID),
-				Mode:          "payment",
-				PaymentIntent: &pi,
-				PaymentStatus: "paid",
-				Status:        "complete",
-				SuccessURL:    payments.SuccessURL(cfg.AppURL, tenant.ID),
-				CancelURL:     cfg.AppURL,
-				Created:       now.Unix(),
-			}
-			eventID, body := psp.NewEvent(eventType, tenant.Account(), session, now)
-			status, err := post(cmd, target, body, psp.Sign(body, cfg.PSP.WebhookSecrets[0], now))
-			if errors.Is(err, syscall.ECONNREFUSED) {
-				return fmt.Errorf("post event %s to %s: %w: the api is not running there (start it, e.g. make run, or pass --url)", eventID, target, err)
-			}
-			if err != nil {
-				return fmt.Errorf("post event %s to %s: %w", eventID, target, err)
-			}
-			if err := c.accepted(cmd, cfg, eventID); err != nil {
-				return fmt.Errorf("%s answered %d but did not accept event %s: %w", target, status, eventID, err)
-			}
-			return c.print(webhookSentJSON{EventID: eventID, Type: eventType, CheckoutSessionID: session.ID, URL: target, Status: status})
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.sendWebhook(cmd, f) },
 	}
-	send.Flags().StringVar(&tenantID, "tenant", "", "tenant id (required)")
-	send.Flags().StringVar(&memberID, "member", "", "audience member id of the tenant (required)")
-	send.Flags().StringVar(&productID, "product", "", "product id of the tenant (required)")
-	send.Flags().StringVar(&target, "url", "", "webhook endpoint (default APP_URL/api/webhooks/psp)")
-	send.Flags().StringVar(&eventType, "type", psp.EventCheckoutCompleted, "event type: "+psp.EventCheckoutCompleted+" or "+psp.EventAsyncPaymentSucceeded)
+	send.Flags().StringVar(&f.tenant, "tenant", "", "tenant id (required)")
+	send.Flags().StringVar(&f.member, "member", "", "audience member id of the tenant (checkout types)")
+	send.Flags().StringVar(&f.product, "product", "", "product id of the tenant (checkout types)")
+	send.Flags().StringVar(&f.purchase, "purchase", "", "purchase id of the tenant, as purchases list prints it (refund and dispute types)")
+	send.Flags().StringVar(&f.target, "url", "", "webhook endpoint (default APP_URL/api/webhooks/psp)")
+	send.Flags().StringVar(&f.eventType, "type", string(stripe.EventTypeCheckoutSessionCompleted),
+		"event type: "+strings.Join(payments.HandledTypes(), ", "))
 	cmd.AddCommand(send)
 	return cmd
+}
+
+// sendFlags are the flags of `webhook send`.
+type sendFlags struct {
+	tenant, member, product, purchase, target, eventType string
+}
+
+// sendWebhook is `webhook send`: it checks the flags against what events of the type are
+// about, builds and signs the event, posts it and checks that the service accepted it.
+func (c *cli) sendWebhook(cmd *cobra.Command, f sendFlags) error {
+	if strings.TrimSpace(f.eventType) == "" {
+		return errors.New("--type must not be empty")
+	}
+	object, ok := payments.EventObject(f.eventType)
+	if !ok {
+		return fmt.Errorf("--type %s: the service does not handle this type, so it would ignore the event; use one of %s",
+			f.eventType, strings.Join(payments.HandledTypes(), ", "))
+	}
+	checkout := object == payments.ObjectCheckoutSession
+	switch {
+	case checkout && f.purchase != "":
+		return fmt.Errorf("--purchase is for refund and dispute events; a %s event makes a new purchase for --member and --product", f.eventType)
+	case !checkout && (f.member != "" || f.product != ""):
+		return fmt.Errorf("--member and --product are for checkout events; a %s event is about the purchase given with --purchase", f.eventType)
+	}
+	cfg, err := c.config()
+	if err != nil {
+		return err
+	}
+	if len(cfg.PSP.WebhookSecrets) == 0 {
+		return errors.New("no webhook signing secret: set PSP_WEBHOOK_SECRET (or STRIPE_WEBHOOK_SECRET)")
+	}
+	target := f.target
+	if target == "" {
+		target = c.apiURL(cfg) + "/api/webhooks/psp"
+	}
+	if !validate.HTTPURL(target) {
+		return fmt.Errorf("--url must be an absolute http(s) URL, got %q", target)
+	}
+	db, tenant, err := c.tenant(cmd, f.tenant)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	var (
+		sessionID string
+		data      any
+	)
+	if checkout {
+		sessionID, data, err = checkoutObject(cmd, db, tenant, cfg.AppURL, f, now)
+	} else {
+		sessionID, data, err = paymentObject(cmd, db, tenant, object, f.purchase, now)
+	}
+	if err != nil {
+		return err
+	}
+	eventID, body := psp.NewObjectEvent(stripe.EventType(f.eventType), tenant.Account(), data, now)
+	status, err := post(cmd, target, body, psp.Sign(body, cfg.PSP.WebhookSecrets[0], now))
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("post event %s to %s: %w: the api is not running there (start it, e.g. make run, or pass --url)", eventID, target, err)
+	}
+	if err != nil {
+		return fmt.Errorf("post event %s to %s: %w", eventID, target, err)
+	}
+	if err := c.accepted(cmd, cfg, eventID); err != nil {
+		return fmt.Errorf("%s answered %d but did not accept event %s: %w", target, status, eventID, err)
+	}
+	return c.print(webhookSentJSON{EventID: eventID, Type: f.eventType, CheckoutSessionID: sessionID, URL: target, Status: status})
+}
+
+// checkoutObject is a new paid Checkout Session of tenant for the member and product of f, as
+// the provider writes it, and its id.
+func checkoutObject(cmd *cobra.Command, db *gorm.DB, tenant *models.Tenant, appURL string, f sendFlags, now time.Time) (string, any, error) {
+	var member models.AudienceMember
+	if err := tenantRow(cmd, db, tenant, "--member", "member", f.member, &member); err != nil {
+		return "", nil, err
+	}
+	var product models.Product
+	if err := tenantRow(cmd, db, tenant, "--product", "product", f.product, &product); err != nil {
+		return "", nil, err
+	}
+	pi := psp.NewID("pi")
+	session := psp.SessionObject{
+		ID:            psp.NewID("cs_test"),
+		Object:        payments.ObjectCheckoutSession,
+		AmountTotal:   product.Amount,
+		Currency:      product.Currency,
+		CustomerEmail: member.Email,
+		Metadata:      payments.Metadata(tenant.ID, member.ID, product.ID),
+		Mode:          "payment",
+		PaymentIntent: &pi,
+		PaymentStatus: "paid",
+		Status:        "complete",
+		SuccessURL:    payments.SuccessURL(appURL, tenant.ID),
+		CancelURL:     appURL,
+		Created:       now.Unix(),
+	}
+	return session.ID, session, nil
+}
+
+// paymentObject is the object of a refund (a fully refunded charge) or a dispute of the
+// payment of tenant's purchase purchaseID, as the provider writes it, and the purchase's
+// checkout session id.
+func paymentObject(cmd *cobra.Command, db *gorm.DB, tenant *models.Tenant, object, purchaseID string, now time.Time) (string, any, error) {
+	var p models.Purchase
+	if err := tenantRow(cmd, db, tenant, "--purchase", "purchase", purchaseID, &p); err != nil {
+		return "", nil, err
+	}
+	if p.PSPPaymentIntentID == "" {
+		return "", nil, fmt.Errorf("purchase %s has no payment intent, so no refund or dispute can name it", purchaseID)
+	}
+	switch object {
+	case payments.ObjectCharge:
+		return p.PSPCheckoutSessionID, psp.ChargeObject{
+			ID: psp.NewID("ch"), Object: object, Amount: p.AmountTotal, AmountRefunded: p.AmountTotal, Currency: p.Currency,
+			PaymentIntent: p.PSPPaymentIntentID, Refunded: true, Created: now.Unix(),
+		}, nil
+	case payments.ObjectDispute:
+		return p.PSPCheckoutSessionID, psp.DisputeObject{
+			ID: psp.NewID("dp"), Object: object, Amount: p.AmountTotal, Charge: psp.NewID("ch"), Currency: p.Currency,
+			PaymentIntent: p.PSPPaymentIntentID, Reason: "fraudulent", Status: "needs_response", Created: now.Unix(),
+		}, nil
+	}
+	return "", nil, fmt.Errorf("webhook send cannot build an event carrying a %s yet", object)
 }
 
 // acceptWait is how long `webhook send` looks for the event after the answer. The api queues

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/hibiken/asynq"
@@ -89,21 +90,21 @@ func (e *cliEnv) newAPISink(t *testing.T, secrets ...string) (*webhookSink, *asy
 		Log: log, Metrics: metrics.New(),
 		Payments: &payments.Service{
 			DB: e.db, Log: log, Webhooks: psp.NewVerifier(secrets, clock.Real{}),
-			Queue: jobs.NewEventQueue(asynq.NewClientFromRedisClient(r.Client())),
+			Queue: jobs.NewProviderEvents(asynq.NewClientFromRedisClient(r.Client())),
 		},
 	})
 	return s, asynq.NewInspectorFromRedisClient(r.Client())
 }
 
-// mustQueued checks the api queued event id as a fulfilment task.
-func mustQueued(t *testing.T, inspector *asynq.Inspector, id string) {
+// mustQueued checks the api queued event id as the task of its event type.
+func mustQueued(t *testing.T, inspector *asynq.Inspector, id, eventType string) {
 	t.Helper()
 	info, err := inspector.GetTaskInfo("default", id)
 	if err != nil {
 		t.Fatalf("task %s: %v", id, err)
 	}
-	if info.Type != "psp:"+psp.EventCheckoutCompleted && info.Type != "psp:"+psp.EventAsyncPaymentSucceeded {
-		t.Errorf("task type %s", info.Type)
+	if info.Type != "psp:"+eventType {
+		t.Errorf("task type %s, want psp:%s", info.Type, eventType)
 	}
 }
 
@@ -166,7 +167,7 @@ func TestWebhookSend(t *testing.T) {
 
 		out := e.MustObject(t, webhookSentKeys, s.args("--url", url)...)
 		r := sink.mustOne(t)
-		mustQueued(t, tasks, str(t, out, "event_id"))
+		mustQueued(t, tasks, str(t, out, "event_id"), "checkout.session.completed")
 		if r.Method != http.MethodPost || r.Path != "/api/webhooks/psp" {
 			t.Errorf("request %s %s, want POST /api/webhooks/psp", r.Method, r.Path)
 		}
@@ -174,8 +175,8 @@ func TestWebhookSend(t *testing.T) {
 			t.Errorf("Content-Type %q, want application/json", ct)
 		}
 		ev, session := mustVerify(t, r, "whsec_test")
-		if ev.Type != psp.EventCheckoutCompleted || ev.Account != "acct_1ABC" || ev.Livemode {
-			t.Errorf("event type %q, account %q, livemode %v; want %s, acct_1ABC, false", ev.Type, ev.Account, ev.Livemode, psp.EventCheckoutCompleted)
+		if ev.Type != "checkout.session.completed" || ev.Account != "acct_1ABC" || ev.Livemode {
+			t.Errorf("event type %q, account %q, livemode %v; want %s, acct_1ABC, false", ev.Type, ev.Account, ev.Livemode, "checkout.session.completed")
 		}
 		if !strings.HasPrefix(ev.ID, "evt_") {
 			t.Errorf("event id %q, want evt_…", ev.ID)
@@ -205,7 +206,7 @@ func TestWebhookSend(t *testing.T) {
 			t.Errorf("success_url %q, want %q", session.SuccessURL, wantURL)
 		}
 
-		want := map[string]any{"event_id": ev.ID, "type": psp.EventCheckoutCompleted,
+		want := map[string]any{"event_id": ev.ID, "type": "checkout.session.completed",
 			"checkout_session_id": session.ID, "url": url, "status": float64(200)}
 		for k, v := range want {
 			if out[k] != v {
@@ -236,23 +237,30 @@ func TestWebhookSend(t *testing.T) {
 		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
 		sink, tasks := e.newAPISink(t, "whsec_test")
 		s := e.mustShop(t, "acct_1ABC")
-		typ := psp.EventAsyncPaymentSucceeded
+		typ := "checkout.session.async_payment_succeeded"
 		out := e.MustObject(t, webhookSentKeys, s.args("--url", sink.URL+"/api/webhooks/psp", "--type", typ)...)
 		ev, _ := mustVerify(t, sink.mustOne(t), "whsec_test")
-		if ev.Type != stripe.EventType(typ) || str(t, out, "type") != typ || str(t, out, "event_id") != ev.ID {
+		if string(ev.Type) != typ || str(t, out, "type") != typ || str(t, out, "event_id") != ev.ID {
 			t.Errorf("--type %s: event type %q, printed %v", typ, ev.Type, out)
 		}
-		mustQueued(t, tasks, ev.ID)
+		mustQueued(t, tasks, ev.ID, typ)
 	})
 
-	t.Run("fails for a type the service does not fulfil, sending nothing", func(t *testing.T) {
+	t.Run("fails for a type the service does not handle, naming the ones it does, sending nothing", func(t *testing.T) {
 		e := newCLI(t)
 		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
 		sink, _ := e.newAPISink(t, "whsec_test")
 		s := e.mustShop(t, "acct_1ABC")
 		stderr := e.MustFail(t, s.args("--url", sink.URL, "--type", "checkout.session.expired")...)
-		if !strings.Contains(stderr, "does not fulfil") || !strings.Contains(stderr, psp.EventCheckoutCompleted) {
-			t.Errorf("stderr %q does not say the type is not handled", stderr)
+		want := "eventq: --type checkout.session.expired: the service does not handle this type, so it would ignore the event; use one of " +
+			strings.Join(payments.HandledTypes(), ", ") + "\n"
+		if stderr != want {
+			t.Errorf("stderr %q, want %q", stderr, want)
+		}
+		for _, typ := range []string{"checkout.session.completed", "checkout.session.async_payment_succeeded", "charge.refunded", "charge.dispute.created"} {
+			if !strings.Contains(stderr, typ) {
+				t.Errorf("stderr %q does not name %s", stderr, typ)
+			}
 		}
 		if n := len(sink.requests()); n != 0 {
 			t.Errorf("endpoint received %d requests, want 0", n)
@@ -417,4 +425,112 @@ func TestAPIURLFollowsHTTPAddrWithoutAppURL(t *testing.T) {
 			t.Errorf("%v: %s, want %s", tc.environ, got, tc.want)
 		}
 	}
+}
+
+// mustPurchase stores a paid purchase of s, as fulfilment does, and returns its id and row.
+func (e *cliEnv) mustPurchase(t *testing.T, s shop) (string, models.Purchase) {
+	t.Helper()
+	p, _ := e.insertPurchase(t, s.tenant, s.member, s.product, psp.NewID("cs_test"), 1999, time.Now())
+	return models.FormatID(p.ID), p
+}
+
+func TestWebhookSendRefundsAndDisputes(t *testing.T) {
+	t.Run("posts a full refund and a dispute of a purchase's payment", func(t *testing.T) {
+		e := newCLI(t)
+		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
+		sink, tasks := e.newAPISink(t, "whsec_test")
+		s := e.mustShop(t, "acct_1ABC")
+		id, p := e.mustPurchase(t, s)
+		url := sink.URL + "/api/webhooks/psp"
+		for i, typ := range []string{"charge.refunded", "charge.dispute.created"} {
+			args := []string{"webhook", "send", "--tenant", s.tenant, "--purchase", id, "--type", typ, "--url", url}
+			out := e.MustObject(t, webhookSentKeys, args...)
+			r := sink.requests()[i]
+			ev, err := psp.NewVerifier([]string{"whsec_test"}, clock.Real{}).Verify(r.Body, r.Header.Get("PSP-Signature"))
+			if err != nil {
+				t.Fatalf("%s: verify: %v", typ, err)
+			}
+			mustQueued(t, tasks, ev.ID, typ)
+			if string(ev.Type) != typ || ev.Account != "acct_1ABC" {
+				t.Errorf("event type %q on %q, want %s on acct_1ABC", ev.Type, ev.Account, typ)
+			}
+			want := map[string]any{"event_id": ev.ID, "type": typ, "checkout_session_id": p.PSPCheckoutSessionID, "url": url, "status": float64(200)}
+			for k, v := range want {
+				if out[k] != v {
+					t.Errorf("%s: printed %s = %#v, want %#v", typ, k, out[k], v)
+				}
+			}
+			var object map[string]any
+			testenv.Must(t, json.Unmarshal(ev.Data.Raw, &object))
+			wantObject := map[string]any{"payment_intent": p.PSPPaymentIntentID, "amount": float64(1999), "currency": "usd"}
+			if typ == "charge.refunded" {
+				wantObject["object"], wantObject["amount_refunded"], wantObject["refunded"] = "charge", float64(1999), true
+			} else {
+				wantObject["object"] = "dispute"
+			}
+			for k, v := range wantObject {
+				if object[k] != v {
+					t.Errorf("%s: data.object.%s = %#v, want %#v", typ, k, object[k], v)
+				}
+			}
+		}
+		if n := e.count(t, &models.PurchaseReversal{}); n != 0 {
+			t.Errorf("%d reversals, want 0: the CLI only sends", n)
+		}
+	})
+
+	t.Run("sends every type the service handles", func(t *testing.T) {
+		e := newCLI(t)
+		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
+		sink, tasks := e.newAPISink(t, "whsec_test")
+		s := e.mustShop(t, "")
+		id, _ := e.mustPurchase(t, s)
+		for _, typ := range payments.HandledTypes() {
+			args := []string{"webhook", "send", "--tenant", s.tenant, "--type", typ, "--url", sink.URL + "/api/webhooks/psp"}
+			if object, _ := payments.EventObject(typ); object == payments.ObjectCheckoutSession {
+				args = append(args, "--member", s.member, "--product", s.product)
+			} else {
+				args = append(args, "--purchase", id)
+			}
+			mustQueued(t, tasks, str(t, e.MustObject(t, webhookSentKeys, args...), "event_id"), typ)
+		}
+	})
+
+	t.Run("fails on flags that do not fit the type, or a purchase it cannot name, sending nothing", func(t *testing.T) {
+		e := newCLI(t)
+		e.environ = append(e.environ, "PSP_WEBHOOK_SECRET=whsec_test")
+		sink, _ := e.newAPISink(t, "whsec_test")
+		s, other := e.mustShop(t, "acct_1ABC"), e.mustShop(t, "acct_2DEF")
+		id, _ := e.mustPurchase(t, s)
+		otherID, _ := e.mustPurchase(t, other)
+		noPI, p := e.mustPurchase(t, s)
+		testenv.Must(t, e.db.Model(&p).Update("psp_payment_intent_id", "").Error)
+		refund := func(extra ...string) []string {
+			return append([]string{"webhook", "send", "--tenant", s.tenant, "--type", "charge.refunded", "--url", sink.URL}, extra...)
+		}
+		for _, tc := range []struct {
+			name string
+			args []string
+			want string
+		}{
+			{"no purchase", refund(), `--purchase must be a purchase id, got ""`},
+			{"bad purchase", refund("--purchase", "abc"), `--purchase must be a purchase id, got "abc"`},
+			{"unknown purchase", refund("--purchase", "999999"), "purchase 999999 not found at tenant " + s.tenant},
+			{"purchase of another tenant", refund("--purchase", otherID), "purchase " + otherID + " not found at tenant " + s.tenant},
+			{"purchase without payment intent", refund("--purchase", noPI), "purchase " + noPI + " has no payment intent, so no refund or dispute can name it"},
+			{"member for a refund", refund("--purchase", id, "--member", s.member),
+				"--member and --product are for checkout events; a charge.refunded event is about the purchase given with --purchase"},
+			{"product for a dispute", []string{"webhook", "send", "--tenant", s.tenant, "--type", "charge.dispute.created", "--purchase", id, "--product", s.product, "--url", sink.URL},
+				"--member and --product are for checkout events; a charge.dispute.created event is about the purchase given with --purchase"},
+			{"purchase for a checkout", s.args("--purchase", id, "--url", sink.URL),
+				"--purchase is for refund and dispute events; a checkout.session.completed event makes a new purchase for --member and --product"},
+		} {
+			if stderr := e.MustFail(t, tc.args...); stderr != "eventq: "+tc.want+"\n" {
+				t.Errorf("%s: stderr %q, want %q", tc.name, stderr, "eventq: "+tc.want+"\n")
+			}
+		}
+		if n := len(sink.requests()); n != 0 {
+			t.Errorf("endpoint received %d requests, want 0", n)
+		}
+	})
 }

@@ -108,7 +108,7 @@ func (m *Main) Open() (err error) {
 	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log, mx)
 	m.ingest = ingest
 	m.mux = asynq.NewServeMux()
-	provider, queue := psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase), jobs.NewEventQueue(m.tasks)
+	provider, queue := psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase), jobs.NewProviderEvents(m.tasks)
 	pay := &payments.Service{
 		DB: in.DB, PSP: provider, Queue: queue, Queueing: in.Flags, Ingest: ingest, Clock: m.Clock,
 		AppURL: m.Config.AppURL, Log: m.Log, Metrics: mx,

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/stripe/stripe-go/v76"
 
 	"github.com/eventq/eventq/internal/config"
-	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/jobs"
 )
@@ -26,8 +26,8 @@ func TestExportedMetricsAreDocumented(t *testing.T) {
 	// A checkout session that cannot be fulfilled and a partial refund: each counts an outcome.
 	tasks := asynq.NewClientFromRedisClient(r.Client())
 	for _, ev := range []struct{ id, typ, object string }{
-		{"evt_metrics_1", psp.EventCheckoutCompleted, `{"id":"cs_metrics","object":"checkout.session","payment_status":"paid"}`},
-		{"evt_metrics_2", psp.EventChargeRefunded, `{"id":"ch_metrics","object":"charge","amount":1000,"amount_refunded":100}`},
+		{"evt_metrics_1", string(stripe.EventTypeCheckoutSessionCompleted), `{"id":"cs_metrics","object":"checkout.session","payment_status":"paid"}`},
+		{"evt_metrics_2", string(stripe.EventTypeChargeRefunded), `{"id":"ch_metrics","object":"charge","amount":1000,"amount_refunded":100}`},
 	} {
 		payload := fmt.Sprintf(`{"id":%q,"object":"event","type":%q,"data":{"object":%s}}`, ev.id, ev.typ, ev.object)
 		task, err := jobs.NewEventTask(ev.id, ev.typ, []byte(payload))

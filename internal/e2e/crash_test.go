@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stripe/stripe-go/v76"
+
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
@@ -19,7 +21,7 @@ func TestChaosWorkerKilledMidFulfilmentRecovers(t *testing.T) {
 	s := startStack(t)
 	sh := s.MustShop(t, "acct_shop1", true)
 	cs := s.PaidSession(sh, "acct_shop1")
-	id, payload := psp.NewEvent(psp.EventCheckoutCompleted, "acct_shop1", cs, time.Now())
+	id, payload := psp.NewEvent(stripe.EventTypeCheckoutSessionCompleted, "acct_shop1", cs, time.Now())
 
 	// Hold a lock that fulfilment needs half-way: on Postgres the entitlements table (the
 	// purchase row is written, the entitlement waits); on SQLite the write lock.

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stripe/stripe-go/v76"
+
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
@@ -27,7 +29,7 @@ func TestWebhooksAreAcknowledgedWhileTheWorkerIsDown(t *testing.T) {
 	sessions := make([]string, n)
 	for i := range took {
 		cs := s.PaidSession(sh, "acct_shop1")
-		_, payload := psp.NewEvent(psp.EventCheckoutCompleted, "acct_shop1", cs, time.Now())
+		_, payload := psp.NewEvent(stripe.EventTypeCheckoutSessionCompleted, "acct_shop1", cs, time.Now())
 		sessions[i] = cs.ID
 		took[i] = s.MustDeliver(t, payload)
 	}
@@ -55,7 +57,7 @@ func TestWebhookDuringRedisOutageIsFulfilledLater(t *testing.T) {
 	s := startStack(t)
 	sh := s.MustShop(t, "acct_shop1", true)
 	cs := s.PaidSession(sh, "acct_shop1")
-	id, payload := psp.NewEvent(psp.EventCheckoutCompleted, "acct_shop1", cs, time.Now())
+	id, payload := psp.NewEvent(stripe.EventTypeCheckoutSessionCompleted, "acct_shop1", cs, time.Now())
 
 	s.Redis.Stop()
 	took := s.MustDeliver(t, payload)
@@ -86,7 +88,7 @@ func TestWebhookAndReturnPageRaceMakeOnePurchase(t *testing.T) {
 	sh := s.MustShop(t, "acct_shop1", true)
 	for round := 0; round < 5; round++ {
 		cs := s.PaidSession(sh, "acct_shop1")
-		_, payload := psp.NewEvent(psp.EventCheckoutCompleted, "acct_shop1", cs, time.Now())
+		_, payload := psp.NewEvent(stripe.EventTypeCheckoutSessionCompleted, "acct_shop1", cs, time.Now())
 		var (
 			wg       sync.WaitGroup
 			mu       sync.Mutex

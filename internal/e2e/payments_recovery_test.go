@@ -158,4 +158,37 @@ func TestWebhookSendAgainstTheStack(t *testing.T) {
 	if n := s.Count(t, &models.Purchase{}, "1 = 1"); n != 1 {
 		t.Errorf("%d purchases, want 1 (the stale-secret event must not count)", n)
 	}
+
+	t.Run("a refund, then a dispute, of purchases it made revoke them", func(t *testing.T) {
+		code, _, stderr := s.CLI(t, []string{"PSP_WEBHOOK_SECRET=" + webhookSecret}, args...) // a second purchase
+		if code != 0 {
+			t.Fatalf("second checkout: exit %d, stderr %q", code, stderr)
+		}
+		testenv.Eventually(t, 20*time.Second, "the second checkout is fulfilled", func() bool {
+			return s.Count(t, &models.Purchase{}, "tenant_id = ?", sh.Tenant.ID) == 2
+		})
+		var purchases []models.Purchase
+		testenv.Must(t, s.DB.Where("tenant_id = ?", sh.Tenant.ID).Order("id").Find(&purchases).Error)
+		for i, c := range []struct{ typ, status, event string }{
+			{"charge.refunded", models.PurchaseRefunded, payments.EventPurchaseRefunded},
+			{"charge.dispute.created", models.PurchaseDisputed, payments.EventPurchaseDisputed},
+		} {
+			p := purchases[i]
+			code, stdout, stderr := s.CLI(t, []string{"PSP_WEBHOOK_SECRET=" + webhookSecret}, "webhook", "send",
+				"--tenant", models.FormatID(sh.Tenant.ID), "--type", c.typ, "--purchase", models.FormatID(p.ID))
+			if code != 0 || stderr != "" || !strings.Contains(stdout, `"checkout_session_id":"`+p.PSPCheckoutSessionID+`"`) {
+				t.Fatalf("%s: exit %d, stdout %q, stderr %q", c.typ, code, stdout, stderr)
+			}
+			testenv.Eventually(t, 20*time.Second, c.typ+" ends the purchase", func() bool {
+				var got models.Purchase
+				return s.DB.Take(&got, p.ID).Error == nil && got.Status == c.status
+			})
+			if n := s.Count(t, &models.Entitlement{}, "purchase_id = ? AND revoked_at IS NULL", p.ID); n != 0 {
+				t.Errorf("%s: %d entitlements in force, want 0", c.typ, n)
+			}
+			if n := s.Count(t, &models.TrackedEvent{}, "tenant_id = ? AND type = ?", sh.Tenant.ID, c.event); n != 1 {
+				t.Errorf("%s: %d %s events, want 1", c.typ, n, c.event)
+			}
+		}
+	})
 }

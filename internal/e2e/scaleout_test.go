@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stripe/stripe-go/v76"
+
 	"github.com/eventq/eventq/internal/auth"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
@@ -34,7 +36,7 @@ func TestQueueAndWebhookOnRedisCluster(t *testing.T) {
 	}
 
 	cs := s.PaidSession(sh, "acct_shop1")
-	id, payload := psp.NewEvent(psp.EventCheckoutCompleted, "acct_shop1", cs, time.Now())
+	id, payload := psp.NewEvent(stripe.EventTypeCheckoutSessionCompleted, "acct_shop1", cs, time.Now())
 	for i := 0; i < 3; i++ {
 		s.MustDeliver(t, payload)
 	}
@@ -98,7 +100,7 @@ func TestTwoAPIsAndTwoWorkers(t *testing.T) {
 		for i := 0; i < sessions; i++ {
 			cs := s.PaidSession(sh, "acct_shop1")
 			for j := 0; j < 3; j++ { // the same session under three event ids
-				id, payload := psp.NewEvent(psp.EventCheckoutCompleted, "acct_shop1", cs, time.Now())
+				id, payload := psp.NewEvent(stripe.EventTypeCheckoutSessionCompleted, "acct_shop1", cs, time.Now())
 				all = append(all, id)
 				for _, base := range s.Bases { // each event delivered to both apis at once
 					wg.Add(1)

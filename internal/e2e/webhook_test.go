@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stripe/stripe-go/v76"
+
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
@@ -18,7 +20,7 @@ func TestWebhookFulfilsAPaidCheckoutOnce(t *testing.T) {
 	s := startStack(t)
 	sh := s.MustShop(t, "acct_shop1", true)
 	cs := s.PaidSession(sh, "acct_shop1")
-	id, payload := psp.NewEvent(psp.EventCheckoutCompleted, "acct_shop1", cs, time.Now())
+	id, payload := psp.NewEvent(stripe.EventTypeCheckoutSessionCompleted, "acct_shop1", cs, time.Now())
 
 	if took := s.MustDeliver(t, payload); took > time.Second {
 		t.Fatalf("webhook took %s", took)
@@ -70,29 +72,29 @@ func TestWebhookRefusalsAre200AndFulfilNothing(t *testing.T) {
 		payload func() (string, []byte, string) // event id, body, signature header
 		queued  bool                            // verified and enqueued, then refused by the worker
 	}
-	event := func(typ, account string, cs psp.SessionObject) (string, []byte) {
+	event := func(typ stripe.EventType, account string, cs psp.SessionObject) (string, []byte) {
 		return psp.NewEvent(typ, account, cs, time.Now())
 	}
 	for _, d := range []delivery{
 		{"bad signature", func() (string, []byte, string) {
-			id, b := event(psp.EventCheckoutCompleted, "acct_shop1", s.PaidSession(sh, "acct_shop1"))
+			id, b := event(stripe.EventTypeCheckoutSessionCompleted, "acct_shop1", s.PaidSession(sh, "acct_shop1"))
 			return id, b, psp.Sign(b, "whsec_wrong", time.Now())
 		}, false},
 		{"tampered body", func() (string, []byte, string) {
-			id, b := event(psp.EventCheckoutCompleted, "acct_shop1", s.PaidSession(sh, "acct_shop1"))
+			id, b := event(stripe.EventTypeCheckoutSessionCompleted, "acct_shop1", s.PaidSession(sh, "acct_shop1"))
 			h := psp.Sign(b, webhookSecret, time.Now())
 			return id, bytes.Replace(b, []byte(`"amount_total":1999`), []byte(`"amount_total":1`), 1), h
 		}, false},
 		{"stale timestamp", func() (string, []byte, string) {
-			id, b := event(psp.EventCheckoutCompleted, "acct_shop1", s.PaidSession(sh, "acct_shop1"))
+			id, b := event(stripe.EventTypeCheckoutSessionCompleted, "acct_shop1", s.PaidSession(sh, "acct_shop1"))
 			return id, b, psp.Sign(b, webhookSecret, time.Now().Add(-6*time.Minute))
 		}, false},
 		{"missing header", func() (string, []byte, string) {
-			id, b := event(psp.EventCheckoutCompleted, "acct_shop1", s.PaidSession(sh, "acct_shop1"))
+			id, b := event(stripe.EventTypeCheckoutSessionCompleted, "acct_shop1", s.PaidSession(sh, "acct_shop1"))
 			return id, b, ""
 		}, false},
 		{"garbage header", func() (string, []byte, string) {
-			id, b := event(psp.EventCheckoutCompleted, "acct_shop1", s.PaidSession(sh, "acct_shop1"))
+			id, b := event(stripe.EventTypeCheckoutSessionCompleted, "acct_shop1", s.PaidSession(sh, "acct_shop1"))
 			return id, b, "nonsense"
 		}, false},
 		{"other event type", func() (string, []byte, string) {
@@ -106,22 +108,22 @@ func TestWebhookRefusalsAre200AndFulfilNothing(t *testing.T) {
 		{"unknown tenant", func() (string, []byte, string) {
 			cs := s.PaidSession(sh, "acct_shop1")
 			cs.Metadata = map[string]string{"tenant_id": "999999", "audience_member_id": "1", "product_id": "1"}
-			id, b := event(psp.EventCheckoutCompleted, "acct_shop1", cs)
+			id, b := event(stripe.EventTypeCheckoutSessionCompleted, "acct_shop1", cs)
 			return id, b, psp.Sign(b, webhookSecret, time.Now())
 		}, true},
 		{"foreign connected account", func() (string, []byte, string) {
 			// acct_other completes a session whose metadata names shop1: must not grant in shop1.
-			id, b := event(psp.EventCheckoutCompleted, "acct_other", s.PaidSession(sh, "acct_other"))
+			id, b := event(stripe.EventTypeCheckoutSessionCompleted, "acct_other", s.PaidSession(sh, "acct_other"))
 			return id, b, psp.Sign(b, webhookSecret, time.Now())
 		}, true},
 		{"platform account for a connected tenant", func() (string, []byte, string) {
-			id, b := event(psp.EventCheckoutCompleted, "", s.PaidSession(sh, ""))
+			id, b := event(stripe.EventTypeCheckoutSessionCompleted, "", s.PaidSession(sh, ""))
 			return id, b, psp.Sign(b, webhookSecret, time.Now())
 		}, true},
 		{"member of another tenant", func() (string, []byte, string) {
 			cs := s.PaidSession(sh, "acct_shop1")
 			cs.Metadata["audience_member_id"] = models.FormatID(other.Member.ID)
-			id, b := event(psp.EventCheckoutCompleted, "acct_shop1", cs)
+			id, b := event(stripe.EventTypeCheckoutSessionCompleted, "acct_shop1", cs)
 			return id, b, psp.Sign(b, webhookSecret, time.Now())
 		}, true},
 	} {
@@ -156,13 +158,13 @@ func TestConcurrentDuplicateDeliveriesMakeOnePurchase(t *testing.T) {
 	s := startStack(t)
 	sh := s.MustShop(t, "acct_shop1", true)
 	cs := s.PaidSession(sh, "acct_shop1")
-	id, payload := psp.NewEvent(psp.EventCheckoutCompleted, "acct_shop1", cs, time.Now())
+	id, payload := psp.NewEvent(stripe.EventTypeCheckoutSessionCompleted, "acct_shop1", cs, time.Now())
 	var others [][]byte
 	var otherIDs []string
 	for i := 0; i < 4; i++ {
-		typ := psp.EventCheckoutCompleted
+		typ := stripe.EventTypeCheckoutSessionCompleted
 		if i%2 == 1 {
-			typ = psp.EventAsyncPaymentSucceeded
+			typ = stripe.EventTypeCheckoutSessionAsyncPaymentSucceeded
 		}
 		oid, b := psp.NewEvent(typ, "acct_shop1", cs, time.Now())
 		others, otherIDs = append(others, b), append(otherIDs, oid)

@@ -66,7 +66,7 @@ func tenantRow(db *gorm.DB, dst any, id, tenantID uint64) error {
 }
 
 // Return is the return page's work, where the provider sends the member after paying: it
-// retrieves sessionID from the provider as tenantID's account and fulfils it through Fulfil,
+// retrieves sessionID from the provider as tenantID's account and fulfils it (fulfil),
 // as the worker does. An unknown tenant or session, a session whose metadata names another
 // tenant, or one that can never be fulfilled is ErrNotFound; provider failures are psp's
 // errors. A session not paid yet reports StatusPending.
@@ -89,7 +89,7 @@ func (svc *Service) Return(ctx context.Context, tenantID uint64, sessionID strin
 	if cs.Metadata[MetaTenant] != models.FormatID(tenant.ID) {
 		return Result{}, ErrNotFound
 	}
-	res, err := svc.Fulfil(ctx, SessionOf(cs, account))
+	res, err := svc.fulfil(ctx, SessionOf(cs, account))
 	if errors.Is(err, ErrRejected) {
 		svc.Log.Warn("return page: checkout not fulfilled", "session_id", cs.ID, "reason", err.Error())
 		return Result{}, ErrNotFound

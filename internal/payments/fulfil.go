@@ -15,7 +15,7 @@ import (
 	"github.com/eventq/eventq/models"
 )
 
-// Statuses a fulfilment reports.
+// Statuses a fulfilment reports (Return, HandleEvent).
 const (
 	StatusFulfilled        = "fulfilled"         // this call created the purchase
 	StatusAlreadyFulfilled = "already_fulfilled" // an earlier or concurrent call did
@@ -25,24 +25,25 @@ const (
 // EventPurchaseCompleted is the tracked event recorded with every purchase.
 const EventPurchaseCompleted = "purchase_completed"
 
-// Result is the outcome of Fulfil.
+// Result is the outcome of a fulfilment: of Return, or of a checkout event.
 type Result struct {
 	Status     string
 	PurchaseID uint64 // 0 while pending
 }
 
-// Fulfil fulfils s if it is paid. Purchase, entitlement and event are written in one
+// fulfil fulfils s if it is paid: the work of a checkout event (HandleEvent) and of the return
+// page (Return). Purchase, entitlement and event are written in one
 // transaction, so a crash leaves either all or nothing and a retry completes it; a session
 // already fulfilled reports StatusAlreadyFulfilled and changes nothing. The event is appended
 // to the tenant's queue after the commit when UseQueueEvents is active (a failed append is
 // retried by the worker's requeue job). Errors wrapping ErrRejected are permanent.
-func (svc *Service) Fulfil(ctx context.Context, s Session) (Result, error) {
-	res, err := svc.fulfil(ctx, s)
+func (svc *Service) fulfil(ctx context.Context, s Session) (Result, error) {
+	res, err := svc.fulfilSession(ctx, s)
 	svc.Metrics.Fulfilment(outcome(err, res.Status))
 	return res, err
 }
 
-func (svc *Service) fulfil(ctx context.Context, s Session) (Result, error) {
+func (svc *Service) fulfilSession(ctx context.Context, s Session) (Result, error) {
 	tenant, member, product, err := svc.resolve(ctx, s)
 	if err != nil {
 		return Result{}, err
@@ -125,7 +126,7 @@ func (svc *Service) resolve(ctx context.Context, s Session) (*models.Tenant, *mo
 	for _, key := range []string{MetaTenant, MetaMember, MetaProduct} {
 		id, ok := models.ParseID(s.Metadata[key])
 		if !ok {
-			return nil, nil, nil, fmt.Errorf("%w: session %s: metadata %s missing or invalid", ErrRejected, s.ID, key)
+			return nil, nil, nil, fmt.Errorf("fulfil: %w: session %s: metadata %s missing or invalid", ErrRejected, s.ID, key)
 		}
 		ids[key] = id
 	}
@@ -139,7 +140,7 @@ func (svc *Service) resolve(ctx context.Context, s Session) (*models.Tenant, *mo
 		return nil, nil, nil, err
 	}
 	if account := t.Account(); account != s.Account {
-		return nil, nil, nil, fmt.Errorf("%w: session %s on account %q, tenant %d has %q", ErrRejected, s.ID, s.Account, t.ID, account)
+		return nil, nil, nil, fmt.Errorf("fulfil: %w: session %s on account %q, tenant %d has %q", ErrRejected, s.ID, s.Account, t.ID, account)
 	}
 	if err := take(db, &m, "id = ? AND tenant_id = ?", ids[MetaMember], t.ID); err != nil {
 		return nil, nil, nil, err
@@ -153,7 +154,7 @@ func (svc *Service) resolve(ctx context.Context, s Session) (*models.Tenant, *mo
 func take(db *gorm.DB, dst any, query string, args ...any) error {
 	err := db.Where(query, args...).Take(dst).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return fmt.Errorf("%w: %T not found (%v)", ErrRejected, dst, args)
+		return fmt.Errorf("fulfil: %w: %T not found (%v)", ErrRejected, dst, args)
 	}
 	if err != nil {
 		return fmt.Errorf("fulfil: %w", err)

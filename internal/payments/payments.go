@@ -1,10 +1,11 @@
 // Package payments is eventq's checkout and payment flow, in one place: creating a Checkout
 // Session, the return page, turning a verified webhook delivery into a worker task (or an inbox
-// row when Redis is down), fulfilling a paid session exactly once, ending a purchase on a full
-// refund or a dispute, and reconciling with the provider's event list.
+// row when Redis is down), doing what a provider event means (HandleEvent: fulfilling a paid
+// session exactly once, ending a purchase on a full refund or a dispute), and reconciling with
+// the provider's event list. The provider event types it handles are one list (events.go).
 //
 // It knows one session type, Session, made from the provider's session by SessionOf. It talks
-// to the provider through internal/psp and hands events to the worker through EventQueue, which
+// to the provider through internal/psp and hands events to the worker through EventTasks, which
 // package jobs implements on asynq, so it imports neither jobs nor asynq. Callers translate its
 // results: routes into HTTP, jobs into task outcomes.
 package payments
@@ -35,7 +36,7 @@ type Service struct {
 	// Webhooks verifies webhook signatures; only Receive needs it.
 	Webhooks *psp.Verifier
 	// Queue hands verified events to the worker; Receive and DrainInbox need it.
-	Queue EventQueue
+	Queue EventTasks
 	// Queueing says which tenants' events are queued (UseQueueEvents).
 	Queueing features.Queueing
 	// Ingest appends the events fulfilment and revocation store to the tenant's queue.
@@ -55,27 +56,25 @@ type Pusher interface {
 	PushPending(ctx context.Context, tenantID uint64, rows []models.TrackedEvent)
 }
 
-// EventQueue hands a verified provider event to the worker as the task that handles it, under
+// EventTasks hands a verified provider event to the worker as the task that handles it, under
 // the event's id, so that whoever enqueues an event (webhook, inbox drain, reconciliation), it
-// is queued once. Package jobs implements it on asynq.
-type EventQueue interface {
+// is queued once. Package jobs implements it on asynq; only events of a type the flow handles
+// (Handles) and with an id are given to it.
+type EventTasks interface {
 	// Enqueue queues the task of event eventID of eventType whose JSON is payload. It returns
 	// an error wrapping ErrAlreadyQueued when a task with that id exists (success: the event is
-	// queued), and one wrapping ErrNotHandled for an event that has no task (an unhandled type,
-	// or no id); nothing is queued then.
+	// queued).
 	Enqueue(ctx context.Context, eventID, eventType string, payload []byte) error
 }
 
-// Sentinels of EventQueue.Enqueue.
-var (
-	ErrAlreadyQueued = errors.New("payments: event already queued")
-	ErrNotHandled    = errors.New("payments: event not handled")
-)
+// ErrAlreadyQueued is what EventTasks.Enqueue returns for an event queued before.
+var ErrAlreadyQueued = errors.New("payments: event already queued")
 
-// ErrRejected marks a session or event that can never be processed (unknown tenant, member or
-// product, missing metadata, a connected account that is not the tenant's, no payment intent).
-// Retrying is pointless. Its text is the one logs have always shown.
-var ErrRejected = errors.New("fulfil: rejected")
+// ErrRejected marks a session or event that can never be processed (not an event, a type the
+// flow does not handle, an unknown tenant, member or product, missing metadata, a connected
+// account that is not the tenant's, no payment intent). Retrying is pointless: the worker
+// gives up on it at once.
+var ErrRejected = errors.New("rejected")
 
 // ErrNotFound is what the return page answers for anything it cannot show.
 var ErrNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}

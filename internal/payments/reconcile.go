@@ -52,7 +52,7 @@ type Reconciler struct {
 	DB  *gorm.DB
 	PSP *psp.Client
 	// Queue takes the events found unprocessed, as it takes the webhook's.
-	Queue   EventQueue
+	Queue   EventTasks
 	Clock   clock.Clock
 	Log     *slog.Logger
 	Metrics *metrics.Metrics // may be nil
@@ -68,7 +68,7 @@ func (r *Reconciler) Run(ctx context.Context, opts ReconcileOptions) (ReconcileR
 		return res, err
 	}
 	for _, account := range accounts {
-		err := r.PSP.ListEvents(ctx, account, psp.HandledTypes, opts.Since, func(ev *stripe.Event) error {
+		err := r.PSP.ListEvents(ctx, account, HandledTypes(), opts.Since, func(ev *stripe.Event) error {
 			if opts.TenantID != 0 && !ofTenant(ev, opts.TenantID) {
 				return nil
 			}
@@ -112,21 +112,29 @@ func (r *Reconciler) accounts(ctx context.Context, tenantID uint64) ([]string, e
 // ofTenant reports whether ev may concern tenantID: checkouts say so in their metadata;
 // charges are matched to purchases by payment intent later, so they are kept.
 func ofTenant(ev *stripe.Event, tenantID uint64) bool {
-	if !isCheckout(string(ev.Type)) {
+	if object, _ := EventObject(string(ev.Type)); object != ObjectCheckoutSession {
 		return true
 	}
 	s, err := decodeSession(ev)
 	return err == nil && s.Metadata[MetaTenant] == models.FormatID(tenantID)
 }
 
-// reconcileEvent enqueues ev's task unless the database shows it processed or its task is
-// queued already; it reports whether it enqueued.
+// reconcileEvent enqueues ev's task unless the database already reflects it (its checkout has
+// a purchase, its refund or dispute is recorded, it is a partial refund), the event can never
+// be processed, or its task is queued already; it reports whether it enqueued.
 func (r *Reconciler) reconcileEvent(ctx context.Context, ev *stripe.Event) (bool, error) {
-	if ev.Data == nil {
+	if ev.ID == "" || ev.Data == nil {
 		return false, nil
 	}
-	done, err := r.processed(ctx, ev)
+	w, err := workOf(ev)
+	if err != nil {
+		return false, nil // a type the list should not have returned, or one the task would refuse
+	}
+	done, err := w.done(ctx, r.DB)
 	if err != nil || done {
+		if err != nil {
+			err = fmt.Errorf("reconcile: %w", err)
+		}
 		return false, err
 	}
 	payload, err := json.Marshal(ev)
@@ -135,8 +143,6 @@ func (r *Reconciler) reconcileEvent(ctx context.Context, ev *stripe.Event) (bool
 	}
 	err = r.Queue.Enqueue(ctx, ev.ID, string(ev.Type), payload)
 	switch {
-	case errors.Is(err, ErrNotHandled): // a type the list should not have returned
-		return false, nil
 	case errors.Is(err, ErrAlreadyQueued): // delivered (or reconciled) and queued already
 		return false, nil
 	case err != nil:
@@ -144,32 +150,6 @@ func (r *Reconciler) reconcileEvent(ctx context.Context, ev *stripe.Event) (bool
 	}
 	r.Log.Info("reconcile: queued an event whose delivery never came", "event_id", ev.ID, "type", string(ev.Type), "account", ev.Account)
 	return true, nil
-}
-
-// processed reports whether the database already reflects ev: its checkout has a purchase,
-// its refund or dispute is recorded, or it is a partial refund (nothing to do).
-func (r *Reconciler) processed(ctx context.Context, ev *stripe.Event) (bool, error) {
-	db := r.DB.WithContext(ctx)
-	var n int64
-	if isCheckout(string(ev.Type)) {
-		cs, err := SessionOfEvent(ev)
-		if err != nil {
-			return true, nil // the task would refuse it
-		}
-		if err := db.Model(&models.Purchase{}).Where("psp_checkout_session_id = ?", cs.ID).Count(&n).Error; err != nil {
-			return false, fmt.Errorf("reconcile: look up purchase: %w", err)
-		}
-		return n > 0, nil
-	}
-	rev, ok, err := ReversalOf(ev)
-	if err != nil || !ok {
-		return true, nil
-	}
-	err = db.Model(&models.PurchaseReversal{}).Where("psp_payment_intent_id = ? AND kind = ? AND account = ?", rev.PaymentIntent, rev.Kind, rev.Account).Count(&n).Error
-	if err != nil {
-		return false, fmt.Errorf("reconcile: look up reversal: %w", err)
-	}
-	return n > 0, nil
 }
 
 // RunPeriodic is one periodic reconciliation over every account: it starts where the last

@@ -2,20 +2,17 @@ package payments
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/stripe/stripe-go/v76"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/models"
 )
 
-// Outcomes of Revoke.
+// Outcomes of a refund or dispute (HandleEvent).
 const (
 	RevokeApplied = "revoked"         // this call ended the purchase and revoked its entitlement
 	RevokeAlready = "already_revoked" // an earlier refund or dispute already ended it
@@ -28,82 +25,40 @@ const (
 	EventPurchaseDisputed = "purchase_disputed"
 )
 
-// Reversal is a full refund or a dispute of one payment.
-type Reversal struct {
+// reversal is a full refund or a dispute of one payment, as a charge.refunded or
+// charge.dispute.created event reports it.
+type reversal struct {
 	Kind          string // models.PurchaseRefunded or models.PurchaseDisputed
 	PaymentIntent string
 	Account       string // the connected account the charge lives on; "" for the platform
 	EventID       string
 }
 
-// ReversalOf reads the reversal a charge.refunded or charge.dispute.created event reports, on
-// the event's account: ok is false for a charge that is not fully refunded (nothing to do). An
-// error means the event can never apply.
-func ReversalOf(ev *stripe.Event) (r Reversal, ok bool, err error) {
-	r = Reversal{Account: ev.Account, EventID: ev.ID}
-	if ev.Data == nil {
-		return r, false, fmt.Errorf("event %s carries no data", ev.ID)
-	}
-	switch string(ev.Type) {
-	case psp.EventChargeRefunded:
-		var ch stripe.Charge
-		if err := json.Unmarshal(ev.Data.Raw, &ch); err != nil || ch.ID == "" {
-			return r, false, fmt.Errorf("event %s carries no charge", ev.ID)
-		}
-		if !ch.Refunded && (ch.Amount == 0 || ch.AmountRefunded < ch.Amount) {
-			return r, false, nil
-		}
-		r.Kind = models.PurchaseRefunded
-		if ch.PaymentIntent != nil {
-			r.PaymentIntent = ch.PaymentIntent.ID
-		}
-	case psp.EventDisputeCreated:
-		var d stripe.Dispute
-		if err := json.Unmarshal(ev.Data.Raw, &d); err != nil || d.ID == "" {
-			return r, false, fmt.Errorf("event %s carries no dispute", ev.ID)
-		}
-		r.Kind = models.PurchaseDisputed
-		if d.PaymentIntent != nil {
-			r.PaymentIntent = d.PaymentIntent.ID
-		}
-	default:
-		return r, false, fmt.Errorf("event %s: type %q is not a reversal", ev.ID, ev.Type)
-	}
-	if r.PaymentIntent == "" {
-		return r, false, fmt.Errorf("event %s names no payment intent", ev.ID)
-	}
-	return r, true, nil
-}
-
-// Revoke records r and applies it to the purchase of r.PaymentIntent on r.Account: the
+// revoke records r and applies it to the purchase of r.PaymentIntent on r.Account: the
 // purchase gets status r.Kind, its entitlement is revoked and the tenant's queue gets a
 // purchase_refunded or purchase_disputed event when UseQueueEvents is active. Exactly once per
 // purchase, however often and concurrently it runs: a purchase already refunded or disputed is
 // left as it is. When no such purchase exists yet, r is kept and applied by the fulfilment that
 // creates it. Errors wrapping ErrRejected are permanent.
-func (svc *Service) Revoke(ctx context.Context, r Reversal) (string, error) {
-	out, err := svc.revoke(ctx, r)
+func (svc *Service) revoke(ctx context.Context, r reversal) (string, error) {
+	out, err := svc.applyReversal(ctx, r)
 	svc.Metrics.Revocation(outcome(err, out))
 	return out, err
 }
 
-// Ignored counts a refund that changes nothing (a partial refund, which ReversalOf reports as
-// not ok).
-func (svc *Service) Ignored() { svc.Metrics.Revocation("ignored") }
-
-func (svc *Service) revoke(ctx context.Context, r Reversal) (string, error) {
+func (svc *Service) applyReversal(ctx context.Context, r reversal) (string, error) {
 	if r.PaymentIntent == "" {
-		return "", fmt.Errorf("%w: event %s names no payment intent", ErrRejected, r.EventID)
+		return "", fmt.Errorf("revoke: %w: event %s names no payment intent", ErrRejected, r.EventID)
 	}
 	if r.Kind != models.PurchaseRefunded && r.Kind != models.PurchaseDisputed {
-		return "", fmt.Errorf("%w: event %s: unknown reversal %q", ErrRejected, r.EventID, r.Kind)
+		return "", fmt.Errorf("revoke: %w: event %s: unknown reversal %q", ErrRejected, r.EventID, r.Kind)
 	}
 	row := models.PurchaseReversal{PSPPaymentIntentID: r.PaymentIntent, Kind: r.Kind, Account: r.Account, EventID: r.EventID}
 	err := svc.DB.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns: []clause.Column{{Name: "psp_payment_intent_id"}, {Name: "kind"}, {Name: "account"}}, DoNothing: true,
 	}).Create(&row).Error
 	if err != nil {
-		return "", fmt.Errorf("fulfil: record reversal: %w", err)
+		return "", fmt.Errorf("revoke: record reversal: %w", err)
 	}
 	var p models.Purchase
 	err = svc.DB.WithContext(ctx).Where("psp_payment_intent_id = ?", r.PaymentIntent).Take(&p).Error
@@ -111,14 +66,14 @@ func (svc *Service) revoke(ctx context.Context, r Reversal) (string, error) {
 		return RevokeParked, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("fulfil: load purchase: %w", err)
+		return "", fmt.Errorf("revoke: load purchase: %w", err)
 	}
 	var t models.Tenant
 	if err := svc.DB.WithContext(ctx).Take(&t, p.TenantID).Error; err != nil {
-		return "", fmt.Errorf("fulfil: load tenant: %w", err)
+		return "", fmt.Errorf("revoke: load tenant: %w", err)
 	}
 	if t.Account() != r.Account {
-		return "", fmt.Errorf("%w: event %s on account %q, purchase %d belongs to %q", ErrRejected, r.EventID, r.Account, p.ID, t.Account())
+		return "", fmt.Errorf("revoke: %w: event %s on account %q, purchase %d belongs to %q", ErrRejected, r.EventID, r.Account, p.ID, t.Account())
 	}
 	applied, err := svc.applyReversals(ctx, &p, &t)
 	if err != nil {
@@ -174,7 +129,7 @@ func (svc *Service) applyReversalsTx(tx *gorm.DB, p *models.Purchase, t *models.
 	for _, r := range rows {
 		done := tx.Model(&models.PurchaseReversal{}).Where("id = ? AND applied_at IS NULL", r.ID).Update("applied_at", now)
 		if done.Error != nil {
-			return nil, fmt.Errorf("fulfil: mark reversal: %w", done.Error)
+			return nil, fmt.Errorf("revoke: mark reversal: %w", done.Error)
 		}
 		if done.RowsAffected == 0 || event != nil { // applied concurrently, or the purchase already ended here
 			continue
@@ -182,7 +137,7 @@ func (svc *Service) applyReversalsTx(tx *gorm.DB, p *models.Purchase, t *models.
 		upd := tx.Model(&models.Purchase{}).Where("id = ? AND status = ?", p.ID, models.PurchasePaid).
 			Updates(map[string]any{"status": r.Kind, "updated_at": now})
 		if upd.Error != nil {
-			return nil, fmt.Errorf("fulfil: end purchase: %w", upd.Error)
+			return nil, fmt.Errorf("revoke: end purchase: %w", upd.Error)
 		}
 		if upd.RowsAffected == 0 {
 			continue // refunded or disputed before
@@ -190,12 +145,12 @@ func (svc *Service) applyReversalsTx(tx *gorm.DB, p *models.Purchase, t *models.
 		err := tx.Model(&models.Entitlement{}).Where("purchase_id = ? AND revoked_at IS NULL", p.ID).
 			Updates(map[string]any{"revoked_at": now, "updated_at": now}).Error
 		if err != nil {
-			return nil, fmt.Errorf("fulfil: revoke entitlement: %w", err)
+			return nil, fmt.Errorf("revoke: entitlement: %w", err)
 		}
 		ev := svc.reversalEvent(t, p, r.Kind, now)
 		ev.Queued, ev.QueuePending = queued, queued
 		if err := tx.Create(&ev).Error; err != nil {
-			return nil, fmt.Errorf("fulfil: reversal event: %w", err)
+			return nil, fmt.Errorf("revoke: reversal event: %w", err)
 		}
 		p.Status, event = r.Kind, &ev
 	}

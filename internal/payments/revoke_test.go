@@ -2,74 +2,16 @@ package payments_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"testing"
-	"time"
-
-	"github.com/stripe/stripe-go/v76"
 
 	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
-
-// mustEvent builds the event of eventType about object on account as the provider sends it,
-// and decodes it as the task handlers do.
-func mustEvent(t *testing.T, eventType, account string, object any) *stripe.Event {
-	t.Helper()
-	_, payload := psp.NewObjectEvent(eventType, account, object, time.Now())
-	var ev stripe.Event
-	testenv.Must(t, json.Unmarshal(payload, &ev))
-	return &ev
-}
-
-func TestReversalOf(t *testing.T) {
-	charge := func(amount, refunded int64, full bool, pi string) psp.ChargeObject {
-		return psp.ChargeObject{ID: "ch_1", Amount: amount, AmountRefunded: refunded, Currency: "usd", PaymentIntent: pi, Refunded: full}
-	}
-	cases := []struct {
-		name      string
-		eventType string
-		object    any
-		kind      string // "" when ok is false
-		wantErr   bool
-	}{
-		{"a full refund", psp.EventChargeRefunded, charge(1999, 1999, true, "pi_1"), models.PurchaseRefunded, false},
-		{"a refund of the whole amount not flagged refunded", psp.EventChargeRefunded, charge(1999, 1999, false, "pi_1"), models.PurchaseRefunded, false},
-		{"a partial refund is ignored", psp.EventChargeRefunded, charge(1999, 500, false, "pi_1"), "", false},
-		{"a dispute", psp.EventDisputeCreated, psp.DisputeObject{ID: "dp_1", Amount: 1999, Charge: "ch_1", PaymentIntent: "pi_1"}, models.PurchaseDisputed, false},
-		{"a refund without payment intent", psp.EventChargeRefunded, charge(1999, 1999, true, ""), "", true},
-		{"a refund whose payment intent is missing", psp.EventChargeRefunded,
-			map[string]any{"id": "ch_1", "object": "charge", "amount": 1999, "amount_refunded": 1999, "refunded": true}, "", true},
-		{"a dispute without payment intent", psp.EventDisputeCreated, psp.DisputeObject{ID: "dp_1", Amount: 1999}, "", true},
-		{"a refund event without a charge", psp.EventChargeRefunded, map[string]any{"object": "charge"}, "", true},
-		{"a dispute event without a dispute", psp.EventDisputeCreated, map[string]any{"object": "dispute"}, "", true},
-		{"an event of another type", psp.EventCheckoutCompleted, charge(1999, 1999, true, "pi_1"), "", true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ev := mustEvent(t, tc.eventType, "acct_rev", tc.object)
-			r, ok, err := payments.ReversalOf(ev)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("ReversalOf error %v, want error: %v", err, tc.wantErr)
-			}
-			if ok != (tc.kind != "") {
-				t.Fatalf("ReversalOf ok %v, want %v", ok, tc.kind != "")
-			}
-			if !ok {
-				return
-			}
-			want := payments.Reversal{Kind: tc.kind, PaymentIntent: "pi_1", Account: "acct_rev", EventID: ev.ID}
-			if r != want {
-				t.Errorf("reversal %+v, want %+v", r, want)
-			}
-		})
-	}
-}
 
 func TestRevoke(t *testing.T) {
 	e := newEnv(t, true)

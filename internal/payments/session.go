@@ -8,7 +8,6 @@ import (
 
 	"github.com/stripe/stripe-go/v76"
 
-	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/models"
 )
 
@@ -67,16 +66,6 @@ func SessionOf(cs *stripe.CheckoutSession, account string) Session {
 	return s
 }
 
-// SessionOfEvent reads the session a checkout.session.* event ev is about, on the event's
-// account. An error means the event carries no session and can never be fulfilled.
-func SessionOfEvent(ev *stripe.Event) (Session, error) {
-	s, err := decodeSession(ev)
-	if err != nil || s.ID == "" {
-		return Session{}, fmt.Errorf("event %s carries no checkout session", ev.ID)
-	}
-	return s, nil
-}
-
 // decodeSession decodes ev's data.object as a session, which may lack an id.
 func decodeSession(ev *stripe.Event) (Session, error) {
 	if ev.Data == nil {
@@ -87,9 +76,4 @@ func decodeSession(ev *stripe.Event) (Session, error) {
 		return Session{}, err
 	}
 	return SessionOf(&cs, ev.Account), nil
-}
-
-// isCheckout reports whether events of eventType are about a checkout session.
-func isCheckout(eventType string) bool {
-	return eventType == psp.EventCheckoutCompleted || eventType == psp.EventAsyncPaymentSucceeded
 }

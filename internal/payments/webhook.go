@@ -17,7 +17,7 @@ type Outcome int
 // The outcomes of Receive; every one but Refused means the signature was verified.
 const (
 	Refused   Outcome = iota // bad or missing signature, stale timestamp, or not an event
-	Ignored                  // an event eventq does not handle
+	Ignored                  // an event of a type the flow does not handle (Handles), or without id
 	Enqueued                 // queued for the worker under its event id
 	Duplicate                // queued before (a redelivery): nothing done
 	Inboxed                  // the enqueue failed; saved to the database inbox for the worker
@@ -46,14 +46,16 @@ func (svc *Service) Receive(ctx context.Context, payload []byte, signature strin
 		return Receipt{Outcome: Refused, Err: err}
 	}
 	r := Receipt{EventID: ev.ID, EventType: string(ev.Type)}
+	if r.EventID == "" || !Handles(r.EventType) {
+		r.Outcome = Ignored
+		return r
+	}
 	qctx, cancel := context.WithTimeout(ctx, enqueueTimeout)
 	defer cancel()
 	err = svc.Queue.Enqueue(qctx, r.EventID, r.EventType, payload)
 	switch {
 	case err == nil:
 		r.Outcome = Enqueued
-	case errors.Is(err, ErrNotHandled):
-		r.Outcome = Ignored
 	case errors.Is(err, ErrAlreadyQueued):
 		r.Outcome = Duplicate
 	default:

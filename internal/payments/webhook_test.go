@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stripe/stripe-go/v76"
+
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
@@ -17,8 +19,8 @@ import (
 
 const secret = "whsec_payments"
 
-// fakeQueue is an EventQueue that remembers what it queued; err, when set, is returned
-// instead of queueing, and block makes Enqueue wait for its context.
+// fakeQueue is an EventTasks that queues whatever it is given and remembers it; err, when set,
+// is returned instead of queueing, and block makes Enqueue wait for its context.
 type fakeQueue struct {
 	mu     sync.Mutex
 	queued map[string]string // event id -> type
@@ -36,8 +38,6 @@ func (q *fakeQueue) Enqueue(ctx context.Context, id, typ string, _ []byte) error
 	switch {
 	case q.err != nil:
 		return q.err
-	case !psp.Handled(typ) || id == "":
-		return fmt.Errorf("type %s: %w", typ, payments.ErrNotHandled)
 	case q.queued[id] != "":
 		return fmt.Errorf("%s: %w", id, payments.ErrAlreadyQueued)
 	}
@@ -49,7 +49,7 @@ func (q *fakeQueue) Enqueue(ctx context.Context, id, typ string, _ []byte) error
 }
 
 // signed is a checkout event of eventType, its payload and a valid signature header.
-func signed(eventType string) (id string, payload []byte, header string) {
+func signed(eventType stripe.EventType) (id string, payload []byte, header string) {
 	id, payload = psp.NewEvent(eventType, "acct_wh", psp.SessionObject{ID: psp.NewID("cs_test")}, time.Now())
 	return id, payload, psp.Sign(payload, secret, time.Now())
 }
@@ -57,7 +57,7 @@ func signed(eventType string) (id string, payload []byte, header string) {
 func TestReceive(t *testing.T) {
 	e := newEnv(t, true)
 	e.Svc.Webhooks = psp.NewVerifier([]string{secret}, clock.Real{})
-	dupID, dup, dupSig := signed(psp.EventCheckoutCompleted)
+	dupID, dup, dupSig := signed(stripe.EventTypeCheckoutSessionCompleted)
 	cases := []struct {
 		name    string
 		queue   *fakeQueue
@@ -65,18 +65,18 @@ func TestReceive(t *testing.T) {
 		outcome payments.Outcome
 		inboxed bool
 	}{
-		{"enqueues a verified event", &fakeQueue{}, func() (string, []byte, string) { return signed(psp.EventCheckoutCompleted) }, payments.Enqueued, false},
+		{"enqueues a verified event", &fakeQueue{}, func() (string, []byte, string) { return signed(stripe.EventTypeCheckoutSessionCompleted) }, payments.Enqueued, false},
 		{"refuses a bad signature", &fakeQueue{}, func() (string, []byte, string) {
-			id, b, _ := signed(psp.EventCheckoutCompleted)
+			id, b, _ := signed(stripe.EventTypeCheckoutSessionCompleted)
 			return id, b, psp.Sign(b, "whsec_other", time.Now())
 		}, payments.Refused, false},
 		{"ignores an unhandled type", &fakeQueue{}, func() (string, []byte, string) { return signed("checkout.session.expired") }, payments.Ignored, false},
-		{"reports a redelivery as a duplicate", &fakeQueue{queued: map[string]string{dupID: psp.EventCheckoutCompleted}},
+		{"reports a redelivery as a duplicate", &fakeQueue{queued: map[string]string{dupID: string(stripe.EventTypeCheckoutSessionCompleted)}},
 			func() (string, []byte, string) { return dupID, dup, dupSig }, payments.Duplicate, false},
 		{"saves to the inbox when the enqueue fails", &fakeQueue{err: errors.New("redis down")},
-			func() (string, []byte, string) { return signed(psp.EventCheckoutCompleted) }, payments.Inboxed, true},
+			func() (string, []byte, string) { return signed(stripe.EventTypeCheckoutSessionCompleted) }, payments.Inboxed, true},
 		{"saves to the inbox when the enqueue hangs", &fakeQueue{block: true},
-			func() (string, []byte, string) { return signed(psp.EventChargeRefunded) }, payments.Inboxed, true},
+			func() (string, []byte, string) { return signed(stripe.EventTypeChargeRefunded) }, payments.Inboxed, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,7 +110,7 @@ func TestReceive(t *testing.T) {
 		e.Svc.Webhooks = psp.NewVerifier([]string{secret}, clock.Real{})
 		e.Svc.Queue = &fakeQueue{err: errors.New("redis down")}
 		testenv.Must(t, e.DB.Migrator().DropTable(&models.WebhookInbox{}))
-		_, payload, header := signed(psp.EventCheckoutCompleted)
+		_, payload, header := signed(stripe.EventTypeCheckoutSessionCompleted)
 		if r := e.Svc.Receive(context.Background(), payload, header); r.Outcome != payments.Lost || r.Err == nil || r.InboxErr == nil {
 			t.Fatalf("receipt %+v, want Lost with both errors", r)
 		}
@@ -121,8 +121,8 @@ func TestDrainInbox(t *testing.T) {
 	e := newEnv(t, true)
 	var ids []string
 	for i := 0; i < 150; i++ { // more than one batch
-		id, payload, _ := signed(psp.EventCheckoutCompleted)
-		testenv.Must(t, e.DB.Create(&models.WebhookInbox{EventID: id, Type: psp.EventCheckoutCompleted, Payload: payload}).Error)
+		id, payload, _ := signed(stripe.EventTypeCheckoutSessionCompleted)
+		testenv.Must(t, e.DB.Create(&models.WebhookInbox{EventID: id, Type: string(stripe.EventTypeCheckoutSessionCompleted), Payload: payload}).Error)
 		ids = append(ids, id)
 	}
 
@@ -136,7 +136,7 @@ func TestDrainInbox(t *testing.T) {
 		}
 	})
 	t.Run("enqueues every event once and empties the inbox", func(t *testing.T) {
-		q := &fakeQueue{queued: map[string]string{ids[3]: psp.EventCheckoutCompleted}} // queued before
+		q := &fakeQueue{queued: map[string]string{ids[3]: string(stripe.EventTypeCheckoutSessionCompleted)}} // queued before
 		e.Svc.Queue = q
 		testenv.Must(t, e.Svc.DrainInbox(context.Background()))
 		if n := e.Count(t, &models.WebhookInbox{}, "1 = 1"); n != 0 {

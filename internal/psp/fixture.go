@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"time"
+
+	"github.com/stripe/stripe-go/v76"
 )
 
 // APIVersion is the API version written into events built here; real endpoints may send
@@ -69,7 +71,7 @@ type DisputeObject struct {
 
 // NewEvent builds a realistic event of eventType about session, as delivered for a connected
 // account (account "" is the platform). It returns the event id and the JSON payload.
-func NewEvent(eventType, account string, session SessionObject, at time.Time) (string, []byte) {
+func NewEvent(eventType stripe.EventType, account string, session SessionObject, at time.Time) (string, []byte) {
 	if session.Object == "" {
 		session.Object = "checkout.session"
 	}
@@ -78,7 +80,7 @@ func NewEvent(eventType, account string, session SessionObject, at time.Time) (s
 
 // NewObjectEvent builds a realistic event of eventType whose data.object is object, on
 // account ("" for the platform). It returns the event id and the JSON payload.
-func NewObjectEvent(eventType, account string, object any, at time.Time) (string, []byte) {
+func NewObjectEvent(eventType stripe.EventType, account string, object any, at time.Time) (string, []byte) {
 	id := NewID("evt")
 	ev := map[string]any{
 		"id": id, "object": "event", "api_version": APIVersion, "created": at.Unix(),

@@ -1,7 +1,7 @@
 // Package psp is eventq's side of the payment provider (Stripe, through stripe-go): webhook
 // verification, the two Checkout Session calls the service makes, and the event list that
 // reconciliation reads. It knows the provider's API and nothing of eventq's payment flow
-// (internal/payments). NewEvent and Sign build signed events as the provider sends them, for
+// (internal/payments), which decides what event types it handles. NewEvent and Sign build signed events as the provider sends them, for
 // `eventq webhook send`, the fake provider and tests.
 package psp
 
@@ -20,27 +20,6 @@ import (
 
 // Tolerance is how far a signature's timestamp may be from now.
 const Tolerance = 300 * time.Second
-
-// Event types eventq handles: the first two fulfil a checkout, the last two revoke it.
-const (
-	EventCheckoutCompleted     = "checkout.session.completed"
-	EventAsyncPaymentSucceeded = "checkout.session.async_payment_succeeded"
-	EventChargeRefunded        = "charge.refunded"
-	EventDisputeCreated        = "charge.dispute.created"
-)
-
-// HandledTypes lists every event type eventq acts on, as given to the provider's event list.
-var HandledTypes = []string{EventCheckoutCompleted, EventAsyncPaymentSucceeded, EventChargeRefunded, EventDisputeCreated}
-
-// Handled reports whether eventq acts on events of eventType.
-func Handled(eventType string) bool {
-	for _, t := range HandledTypes {
-		if t == eventType {
-			return true
-		}
-	}
-	return false
-}
 
 // Reasons a webhook is refused; each is logged and counted, never shown to the caller.
 var (

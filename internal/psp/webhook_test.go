@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/webhook"
 
 	"github.com/eventq/eventq/internal/clock"
@@ -14,7 +15,7 @@ import (
 
 func TestVerify(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	id, event := psp.NewEvent(psp.EventCheckoutCompleted, "acct_v", psp.SessionObject{ID: "cs_test_v"}, now)
+	id, event := psp.NewEvent(stripe.EventTypeCheckoutSessionCompleted, "acct_v", psp.SessionObject{ID: "cs_test_v"}, now)
 	notEvent := []byte(`not json`)
 	sig := func(payload []byte, secret string) string {
 		return fmt.Sprintf("%x", webhook.ComputeSignature(now, payload, secret))
@@ -60,8 +61,8 @@ func TestVerify(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Verify: %v", err)
 			}
-			if ev.ID != id || string(ev.Type) != psp.EventCheckoutCompleted || ev.Account != "acct_v" {
-				t.Errorf("event %s of type %s on %q, want %s, %s, acct_v", ev.ID, ev.Type, ev.Account, id, psp.EventCheckoutCompleted)
+			if ev.ID != id || ev.Type != stripe.EventTypeCheckoutSessionCompleted || ev.Account != "acct_v" {
+				t.Errorf("event %s of type %s on %q, want %s, %s, acct_v", ev.ID, ev.Type, ev.Account, id, stripe.EventTypeCheckoutSessionCompleted)
 			}
 		})
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stripe/stripe-go/v76"
+
 	"github.com/eventq/eventq/internal/psp"
 )
 
@@ -161,11 +163,11 @@ func (f *FakePSP) serve(w http.ResponseWriter, r *http.Request) {
 // AddEvent stores an event of eventType about object on account ("" for the platform),
 // created at, as the provider would list it. It returns the event's id and JSON, which a test
 // may also deliver to the webhook (the same event, as the provider would send it).
-func (f *FakePSP) AddEvent(account, eventType string, object any, at time.Time) (string, []byte) {
+func (f *FakePSP) AddEvent(account string, eventType stripe.EventType, object any, at time.Time) (string, []byte) {
 	id, payload := psp.NewObjectEvent(eventType, account, object, at)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.events = append(f.events, fakeEvent{id: id, account: account, typ: eventType, created: at.Unix(), payload: payload})
+	f.events = append(f.events, fakeEvent{id: id, account: account, typ: string(eventType), created: at.Unix(), payload: payload})
 	return id, payload
 }
 
@@ -173,7 +175,7 @@ func (f *FakePSP) AddEvent(account, eventType string, object any, at time.Time) 
 func (f *FakePSP) Complete(id string) (string, []byte) {
 	s := f.Pay(id)
 	_, account, _ := f.Session(id)
-	return f.AddEvent(account, psp.EventCheckoutCompleted, s, time.Now())
+	return f.AddEvent(account, stripe.EventTypeCheckoutSessionCompleted, s, time.Now())
 }
 
 // Refund records a charge.refunded event for payment intent pi on account: amountRefunded of
@@ -183,7 +185,7 @@ func (f *FakePSP) Refund(account, pi string, amount, amountRefunded int64) (stri
 		ID: psp.NewID("ch"), Object: "charge", Amount: amount, AmountRefunded: amountRefunded, Currency: "usd",
 		PaymentIntent: pi, Refunded: amountRefunded >= amount, Created: time.Now().Unix(),
 	}
-	return f.AddEvent(account, psp.EventChargeRefunded, ch, time.Now())
+	return f.AddEvent(account, stripe.EventTypeChargeRefunded, ch, time.Now())
 }
 
 // Dispute records a charge.dispute.created event for payment intent pi on account.
@@ -192,7 +194,7 @@ func (f *FakePSP) Dispute(account, pi string, amount int64) (string, []byte) {
 		ID: psp.NewID("dp"), Object: "dispute", Amount: amount, Charge: psp.NewID("ch"), Currency: "usd",
 		PaymentIntent: pi, Reason: "fraudulent", Status: "needs_response", Created: time.Now().Unix(),
 	}
-	return f.AddEvent(account, psp.EventDisputeCreated, d, time.Now())
+	return f.AddEvent(account, stripe.EventTypeChargeDisputeCreated, d, time.Now())
 }
 
 // listEvents answers GET /v1/events: account's events, newest first, filtered by types[] (or
