@@ -81,7 +81,7 @@ func (m *Main) Open() error {
 	mx := in.Metrics()
 	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log, mx)
 	m.ingest = ingest
-	m.waiter = eventqueue.NewWaiter(in.Redis[m.Config.QueueConnection], m.Log)
+	m.waiter = eventqueue.NewWaiter(in.Redis[m.Config.QueueConnection], m.Clock, m.Log)
 	m.trims = consume.NewTrimLog(in.DB, m.Clock, m.Log)
 	pay := &payments.Service{
 		DB: in.DB, PSP: psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase),
