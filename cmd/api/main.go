@@ -91,7 +91,7 @@ func (m *Main) Open() error {
 	m.app = routes.New(&routes.Server{
 		PingDB: in.PingDB, Redis: in.Redis, Log: m.Log, Ingest: ingest,
 		Consume: &consume.Service{
-			DB: in.DB, Queue: in.Queue, Queueing: in.Flags, Waiter: m.waiter, Trims: m.trims, Held: ingest,
+			DB: in.DB, Queue: in.Queue, Queueing: in.Flags, Waiter: m.waiter, Trims: m.trims, Held: ingest, Clock: m.Clock,
 			MaxDeliveries: m.Config.Limits.QueueMaxDeliveries,
 		},
 		Auth:           auth.NewAuthenticator(in.DB, m.Clock, m.Log),
