@@ -49,11 +49,7 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 		if !r.queued {
 			continue
 		}
-		b := eventqueue.Batch{TenantID: r.tenant, Events: make([]eventqueue.Event, len(r.rows))}
-		for i := range r.rows {
-			b.Events[i] = eventqueue.Event{ID: r.rows[i].ID, JSON: r.rows[i].MarshalQueue()}
-		}
-		batches = append(batches, b)
+		batches = append(batches, batchOf(r.tenant, r.rows))
 		rows = append(rows, r.rows)
 	}
 	if len(batches) == 0 {
@@ -80,9 +76,7 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 			held += res.Held
 			heldTenants = append(heldTenants, b.TenantID)
 		}
-		for _, e := range rows[i][:len(b.Events)-res.Held] {
-			done = append(done, queuedEvent{b.TenantID, e.ID, e.CreatedAt})
-		}
+		done = appendQueued(done, b.TenantID, rows[i][:len(b.Events)-res.Held])
 	}
 	if failed > 0 {
 		in.breaker.Fail(in.clock.Now())
@@ -97,6 +91,23 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 	if len(done) > 0 {
 		in.unmark(done)
 	}
+}
+
+// batchOf is the queue batch of tenant's stored rows, in order.
+func batchOf(tenant uint64, rows []models.TrackedEvent) eventqueue.Batch {
+	b := eventqueue.Batch{TenantID: tenant, Events: make([]eventqueue.Event, len(rows))}
+	for i := range rows {
+		b.Events[i] = eventqueue.Event{ID: rows[i].ID, JSON: rows[i].MarshalQueue()}
+	}
+	return b
+}
+
+// appendQueued appends tenant's rows to done, as events whose pending mark is to be cleared.
+func appendQueued(done []queuedEvent, tenant uint64, rows []models.TrackedEvent) []queuedEvent {
+	for i := range rows {
+		done = append(done, queuedEvent{tenant, rows[i].ID, rows[i].CreatedAt})
+	}
+	return done
 }
 
 // unmark schedules clearing the pending mark of appended events, batched and off the request
