@@ -88,7 +88,7 @@ func (m *Main) Open() error {
 	mx := in.Metrics()
 	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log, mx)
 	m.ingest = ingest
-	m.waiter = eventqueue.NewWaiter(in.Redis[m.Config.QueueConnection], m.Log)
+	m.waiter = eventqueue.NewWaiter(in.Redis[m.Config.QueueConnection], m.Clock, m.Log)
 	m.trims = consume.NewTrimLog(in.DB, m.Clock, m.Log)
 	pay := &payments.Service{
 		DB: in.DB, PSP: psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase),
@@ -98,7 +98,7 @@ func (m *Main) Open() error {
 	m.app = routes.New(&routes.Server{
 		PingDB: in.PingDB, Redis: in.Redis, Log: m.Log, Ingest: ingest,
 		Consume: &consume.Service{
-			DB: in.DB, Queue: in.Queue, Queueing: in.Flags, Waiter: m.waiter, Trims: m.trims, Held: ingest,
+			DB: in.DB, Queue: in.Queue, Queueing: in.Flags, Waiter: m.waiter, Trims: m.trims, Held: ingest, Clock: m.Clock,
 			MaxDeliveries: m.Config.Limits.QueueMaxDeliveries,
 		},
 		Auth:           auth.NewAuthenticator(in.DB, m.Clock, m.Log),

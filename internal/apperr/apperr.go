@@ -3,7 +3,6 @@
 package apperr
 
 import (
-	"errors"
 	"fmt"
 )
 
@@ -38,15 +37,6 @@ func (e *Error) Error() string {
 // Errorf returns an *Error with the given code and formatted message.
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
-// CodeOf returns the code of the first *Error in err's chain, or Internal.
-func CodeOf(err error) Code {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return Internal
 }
 
 // FieldErrors collects validation messages per field path, keeping the order fields were

@@ -82,9 +82,12 @@ type PSPConfig struct {
 	WebhookSecrets []string
 	// SecretKey is the platform secret key (PSP_SECRET_KEY).
 	SecretKey string
-	// PublishableKey is the publishable key (PSP_PUBLISHABLE_KEY).
+	// PublishableKey is the publishable key (PSP_PUBLISHABLE_KEY). Nothing uses it: it is
+	// accepted so that the environment of the Laravel service eventq replaces works unchanged
+	// (checkout uses the provider's hosted pages, which need no browser-side key).
 	PublishableKey string
-	// ConnectClientID is the connect application's client id (PSP_CONNECT_CLIENT_ID).
+	// ConnectClientID is the connect application's client id (PSP_CONNECT_CLIENT_ID). Nothing
+	// uses it, for the same reason: connected accounts are onboarded outside eventq.
 	ConnectClientID string
 	// APIBase overrides the provider's API base URL (PSP_API_BASE). Default empty: production.
 	APIBase string

@@ -13,6 +13,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/models"
@@ -35,6 +36,9 @@ type Service struct {
 	Trims *TrimLog
 	// Held drains held events at the end of a Rebuild; only Rebuild needs it.
 	Held HeldDrainer
+	// Clock stamps the expiry a lease call reports when the tenant's events are not queued
+	// (leases that are made carry Redis's time); nil means the system clock.
+	Clock clock.Clock
 	// MaxDeliveries is how many times an event is leased before it goes to the dead letters
 	// (EVENTQUEUE_MAX_DELIVERIES); 0 means 10.
 	MaxDeliveries int64
@@ -77,6 +81,13 @@ func (s *Service) Read(ctx context.Context, tenantID uint64, limit int, wait tim
 			return page, true, nil
 		}
 	}
+}
+
+func (s *Service) now() time.Time {
+	if s.Clock == nil {
+		return time.Now()
+	}
+	return s.Clock.Now()
 }
 
 // hold waits d, or until ctx is done or the Waiter closes.

@@ -40,7 +40,7 @@ func startConsume(t *testing.T) *consumeEnv {
 	e.Ingest = tracking.NewIngestor(db, e.Flags, e.Queue, e.Clock, log, nil)
 	t.Cleanup(e.Ingest.Close)
 	t.Cleanup(e.Queue.Close)
-	e.Consume = &Service{DB: db, Queue: e.Queue, Queueing: e.Flags, Held: e.Ingest}
+	e.Consume = &Service{DB: db, Queue: e.Queue, Queueing: e.Flags, Held: e.Ingest, Clock: e.Clock}
 	return e
 }
 

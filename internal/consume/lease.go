@@ -47,7 +47,7 @@ func (s *Service) Lease(ctx context.Context, tenantID uint64, req LeaseRequest) 
 		if req.Wait > 0 {
 			s.hold(ctx, req.Wait)
 		}
-		return Leases{Events: []eventqueue.Leased{}, ExpiresAt: time.Now().Add(req.Visibility).UTC()}, nil
+		return Leases{Events: []eventqueue.Leased{}, ExpiresAt: s.now().Add(req.Visibility).UTC()}, nil
 	}
 	deadline := time.Now().Add(req.Wait)
 	lease := func() (eventqueue.LeaseResult, error) {

@@ -49,6 +49,7 @@ func (s *Service) Rebuild(ctx context.Context, tenants ...uint64) (map[uint64]in
 		}
 		restored[t] = n
 	}
+	// Real time, not an injected clock: the requests waited for are bounded by real timeouts.
 	select {
 	case <-time.After(RebuildSettle):
 	case <-ctx.Done():

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/testenv"
 )
 
@@ -172,7 +173,7 @@ func TestWaiterWakesOnAppendToAnEmptyQueue(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer s.Close()
-			w := NewWaiter(s.rdb, log)
+			w := NewWaiter(s.rdb, clock.Real{}, log)
 			defer w.Close()
 			ctx := context.Background()
 			for _, tenant := range []uint64{3, 4, 5} { // different slots on a cluster
@@ -307,7 +308,7 @@ func TestWaitingReadsShareOneConnection(t *testing.T) {
 	rdb := testenv.StartRedis(t).Client()
 	s := New(rdb)
 	defer s.Close()
-	w := NewWaiter(rdb, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w := NewWaiter(rdb, clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer w.Close()
 	ctx := context.Background()
 	clients := func() int { return strings.Count(rdb.ClientList(ctx).Val(), "\n") }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/eventq/eventq/internal/clock"
 )
 
 // WakeChannel is the shard channel the append script publishes on when it appends to
@@ -25,9 +27,15 @@ func WakeChannel(tenantID uint64) string {
 // every read waiting on that tenant. A waiting read costs a goroutine and a channel, never a
 // connection. A tenant stays subscribed for a while after its last wait, because consumers
 // wait again as soon as they have trimmed.
+//
+// No lock is held across a call to Redis: each node's subscribe and unsubscribe commands are
+// sent by that node's own goroutine, in order, so a slow one holds up only the commands queued
+// behind it on that connection, never a wait of an already subscribed tenant or a wake-up
+// from another node.
 type Waiter struct {
-	rdb redis.UniversalClient
-	log *slog.Logger
+	rdb   redis.UniversalClient
+	clock clock.Clock
+	log   *slog.Logger
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -35,16 +43,37 @@ type Waiter struct {
 
 	mu      sync.Mutex
 	closed  bool
-	tenants map[uint64]*tenantWake
-	subs    map[string]*redis.PubSub // by node address; "" for a single Redis
+	tenants map[uint64]*tenantWake // the tenants to be subscribed
+	nodes   map[string]*node       // by node address; "" for a single Redis
 }
 
 type tenantWake struct {
-	node    string
+	node    *node
 	ready   chan struct{} // closed once Redis confirmed the subscription
+	failed  chan struct{} // closed when the subscription could not be sent
 	wake    chan struct{} // closed, and replaced, at each publish
 	waiting int
-	idle    time.Time // when waiting last dropped to 0
+	idle    time.Time // when waiting last dropped to 0, on the Waiter's clock
+}
+
+// node is the subscription connection to one Redis node. Only its loop sends commands on it.
+type node struct {
+	addr string
+	kick chan struct{} // the node's tenants changed; buffered, 1
+
+	// Under the Waiter's lock: the entry each subscribed tenant's SSUBSCRIBE was sent for, and
+	// how many SSUBSCRIBEs of each tenant Redis has not confirmed yet.
+	subscribed  map[uint64]*tenantWake
+	unconfirmed map[uint64]int
+
+	ps *redis.PubSub // owned by the loop; nil until its first subscribe
+}
+
+func (n *node) poke() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Linger is how long a tenant stays subscribed after its last waiting read.
@@ -54,9 +83,17 @@ const Linger = 30 * time.Second
 // not confirmed, Redis is unreachable): the reader re-reads, which is polling, slowly.
 const fallbackPoll = 250 * time.Millisecond
 
-// NewWaiter returns a Waiter on rdb, the connection that holds the queues. Close stops it.
-func NewWaiter(rdb redis.UniversalClient, log *slog.Logger) *Waiter {
-	w := &Waiter{rdb: rdb, log: log, tenants: map[uint64]*tenantWake{}, subs: map[string]*redis.PubSub{}}
+// confirmWait is how long Watch waits for Redis to confirm a new subscription before it falls
+// back to polling.
+const confirmWait = time.Second
+
+// commandTimeout bounds each subscribe or unsubscribe command.
+const commandTimeout = 5 * time.Second
+
+// NewWaiter returns a Waiter on rdb, the connection that holds the queues; clk decides when an
+// idle tenant has lingered long enough. Close stops it.
+func NewWaiter(rdb redis.UniversalClient, clk clock.Clock, log *slog.Logger) *Waiter {
+	w := &Waiter{rdb: rdb, clock: clk, log: log, tenants: map[uint64]*tenantWake{}, nodes: map[string]*node{}}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.done.Add(1)
 	go w.sweep()
@@ -71,40 +108,32 @@ func NewWaiter(rdb redis.UniversalClient, log *slog.Logger) *Waiter {
 // instead, so the caller polls rather than waits in vain. The channel is nil when there is
 // nothing to wait for: the Waiter is closed or ctx is done.
 func (w *Waiter) Watch(ctx context.Context, tenantID uint64) (<-chan struct{}, func()) {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
+	t, err := w.enter(ctx, tenantID)
+	if err != nil {
+		w.log.Warn("eventqueue: subscribe to wake channel failed", "tenant_id", tenantID, "err", err)
+		return after(fallbackPoll), func() {}
+	}
+	if t == nil {
 		return nil, func() {}
 	}
-	t, ok := w.tenants[tenantID]
-	if !ok {
-		t = &tenantWake{ready: make(chan struct{}), wake: make(chan struct{})}
-		w.tenants[tenantID] = t
-	}
-	t.waiting++
-	subscribe := !ok
-	w.mu.Unlock()
 	release := func() {
 		w.mu.Lock()
 		if t.waiting--; t.waiting == 0 {
-			t.idle = time.Now()
+			t.idle = w.clock.Now()
 		}
 		w.mu.Unlock()
 	}
-	if subscribe {
-		if err := w.subscribe(ctx, tenantID, t); err != nil {
-			w.log.Warn("eventqueue: subscribe to wake channel failed", "tenant_id", tenantID, "err", err)
-			w.forget(tenantID, t)
-			return after(fallbackPoll), release
-		}
-	}
-	confirm := time.NewTimer(time.Second)
+	confirm := time.NewTimer(confirmWait)
 	defer confirm.Stop()
 	select {
 	case <-t.ready:
+	case <-t.failed:
+		return after(fallbackPoll), release
 	case <-confirm.C:
 		return after(fallbackPoll), release
 	case <-ctx.Done():
+		return nil, release
+	case <-w.ctx.Done():
 		return nil, release
 	}
 	w.mu.Lock()
@@ -119,44 +148,175 @@ func after(d time.Duration) <-chan struct{} {
 	return c
 }
 
-// subscribe adds tenantID's channel to the subscription of its node, starting one if needed.
-func (w *Waiter) subscribe(ctx context.Context, tenantID uint64, t *tenantWake) error {
-	channel := WakeChannel(tenantID)
-	node := ""
-	if c, ok := w.rdb.(*redis.ClusterClient); ok {
-		master, err := c.MasterForKey(ctx, channel)
-		if err != nil {
-			return err
+// enter counts a wait on tenantID and returns its entry; a new entry is handed to its node's
+// loop to subscribe. It returns nil when the Waiter is closed.
+func (w *Waiter) enter(ctx context.Context, tenantID uint64) (*tenantWake, error) {
+	w.mu.Lock()
+	if t, ok := w.tenants[tenantID]; ok || w.closed {
+		if ok {
+			t.waiting++
 		}
-		node = master.Options().Addr
+		w.mu.Unlock()
+		return t, nil
+	}
+	w.mu.Unlock()
+	addr, err := w.nodeOf(ctx, tenantID)
+	if err != nil {
+		return nil, err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	t.node = node
-	if ps, ok := w.subs[node]; ok {
-		return ps.SSubscribe(ctx, channel)
+	if w.closed {
+		return nil, nil
 	}
-	ps := w.rdb.SSubscribe(ctx, channel)
-	w.subs[node] = ps
-	w.done.Add(1)
-	go w.receive(node, ps)
-	return nil
+	t, ok := w.tenants[tenantID]
+	if !ok {
+		n := w.node(addr)
+		t = &tenantWake{node: n, ready: make(chan struct{}), failed: make(chan struct{}), wake: make(chan struct{})}
+		w.tenants[tenantID] = t
+		if _, live := n.subscribed[tenantID]; live {
+			w.adopt(n, tenantID, t)
+		} else {
+			n.poke()
+		}
+	}
+	t.waiting++
+	return t, nil
 }
 
-// forget drops t if it is still tenantID's entry, waking its waiters.
-func (w *Waiter) forget(tenantID uint64, t *tenantWake) {
+// nodeOf returns the address of the node that holds tenantID's wake channel; "" on a single
+// Redis. On a cluster it asks the client's slot table, which may ask Redis.
+func (w *Waiter) nodeOf(ctx context.Context, tenantID uint64) (string, error) {
+	c, ok := w.rdb.(*redis.ClusterClient)
+	if !ok {
+		return "", nil
+	}
+	master, err := c.MasterForKey(ctx, WakeChannel(tenantID))
+	if err != nil {
+		return "", err
+	}
+	return master.Options().Addr, nil
+}
+
+// node returns the node at addr, starting its loop if it is new; the caller holds the lock.
+func (w *Waiter) node(addr string) *node {
+	n, ok := w.nodes[addr]
+	if !ok {
+		n = &node{addr: addr, kick: make(chan struct{}, 1), subscribed: map[uint64]*tenantWake{}, unconfirmed: map[uint64]int{}}
+		w.nodes[addr] = n
+		w.done.Add(1)
+		go w.loop(n)
+	}
+	return n
+}
+
+// adopt makes t, a new entry of tenantID, take over the subscription a dropped entry still
+// holds; t is ready at once unless that subscription awaits its confirmation. The caller holds
+// the lock.
+func (w *Waiter) adopt(n *node, tenantID uint64, t *tenantWake) {
+	n.subscribed[tenantID] = t
+	if n.unconfirmed[tenantID] == 0 {
+		close(t.ready)
+	}
+}
+
+// loop sends n's subscribe and unsubscribe commands, one batch at a time, until the Waiter
+// closes.
+func (w *Waiter) loop(n *node) {
+	defer w.done.Done()
+	for {
+		select {
+		case <-w.ctx.Done():
+			if n.ps != nil {
+				n.ps.Close()
+			}
+			return
+		case <-n.kick:
+			w.update(n)
+		}
+	}
+}
+
+// update brings n's subscriptions in line with the Waiter's tenants: it works out the change
+// under the lock and sends it without.
+func (w *Waiter) update(n *node) {
+	var subIDs []uint64
+	var sub, unsub []string
+	w.mu.Lock()
+	for id, t := range w.tenants {
+		if t.node != n {
+			continue
+		}
+		if old, ok := n.subscribed[id]; ok {
+			if old != t {
+				w.adopt(n, id, t)
+			}
+			continue
+		}
+		n.subscribed[id] = t
+		n.unconfirmed[id]++
+		subIDs, sub = append(subIDs, id), append(sub, WakeChannel(id))
+	}
+	for id, t := range n.subscribed {
+		if w.tenants[id] != t {
+			delete(n.subscribed, id)
+			unsub = append(unsub, WakeChannel(id))
+		}
+	}
+	w.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(w.ctx, commandTimeout)
+	defer cancel()
+	if len(unsub) > 0 && n.ps != nil {
+		if err := n.ps.SUnsubscribe(ctx, unsub...); err != nil {
+			w.log.Warn("eventqueue: unsubscribe from wake channels failed", "channels", len(unsub), "err", err)
+		}
+	}
+	if len(sub) == 0 {
+		return
+	}
+	start := n.ps == nil
+	if start {
+		n.ps = w.rdb.SSubscribe(w.ctx) // no channel yet: no command sent
+	}
+	if err := n.ps.SSubscribe(ctx, sub...); err != nil {
+		w.log.Warn("eventqueue: subscribe to wake channels failed", "channels", len(sub), "err", err)
+		w.failed(n, subIDs)
+		if start {
+			n.ps.Close()
+			n.ps = nil
+		}
+		return
+	}
+	if start {
+		w.done.Add(1)
+		go w.receive(n, n.ps)
+	}
+}
+
+// failed drops the entries whose SSUBSCRIBE could not be sent, so their waits poll and the
+// next Watch tries again.
+func (w *Waiter) failed(n *node, ids []uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.tenants[tenantID] == t {
-		delete(w.tenants, tenantID)
-		close(t.wake)
+	for _, id := range ids {
+		t := n.subscribed[id]
+		delete(n.subscribed, id)
+		if n.unconfirmed[id]--; n.unconfirmed[id] <= 0 {
+			delete(n.unconfirmed, id)
+		}
+		if t != nil && w.tenants[id] == t {
+			delete(w.tenants, id)
+			close(t.failed)
+			close(t.wake)
+		}
 	}
 }
 
 // receive handles one node's subscription: confirmations, publishes, and errors. After an
-// error (the connection broke; go-redis resubscribes on the next Receive) every tenant of the
-// node is woken, since a publish may have been missed.
-func (w *Waiter) receive(node string, ps *redis.PubSub) {
+// error (the connection broke; go-redis reconnects and resubscribes on the next Receive) every
+// tenant of the node is woken, since a publish may have been missed.
+func (w *Waiter) receive(n *node, ps *redis.PubSub) {
 	defer w.done.Done()
 	for {
 		msg, err := ps.Receive(w.ctx)
@@ -164,7 +324,7 @@ func (w *Waiter) receive(node string, ps *redis.PubSub) {
 			return
 		}
 		if err != nil {
-			w.wakeNode(node)
+			w.broken(n)
 			select {
 			case <-time.After(fallbackPoll):
 			case <-w.ctx.Done():
@@ -175,7 +335,7 @@ func (w *Waiter) receive(node string, ps *redis.PubSub) {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "ssubscribe" {
-				w.confirm(m.Channel)
+				w.confirm(n, m.Channel)
 			}
 		case *redis.Message:
 			w.wakeChannel(m.Channel)
@@ -196,19 +356,30 @@ func tenantOf(channel string) (uint64, bool) {
 	return id, err == nil
 }
 
-func (w *Waiter) confirm(channel string) {
+// confirm handles Redis's confirmation of an SSUBSCRIBE on n. Once every SSUBSCRIBE sent for
+// the tenant is confirmed, its entry is ready; an entry that was ready already was resubscribed
+// after a reconnect, and is woken, since a publish may have been missed meanwhile.
+func (w *Waiter) confirm(n *node, channel string) {
 	id, ok := tenantOf(channel)
 	if !ok {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if t, ok := w.tenants[id]; ok {
-		select {
-		case <-t.ready:
-		default:
-			close(t.ready)
-		}
+	if c := n.unconfirmed[id]; c > 1 {
+		n.unconfirmed[id] = c - 1
+		return
+	}
+	delete(n.unconfirmed, id)
+	t := n.subscribed[id]
+	if t == nil || w.tenants[id] != t {
+		return
+	}
+	select {
+	case <-t.ready:
+		t.fire()
+	default:
+		close(t.ready)
 	}
 }
 
@@ -224,11 +395,15 @@ func (w *Waiter) wakeChannel(channel string) {
 	}
 }
 
-func (w *Waiter) wakeNode(node string) {
+// broken wakes every tenant of n after its connection broke, and forgets the confirmations
+// it was waiting for: go-redis resubscribes every channel on reconnecting, and those
+// confirmations are the ones that count.
+func (w *Waiter) broken(n *node) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	clear(n.unconfirmed)
 	for _, t := range w.tenants {
-		if t.node == node {
+		if t.node == n {
 			t.fire()
 		}
 	}
@@ -240,7 +415,7 @@ func (t *tenantWake) fire() {
 	t.wake = make(chan struct{})
 }
 
-// sweep unsubscribes tenants nobody has waited on for Linger.
+// sweep drops tenants nobody has waited on for Linger; their node's loop unsubscribes them.
 func (w *Waiter) sweep() {
 	defer w.done.Done()
 	tick := time.NewTicker(Linger / 3)
@@ -249,8 +424,8 @@ func (w *Waiter) sweep() {
 		select {
 		case <-w.ctx.Done():
 			return
-		case now := <-tick.C:
-			w.unsubscribeIdle(now)
+		case <-tick.C:
+			w.unsubscribeIdle(w.clock.Now())
 		}
 	}
 }
@@ -263,13 +438,7 @@ func (w *Waiter) unsubscribeIdle(now time.Time) {
 			continue
 		}
 		delete(w.tenants, id)
-		if ps, ok := w.subs[t.node]; ok {
-			ctx, cancel := context.WithTimeout(w.ctx, time.Second)
-			if err := ps.SUnsubscribe(ctx, WakeChannel(id)); err != nil {
-				w.log.Warn("eventqueue: unsubscribe from wake channel failed", "tenant_id", id, "err", err)
-			}
-			cancel()
-		}
+		t.node.poke()
 	}
 }
 
@@ -289,12 +458,7 @@ func (w *Waiter) Close() {
 		close(t.wake)
 	}
 	w.tenants = map[uint64]*tenantWake{}
-	subs := w.subs
-	w.subs = map[string]*redis.PubSub{}
 	w.mu.Unlock()
 	w.cancel()
-	for _, ps := range subs {
-		ps.Close()
-	}
 	w.done.Wait()
 }

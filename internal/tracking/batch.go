@@ -35,7 +35,6 @@ func unmarkChunk(isPostgres bool) int {
 }
 
 type commitRequest struct {
-	ctx    context.Context
 	tenant uint64
 	rows   []models.TrackedEvent
 	queued bool
@@ -79,7 +78,7 @@ func (in *Ingestor) Close() {
 
 // commit hands rows to a committer and waits for the outcome.
 func (in *Ingestor) commit(ctx context.Context, tenant uint64, rows []models.TrackedEvent, queued bool) error {
-	req := &commitRequest{ctx: ctx, tenant: tenant, rows: rows, queued: queued, done: make(chan error, 1)}
+	req := &commitRequest{tenant: tenant, rows: rows, queued: queued, done: make(chan error, 1)}
 	in.commitOnce.Do(in.startCommitLoops)
 	select {
 	case in.requests <- req:

@@ -59,9 +59,7 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 			batches = append(batches, eventqueue.Batch{TenantID: r.tenant})
 			rows = append(rows, nil)
 		}
-		for j := range r.rows {
-			batches[i].Events = append(batches[i].Events, eventqueue.Event{ID: r.rows[j].ID, JSON: r.rows[j].MarshalQueue()})
-		}
+		batches[i].Events = appendEvents(batches[i].Events, r.rows)
 		rows[i] = append(rows[i], r.rows...)
 	}
 	if len(batches) == 0 {
@@ -88,9 +86,7 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 			held += res.Held
 			heldTenants = append(heldTenants, b.TenantID)
 		}
-		for _, e := range rows[i][:len(b.Events)-res.Held] {
-			done = append(done, queuedEvent{b.TenantID, e.ID, e.CreatedAt})
-		}
+		done = appendQueued(done, b.TenantID, rows[i][:len(b.Events)-res.Held])
 	}
 	if failed > 0 {
 		in.breaker.Fail(in.clock.Now())
@@ -105,6 +101,27 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 	if len(done) > 0 {
 		in.unmark(done)
 	}
+}
+
+// batchOf is the queue batch of tenant's stored rows, in order.
+func batchOf(tenant uint64, rows []models.TrackedEvent) eventqueue.Batch {
+	return eventqueue.Batch{TenantID: tenant, Events: appendEvents(make([]eventqueue.Event, 0, len(rows)), rows)}
+}
+
+// appendEvents appends the queue events of stored rows to events, in order.
+func appendEvents(events []eventqueue.Event, rows []models.TrackedEvent) []eventqueue.Event {
+	for i := range rows {
+		events = append(events, eventqueue.Event{ID: rows[i].ID, JSON: rows[i].MarshalQueue()})
+	}
+	return events
+}
+
+// appendQueued appends tenant's rows to done, as events whose pending mark is to be cleared.
+func appendQueued(done []queuedEvent, tenant uint64, rows []models.TrackedEvent) []queuedEvent {
+	for i := range rows {
+		done = append(done, queuedEvent{tenant, rows[i].ID, rows[i].CreatedAt})
+	}
+	return done
 }
 
 // unmark schedules clearing the pending mark of appended events, batched and off the request

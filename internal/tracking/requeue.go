@@ -136,14 +136,14 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 		appendCtx, cancel := context.WithTimeout(ctx, requeueAppendBy)
 		defer cancel()
 		more = len(rows) == requeueBatch
-		byTenant := map[uint64][]*models.TrackedEvent{}
+		byTenant := map[uint64][]models.TrackedEvent{}
 		var order []uint64
-		for i := range rows {
-			t := rows[i].TenantID
+		for _, row := range rows {
+			t := row.TenantID
 			if _, seen := byTenant[t]; !seen {
 				order = append(order, t)
 			}
-			byTenant[t] = append(byTenant[t], &rows[i])
+			byTenant[t] = append(byTenant[t], row)
 		}
 		// Each tenant's events are pushed and unmarked together; a tenant whose push fails
 		// stays pending without undoing the others (which would push those twice).
@@ -155,11 +155,7 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 			}
 			keep := byTenant[t]
 			if active {
-				b := eventqueue.Batch{TenantID: t, Events: make([]eventqueue.Event, len(keep))}
-				for i, ev := range keep {
-					b.Events[i] = eventqueue.Event{ID: ev.ID, JSON: ev.MarshalQueue()}
-				}
-				res := in.queue.Drain(appendCtx, in.clock.Now(), b)
+				res := in.queue.Drain(appendCtx, in.clock.Now(), batchOf(t, keep))
 				if res.Err != nil {
 					pushErr = res.Err
 					continue
@@ -174,9 +170,7 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 					marked = append(marked, t)
 				}
 			}
-			for _, ev := range keep {
-				done = append(done, queuedEvent{t, ev.ID, ev.CreatedAt})
-			}
+			done = appendQueued(done, t, keep)
 		}
 		if err := unmarkPending(tx, done); err != nil {
 			return fmt.Errorf("tracking: requeue: unmark: %w", err)
