@@ -92,7 +92,7 @@ type plan struct {
 	fulfilRate       float64
 	fulfilFloorFor   time.Duration
 	fulfilWaitAtMost time.Duration
-	limitTurns       int // turns of the rate limit scenario, each mode
+	limits           limitsPlan
 	longPollWaiters  int // consumers waiting beside the measured one
 	longPollWakeups  int
 	codingIterations int // full-queue reads per content coding
@@ -133,8 +133,9 @@ var (
 		ingest:      ingestPlan{stepDur: 3 * time.Second, factor: 1.5, maxSteps: 20, refine: 3, start: map[int]float64{1: 200, 50: 8}},
 		webhookRate: 1000, webhookFor: 20 * time.Second, webhookAloneFor: 5 * time.Second,
 		fulfilSessions: 2000, fulfilRate: 1000, fulfilFloorFor: 3 * time.Second, fulfilWaitAtMost: 2 * time.Minute,
-		limitTurns: 2, longPollWaiters: 1000, longPollWakeups: 300, codingIterations: 30, rebuildEvents: 100000,
+		longPollWaiters: 1000, longPollWakeups: 300, codingIterations: 30, rebuildEvents: 100000,
 		retention: fullRetention, leases: fullLeases,
+		limits: limitsPlan{turns: 8, clients: 64, warmUp: time.Second, ingestFor: 3 * time.Second, reads: 30},
 	}
 	quickPlan = plan{
 		readIterations: 20, readers: 20, readersFor: time.Second, trimIterations: 10,
@@ -142,8 +143,9 @@ var (
 		ingest:      ingestPlan{stepDur: 500 * time.Millisecond, factor: 2, maxSteps: 4, start: map[int]float64{1: 400, 50: 10}},
 		webhookRate: 1000, webhookFor: 3 * time.Second, webhookAloneFor: time.Second,
 		fulfilSessions: 200, fulfilRate: 1000, fulfilFloorFor: 300 * time.Millisecond, fulfilWaitAtMost: 30 * time.Second,
-		limitTurns: 1, longPollWaiters: 100, longPollWakeups: 30, codingIterations: 5, rebuildEvents: 5000,
+		longPollWaiters: 100, longPollWakeups: 30, codingIterations: 5, rebuildEvents: 5000,
 		retention: quickRetention, leases: quickLeases,
+		limits: limitsPlan{turns: 2, clients: 64, warmUp: 300 * time.Millisecond, ingestFor: time.Second, reads: 5},
 	}
 )
 
@@ -184,8 +186,8 @@ func run(ctx context.Context, o options) (*Report, error) {
 		}
 	}
 	if p.runs("limits") {
-		s.logf("rate limits: ingestion and queue read with the limits off and on, %d turns each", p.limitTurns)
-		if rep.Limits, err = benchLimits(ctx, s, p); err != nil {
+		s.logf("rate limits: ingestion and queue read with the limits off and on, %d turns each", p.limits.turns)
+		if rep.Limits, err = benchLimits(ctx, s, p.limits); err != nil {
 			return nil, err
 		}
 	}
