@@ -75,7 +75,7 @@ func New(s *Server) *fiber.App {
 
 	public := cors.New(cors.Config{AllowOrigins: "*", AllowMethods: "POST,OPTIONS", MaxAge: 86400})
 	app.Options("/api/track", public)
-	app.Post("/api/track", public, s.limitTrackIP, s.trackPublic)
+	app.Post("/api/track", public, s.trackPublic)
 	app.Get("/tracker.js", s.trackerJS)
 	app.Get("/openapi.yaml", func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentType, "application/yaml")
