@@ -190,3 +190,24 @@ func TestLimiterOnRedisCluster(t *testing.T) {
 	}
 	testLimiter(t, rdb, "")
 }
+
+// BenchmarkAllowTrackBudgets compares a tracking request's two budgets in one call with the
+// same two budgets in one call each, as before (and as on a cluster), on one Redis.
+func BenchmarkAllowTrackBudgets(b *testing.B) {
+	rdb := testenv.StartRedis(b).Client()
+	huge := config.Rate{N: 1 << 30, Period: time.Second}
+	for _, perBudget := range []bool{false, true} {
+		name := map[bool]string{false: "one call", true: "one call per budget"}[perBudget]
+		b.Run(name, func(b *testing.B) {
+			l := New(rdb, clock.Real{}, nil)
+			l.cluster, l.timeout = perBudget, time.Minute
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if ds := l.Allow(context.Background(), Budget{"ip:bench", huge}, Budget{"site:bench", huge}); !ds[1].Checked {
+						b.Fatal("not checked")
+					}
+				}
+			})
+		})
+	}
+}
