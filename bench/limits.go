@@ -40,6 +40,10 @@ type LimitsCost struct {
 	IngestOn      []float64 `json:"ingest_on_events_per_second"`
 	ReadOffP50    []float64 `json:"read_off_median_ms"`
 	ReadOnP50     []float64 `json:"read_on_median_ms"`
+	// CPUOff and CPUOn are the api's CPU time (user + system) per request while ingestion
+	// counted, in µs: less disturbed by other work on the machine than the throughput.
+	CPUOff []float64 `json:"api_cpu_off_us_per_request"`
+	CPUOn  []float64 `json:"api_cpu_on_us_per_request"`
 	// IngestPairRatios are on ÷ off of each adjacent pair of turns (off i, on i).
 	IngestPairRatios []float64 `json:"ingest_pair_ratios"`
 	IngestRatio      float64   `json:"ingest_ratio"` // median on ÷ median off
@@ -66,16 +70,18 @@ func benchLimits(ctx context.Context, s *stack, p limitsPlan) (*LimitsCost, erro
 		if err := s.startServices(ctx, url); err != nil {
 			return nil, err
 		}
-		ingest, read, err := limitsTurn(ctx, s, p)
+		ingest, read, cpu, err := limitsTurn(ctx, s, p)
 		s.stopServices()
 		if err != nil {
 			return nil, err
 		}
-		s.logf("  limits %s, turn %d: %.0f events/s at 50/req, queue read median %.2f ms", mode, turn/2+1, ingest, read)
+		s.logf("  limits %s, turn %d: %.0f events/s at 50/req, api CPU %.0f µs a request, queue read median %.2f ms", mode, turn/2+1, ingest, cpu, read)
 		if on {
+			res.CPUOn = append(res.CPUOn, cpu)
 			res.IngestOn, res.ReadOnP50 = append(res.IngestOn, ingest), append(res.ReadOnP50, read)
 			res.IngestPairRatios = append(res.IngestPairRatios, ingest/res.IngestOff[len(res.IngestOff)-1])
 		} else {
+			res.CPUOff = append(res.CPUOff, cpu)
 			res.IngestOff, res.ReadOffP50 = append(res.IngestOff, ingest), append(res.ReadOffP50, read)
 		}
 	}
@@ -87,25 +93,25 @@ func benchLimits(ctx context.Context, s *stack, p limitsPlan) (*LimitsCost, erro
 
 // limitsTurn measures one turn on freshly started services: the median of p.reads reads of a
 // full queue, then ingestion by p.clients closed-loop clients for p.warmUp + p.ingestFor, of
-// which the last p.ingestFor counts.
-func limitsTurn(ctx context.Context, s *stack, p limitsPlan) (eventsPerSec, readMedianMs float64, err error) {
+// which the last p.ingestFor counts, with the api's CPU time per request meanwhile.
+func limitsTurn(ctx context.Context, s *stack, p limitsPlan) (eventsPerSec, readMedianMs, cpuUsPerRequest float64, err error) {
 	// Each turn starts from an empty events table, so that the table's growth does not drift.
 	if err := s.db.WithContext(ctx).Exec("TRUNCATE tracked_events").Error; err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	reader, err := s.seedTenant(ctx, "", true)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if err := fillQueue(ctx, s.rdb, reader.ID, queuePayloads(reader.ID, queueEvents)); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	var body bytes.Buffer
 	var reads []time.Duration
 	for i := -2; i < p.reads; i++ { // two warm-up reads
 		start := time.Now()
 		if _, err := s.readAPI(ctx, reader.Token, &body); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		if i >= 0 {
 			reads = append(reads, time.Since(start))
@@ -115,25 +121,26 @@ func limitsTurn(ctx context.Context, s *stack, p limitsPlan) (eventsPerSec, read
 
 	tn, err := s.seedTenant(ctx, "", true)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	bodies := trackBodies(tn.SiteKey, 50, 64)
-	n, err := ingestFor(ctx, p, func(ctx context.Context, i int) error {
+	n, cpu, err := ingestFor(ctx, p, s.api.pid(), func(ctx context.Context, i int) error {
 		req := s.request(ctx, "POST", "/api/track", "", bodies[i%len(bodies)])
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("User-Agent", userAgent)
 		return expect(s.http, req, 202)
 	})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	s.rdb.Del(ctx, eventqueue.Key(tn.ID))
-	return float64(n*50) / p.ingestFor.Seconds(), summarize(reads).P50, nil
+	return float64(n*50) / p.ingestFor.Seconds(), summarize(reads).P50, float64(cpu.Microseconds()) / float64(max(n, 1)), nil
 }
 
 // ingestFor runs p.clients closed-loop clients calling post for p.warmUp + p.ingestFor and
-// returns how many calls answered within the last p.ingestFor. Any failed call fails the turn.
-func ingestFor(ctx context.Context, p limitsPlan, post func(context.Context, int) error) (int, error) {
+// returns how many calls answered within the last p.ingestFor, and the CPU time process pid
+// used meanwhile. Any failed call fails the turn.
+func ingestFor(ctx context.Context, p limitsPlan, pid int, post func(context.Context, int) error) (int, time.Duration, error) {
 	var (
 		wg      sync.WaitGroup
 		counted atomic.Int64
@@ -142,6 +149,19 @@ func ingestFor(ctx context.Context, p limitsPlan, post func(context.Context, int
 	)
 	start := time.Now()
 	from, until := start.Add(p.warmUp), start.Add(p.warmUp+p.ingestFor)
+	var cpu time.Duration
+	wg.Add(1)
+	go func() { // the CPU time between from and until
+		defer wg.Done()
+		if sleepCtx(ctx, time.Until(from)) != nil {
+			return
+		}
+		c0 := cpuTime(pid)
+		if sleepCtx(ctx, time.Until(until)) != nil {
+			return
+		}
+		cpu = cpuTime(pid) - c0
+	}()
 	for w := range p.clients {
 		wg.Add(1)
 		go func() {
@@ -164,9 +184,9 @@ func ingestFor(ctx context.Context, p limitsPlan, post func(context.Context, int
 	}
 	wg.Wait()
 	if failure != nil {
-		return 0, fmt.Errorf("limits: POST /api/track: %w", failure)
+		return 0, 0, fmt.Errorf("limits: POST /api/track: %w", failure)
 	}
-	return int(counted.Load()), ctx.Err()
+	return int(counted.Load()), cpu, ctx.Err()
 }
 
 func medianOf(v []float64) float64 {
@@ -207,6 +227,7 @@ func (l *LimitsCost) rows(add func(scenario, metric string, value float64, floor
 	add(name, "ingest events/s, min (beside: limits off)", minOf(l.IngestOn), f(minOf(l.IngestOff)), nil, "", nil)
 	add(name, "ingest events/s, max (beside: limits off)", maxOf(l.IngestOn), f(maxOf(l.IngestOff)), nil, "", nil)
 	add(name, "ingest on/off of each turn pair, min (beside: max)", minOf(l.IngestPairRatios), f(maxOf(l.IngestPairRatios)), nil, "", nil)
+	add(name, "api CPU µs per request, median (beside: limits off)", medianOf(l.CPUOn), f(medianOf(l.CPUOff)), f(medianOf(l.CPUOn)/medianOf(l.CPUOff)), "", nil)
 	add(name, "queue read ms, median of turns (floor: limits off)", medianOf(l.ReadOnP50), f(medianOf(l.ReadOffP50)), f(l.ReadRatio),
 		fmt.Sprintf("≤ %.2f×", 1+l.Target), b(l.ReadRatio <= 1+l.Target))
 	add(name, "queue read ms, min (beside: limits off)", minOf(l.ReadOnP50), f(minOf(l.ReadOffP50)), nil, "", nil)
