@@ -43,18 +43,21 @@ type Decision struct {
 
 // Limiter checks budgets. It is safe for concurrent use.
 type Limiter struct {
+	// Timeout bounds one check's round trip, after which the request is let through; New sets
+	// 100 ms. Set it before first use.
+	Timeout time.Duration
+
 	rdb     redis.UniversalClient
 	cluster bool // budgets' keys may be on different nodes: one call per budget
 	clock   clock.Clock
 	metrics *metrics.Metrics
 	store   *breaker.Breaker
-	timeout time.Duration // of one check's round trip
 }
 
 // New returns a Limiter keeping its state in rdb and reading the time from clk. m may be nil.
 func New(rdb redis.UniversalClient, clk clock.Clock, m *metrics.Metrics) *Limiter {
 	_, cluster := rdb.(*redis.ClusterClient)
-	return &Limiter{rdb: rdb, cluster: cluster, clock: clk, metrics: m, store: &breaker.Breaker{Cooldown: storeCooldown}, timeout: checkTimeout}
+	return &Limiter{rdb: rdb, cluster: cluster, clock: clk, metrics: m, store: &breaker.Breaker{Cooldown: storeCooldown}, Timeout: checkTimeout}
 }
 
 // Allow spends one request of each budget, in order, and returns one Decision per budget. It
@@ -85,7 +88,7 @@ func (l *Limiter) Allow(ctx context.Context, budgets ...Budget) []Decision {
 		l.storeFailed(len(on))
 		return out
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
 	defer cancel()
 	groups := [][]int{on}
 	if l.cluster {

@@ -37,6 +37,14 @@ var start = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 
 func perMinute(n int) config.Rate { return config.Rate{N: n, Period: time.Minute} }
 
+// newTestLimiter returns a Limiter whose checks wait for a busy machine rather than let a
+// request through unchecked.
+func newTestLimiter(rdb redis.UniversalClient, clk clock.Clock) *Limiter {
+	l := New(rdb, clk, nil)
+	l.Timeout = time.Minute
+	return l
+}
+
 // remaining spends one request of b alone and returns what is left of it after that.
 func remaining(t *testing.T, l *Limiter, b Budget) int {
 	t.Helper()
@@ -52,7 +60,7 @@ func remaining(t *testing.T, l *Limiter, b Budget) int {
 func testLimiter(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	ctx := context.Background()
 	t.Run("a refused budget spends nothing of those after it", func(t *testing.T) {
-		l := New(rdb, clock.NewFake(start), nil)
+		l := newTestLimiter(rdb, clock.NewFake(start))
 		ip, site := Budget{prefix + "ip:a", perMinute(2)}, Budget{prefix + "site:a", perMinute(5)}
 		for i := 0; i < 2; i++ {
 			ds := l.Allow(ctx, ip, site)
@@ -69,7 +77,7 @@ func testLimiter(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		}
 	})
 	t.Run("a budget refusing after another leaves the other spent, as in turn", func(t *testing.T) {
-		l := New(rdb, clock.NewFake(start), nil)
+		l := newTestLimiter(rdb, clock.NewFake(start))
 		ip, site := Budget{prefix + "ip:b", perMinute(10)}, Budget{prefix + "site:b", perMinute(1)}
 		if ds := l.Allow(ctx, ip, site); !ds[0].Allowed || !ds[1].Allowed {
 			t.Fatalf("first request: %+v", ds)
@@ -83,7 +91,7 @@ func testLimiter(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	})
 	t.Run("the clock decides when a refused request may retry", func(t *testing.T) {
 		clk := clock.NewFake(start)
-		l := New(rdb, clk, nil)
+		l := newTestLimiter(rdb, clk)
 		b := Budget{prefix + "site:c", perMinute(5)} // one request every 12 s, 5 at once
 		for i := 0; i < 5; i++ {
 			if d := l.Allow(ctx, b)[0]; !d.Allowed {
@@ -104,8 +112,7 @@ func testLimiter(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		}
 	})
 	t.Run("concurrent requests spend each budget exactly once each", func(t *testing.T) {
-		l := New(rdb, clock.NewFake(start), nil)
-		l.timeout = time.Minute // no check let through unchecked on a busy machine
+		l := newTestLimiter(rdb, clock.NewFake(start))
 		// Rates whose intervals (1.25 s, 62.5 ms) are exact in binary, so that the remaining
 		// counts are not off by one from rounding.
 		ip, site := Budget{prefix + "ip:d", perMinute(48)}, Budget{prefix + "site:d", perMinute(960)}
@@ -135,7 +142,7 @@ func testLimiter(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		}
 	})
 	t.Run("an off budget is neither checked nor spent", func(t *testing.T) {
-		l := New(rdb, clock.NewFake(start), nil)
+		l := newTestLimiter(rdb, clock.NewFake(start))
 		ds := l.Allow(ctx, Budget{prefix + "ip:e", config.Rate{}}, Budget{prefix + "site:e", perMinute(3)})
 		if !ds[0].Allowed || ds[0].Checked || !ds[1].Checked || ds[1].Remaining != 2 {
 			t.Fatalf("%+v", ds)
@@ -151,7 +158,7 @@ func TestLimiterOnOneRedis(t *testing.T) {
 	t.Run("two budgets cost one round trip", func(t *testing.T) {
 		counter := &commandCounter{}
 		rdb.AddHook(counter)
-		l := New(rdb, clock.NewFake(start), nil)
+		l := newTestLimiter(rdb, clock.NewFake(start))
 		l.Allow(context.Background(), Budget{"ip:f", perMinute(5)}, Budget{"site:f", perMinute(5)}) // loads the script
 		before := counter.n.Load()
 		for range 10 {
@@ -200,7 +207,7 @@ func BenchmarkAllowTrackBudgets(b *testing.B) {
 		name := map[bool]string{false: "one call", true: "one call per budget"}[perBudget]
 		b.Run(name, func(b *testing.B) {
 			l := New(rdb, clock.Real{}, nil)
-			l.cluster, l.timeout = perBudget, time.Minute
+			l.cluster, l.Timeout = perBudget, time.Minute
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					if ds := l.Allow(context.Background(), Budget{"ip:bench", huge}, Budget{"site:bench", huge}); !ds[1].Checked {
