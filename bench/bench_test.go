@@ -122,12 +122,16 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 	}
 	if l := rep.Limits; l == nil {
 		t.Error("no rate_limits")
-	} else if len(l.IngestOn) != 1 || len(l.IngestOff) != 1 {
-		t.Errorf("rate_limits turns: %d on, %d off, want 1 each in -quick", len(l.IngestOn), len(l.IngestOff))
+	} else if n := quickPlan.limits.turns; len(l.IngestOn) != n || len(l.IngestOff) != n || len(l.IngestPairRatios) != n {
+		t.Errorf("rate_limits turns: %d on, %d off, %d pairs, want %d each in -quick", len(l.IngestOn), len(l.IngestOff), len(l.IngestPairRatios), n)
 	} else {
-		positive("rate_limits.ingest_on", l.IngestOn[0])
-		positive("rate_limits.ingest_off", l.IngestOff[0])
-		positive("rate_limits.read_on_median", l.ReadOnP50[0])
+		for i := range n {
+			positive("rate_limits.ingest_on", l.IngestOn[i])
+			positive("rate_limits.ingest_off", l.IngestOff[i])
+			positive("rate_limits.read_on_median", l.ReadOnP50[i])
+			positive("rate_limits.read_off_median", l.ReadOffP50[i])
+		}
+		positive("rate_limits.ingest_ratio", l.IngestRatio)
 	}
 	if l := rep.LongPoll; l == nil {
 		t.Error("no long_poll")

@@ -96,7 +96,7 @@ type plan struct {
 	fulfilRate       float64
 	fulfilFloorFor   time.Duration
 	fulfilWaitAtMost time.Duration
-	limitTurns       int // turns of the rate limit scenario, each mode
+	limits           limitsPlan
 	longPollWaiters  int // consumers waiting beside the measured one
 	longPollWakeups  int
 	codingIterations int // full-queue reads per content coding
@@ -143,8 +143,9 @@ var (
 		webhookRate: 1000, webhookFor: 20 * time.Second, webhookAloneFor: 5 * time.Second,
 		fulfilSessions: 2000, fulfilRate: 1000, fulfilFloorFor: 3 * time.Second, fulfilWaitAtMost: 2 * time.Minute,
 		fulfilLowRate: 200, fulfilLowSessions: 2000, capacitySessions: 5000,
-		limitTurns: 2, longPollWaiters: 1000, longPollWakeups: 300, codingIterations: 30, rebuildEvents: 100000,
+		longPollWaiters: 1000, longPollWakeups: 300, codingIterations: 30, rebuildEvents: 100000,
 		retention: fullRetention, leases: fullLeases,
+		limits: limitsPlan{turns: 8, clients: 64, warmUp: time.Second, ingestFor: 3 * time.Second, reads: 30},
 	}
 	quickPlan = plan{
 		readIterations: 20, readers: 20, readersFor: time.Second, trimIterations: 10,
@@ -153,8 +154,9 @@ var (
 		webhookRate: 1000, webhookFor: 3 * time.Second, webhookAloneFor: time.Second,
 		fulfilSessions: 200, fulfilRate: 1000, fulfilFloorFor: 300 * time.Millisecond, fulfilWaitAtMost: 30 * time.Second,
 		fulfilLowRate: 200, fulfilLowSessions: 200, capacitySessions: 500,
-		limitTurns: 1, longPollWaiters: 100, longPollWakeups: 30, codingIterations: 5, rebuildEvents: 5000,
+		longPollWaiters: 100, longPollWakeups: 30, codingIterations: 5, rebuildEvents: 5000,
 		retention: quickRetention, leases: quickLeases,
+		limits: limitsPlan{turns: 2, clients: 64, warmUp: 300 * time.Millisecond, ingestFor: time.Second, reads: 5},
 	}
 )
 
@@ -201,8 +203,8 @@ func run(ctx context.Context, o options) (*Report, error) {
 		}
 	}
 	if p.runs("limits") {
-		s.logf("rate limits: ingestion and queue read with the limits off and on, %d turns each", p.limitTurns)
-		if rep.Limits, err = benchLimits(ctx, s, p); err != nil {
+		s.logf("rate limits: ingestion and queue read with the limits off and on, %d turns each", p.limits.turns)
+		if rep.Limits, err = benchLimits(ctx, s, p.limits); err != nil {
 			return nil, err
 		}
 	}

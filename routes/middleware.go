@@ -24,7 +24,7 @@ func (s *Server) token(ability string) fiber.Handler {
 		if err != nil {
 			return err
 		}
-		if err := s.limit(c, limitPlatform, strconv.FormatUint(p.TokenID, 10), s.Limits.Platform); err != nil {
+		if err := s.limit(c, budget{limitPlatform, strconv.FormatUint(p.TokenID, 10), s.Limits.Platform}); err != nil {
 			return err
 		}
 		if !p.Can(ability) {

@@ -23,9 +23,13 @@ var noopBodies = func() [][]byte {
 
 // benchNoop answers POST /bench/noop, registered only when the configuration asks for it: a
 // 202 of the size a tracking request of ?ids=N events (default 1) gets, behind the same
-// middleware as POST /api/track, without reading the body or doing any of the tracking work.
+// middleware and address budget as POST /api/track, without reading the body or doing any of
+// the tracking work.
 // It is the HTTP floor that make bench measures ingestion against.
 func (s *Server) benchNoop(c *fiber.Ctx) error {
+	if limited := s.limit(c, budget{limitTrackIP, clientIP(c, s.TrustedProxies), s.Limits.TrackIP}); limited != nil {
+		return limited
+	}
 	n, err := strconv.Atoi(c.Query("ids", "1"))
 	if err != nil || n < 0 || n > maxNoopIDs {
 		n = 1

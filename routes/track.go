@@ -11,16 +11,26 @@ import (
 var errTooLarge = &apperr.Error{Code: apperr.TooLarge, Message: "Content Too Large."}
 
 // trackPublic answers POST /api/track, the browser client's ingestion endpoint, authenticated
-// by the tenant's public site key.
+// by the tenant's public site key. It spends the client address's budget and then the site
+// key's in one round trip; a body that cannot be read spends the address's only, and a refusal
+// by the address's budget answers 429 whatever the body.
 func (s *Server) trackPublic(c *fiber.Ctx) error {
-	if len(c.Body()) > tracking.MaxBodyBytes {
-		return errTooLarge
+	var (
+		siteKey string
+		events  []tracking.Input
+		err     error = errTooLarge
+	)
+	if len(c.Body()) <= tracking.MaxBodyBytes {
+		siteKey, events, err = tracking.ParsePublic(c.Body())
 	}
-	siteKey, events, err := tracking.ParsePublic(c.Body())
+	budgets := []budget{{limitTrackIP, clientIP(c, s.TrustedProxies), s.Limits.TrackIP}}
+	if err == nil {
+		budgets = append(budgets, budget{limitTrack, siteKey, s.Limits.Track})
+	}
+	if limited := s.limit(c, budgets...); limited != nil {
+		return limited
+	}
 	if err != nil {
-		return err
-	}
-	if err := s.limit(c, limitTrack, siteKey, s.Limits.Track); err != nil {
 		return err
 	}
 	tenantID, err := s.Ingest.TenantBySiteKey(c.UserContext(), siteKey)

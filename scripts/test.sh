@@ -43,7 +43,7 @@ check_gofmt() {
 # The packages whose tests use no database run once (in the SQLite job, with the race
 # detector), not once per database. They run with EVENTQ_TEST_DB=none, under which a test that
 # asks for a database fails: a package that starts using one must leave this list.
-db_free=(./internal/eventqueue ./routes ./internal/cache ./internal/config ./internal/validate ./internal/testenv ./models)
+db_free=(./internal/eventqueue ./internal/ratelimit ./routes ./internal/cache ./internal/config ./internal/validate ./internal/testenv ./models)
 
 # Every test binary is linked anew on each run (only compiled packages are cached), and
 # linking is a large share of the suite's CPU: -w leaves out the DWARF tables, which stack
