@@ -43,18 +43,24 @@ check_gofmt() {
 # The packages whose tests use no database run once (in the SQLite job, with the race
 # detector), not once per database. They run with EVENTQ_TEST_DB=none, under which a test that
 # asks for a database fails: a package that starts using one must leave this list.
-db_free=(./internal/eventqueue ./internal/ratelimit ./routes ./internal/cache ./internal/config ./internal/validate ./internal/testenv ./models)
+db_free=(./internal/eventqueue ./internal/ratelimit ./routes ./internal/cache ./internal/config ./internal/validate ./internal/testenv ./models
+	./internal/psp ./docs)
+
+# The packages whose only database-using tests run on one database (testenv.OnOneDatabase):
+# the Postgres suite would link and run them for tests that do not depend on the database, so
+# only the SQLite suite runs them.
+sqlite_only=(./deployments)
 
 # Every test binary is linked anew on each run (only compiled packages are cached), and
 # linking is a large share of the suite's CPU: -w leaves out the DWARF tables, which stack
 # traces and race reports do not need.
 test_flags=(-count=1 -timeout 20m -ldflags=-w)
 
-# with_db: every package except db_free.
+# with_db DB: every package except db_free (and, on Postgres, sqlite_only).
 with_db() {
-	local skip
-	skip=$(printf '%s\n' "${db_free[@]}" | sed 's|^\./|github.com/eventq/eventq/|')
-	go list ./... | grep -vxF "$skip"
+	local skip=("${db_free[@]}")
+	[[ $1 == postgres ]] && skip+=("${sqlite_only[@]}")
+	go list ./... | grep -vxF "$(printf '%s\n' "${skip[@]}" | sed 's|^\./|github.com/eventq/eventq/|')"
 }
 
 # suite DB ARGS...: the packages that use a database, on DB, each output line prefixed with
@@ -62,7 +68,7 @@ with_db() {
 suite() {
 	local db=$1
 	shift
-	env EVENTQ_TEST_DB="$db" go test "${test_flags[@]}" "$@" $(with_db) 2>&1 | sed -u "s/^/[$db] /"
+	env EVENTQ_TEST_DB="$db" go test "${test_flags[@]}" "$@" $(with_db "$db") 2>&1 | sed -u "s/^/[$db] /"
 	return "${PIPESTATUS[0]}"
 }
 

@@ -223,7 +223,8 @@ func PostgresBin() (string, error) {
 	return filepath.Dir(matches[len(matches)-1]), nil
 }
 
-// StartPostgres initialises and starts a server and waits until it accepts connections.
+// StartPostgres starts a server on a freshly initialised data directory (a copy of one
+// initialised once per machine) and waits until it accepts connections.
 // Durability is off (fsync, synchronous_commit, full_page_writes) unless extraSettings
 // ("name=value", applied last) turn it back on.
 func StartPostgres(extraSettings ...string) (*Postgres, error) {
@@ -235,25 +236,19 @@ func StartPostgres(extraSettings ...string) (*Postgres, error) {
 	if s.dir, err = os.MkdirTemp("", "eventq-pg-"); err != nil {
 		return nil, err
 	}
-	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if os.Geteuid() == 0 { // initdb refuses to run as root
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return nil, fmt.Errorf("running as root needs the postgres user: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(s.dir, uid, gid); err != nil {
+	attr, err := postgresAttr()
+	if err != nil {
+		return nil, err
+	}
+	if c := attr.Credential; c != nil {
+		if err := os.Chown(s.dir, int(c.Uid), int(c.Gid)); err != nil {
 			return nil, err
 		}
-		attr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
 	data := filepath.Join(s.dir, "data")
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
-	initdb.SysProcAttr = attr
-	if out, err := initdb.CombinedOutput(); err != nil {
+	if err := freshDataDir(bin, data, attr); err != nil {
 		s.Stop()
-		return nil, fmt.Errorf("initdb: %v: %s", err, out)
+		return nil, err
 	}
 	s.Port = freePort()
 	args := []string{"-D", data, "-p", strconv.Itoa(s.Port), "-k", s.dir, "-h", "127.0.0.1",
@@ -277,6 +272,22 @@ func StartPostgres(extraSettings ...string) (*Postgres, error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return s, nil
+}
+
+// postgresAttr is how initdb and postgres are run: as the postgres user when the caller is
+// root (initdb refuses root), and killed with the test binary.
+func postgresAttr() (*syscall.SysProcAttr, error) {
+	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return nil, fmt.Errorf("running as root needs the postgres user: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		attr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	}
+	return attr, nil
 }
 
 // URL is the connection URL of database name.

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -124,5 +125,78 @@ func TestNoDatabaseMeansAskingForOneFails(t *testing.T) {
 	<-done
 	if !strings.Contains(f.msg, "database-free") {
 		t.Fatalf("DatabaseURL under EVENTQ_TEST_DB=none: Fatal %q, want the database-free message", f.msg)
+	}
+}
+
+// Processes starting their first server at once each initialise a data directory, one of them
+// is kept, and later servers get copies of that one without initialising again.
+func TestDataDirectoriesAreInitialisedOnceAndCopied(t *testing.T) {
+	// A temp dir of the test's own that the postgres user may enter (t.TempDir's may not be).
+	tmp, err := os.MkdirTemp("", "eventq-initdb-test-")
+	Must(t, err)
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	Must(t, os.Chmod(tmp, 0o755))
+	t.Setenv("TMPDIR", tmp)
+	bin, err := PostgresBin()
+	Must(t, err)
+	attr, err := postgresAttr()
+	Must(t, err)
+	dst := filepath.Join(tmp, "servers")
+	Must(t, os.Mkdir(dst, 0o700))
+	if c := attr.Credential; c != nil {
+		Must(t, os.Chown(dst, int(c.Uid), int(c.Gid)))
+	}
+	made := func(i int) {
+		t.Helper()
+		if _, err := os.Stat(filepath.Join(dst, fmt.Sprint(i), "PG_VERSION")); err != nil {
+			t.Errorf("server %d has no data directory: %v", i, err)
+		}
+	}
+	kept := func() string {
+		t.Helper()
+		des, err := os.ReadDir(tmp)
+		Must(t, err)
+		var names []string
+		for _, de := range des {
+			if strings.HasPrefix(de.Name(), "eventq-pg-initdb-") {
+				names = append(names, de.Name())
+			}
+		}
+		if len(names) != 1 {
+			t.Fatalf("initialised directories kept: %q, want exactly one", names)
+		}
+		return filepath.Join(tmp, names[0], "data")
+	}
+
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = freshDataDir(bin, filepath.Join(dst, fmt.Sprint(i)), attr)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		Must(t, err)
+		made(i)
+	}
+	// A file only the kept directory has: a later server's copy of it has it too.
+	marker := filepath.Join(kept(), "eventq-test-marker")
+	Must(t, os.WriteFile(marker, nil, 0o600))
+	if c := attr.Credential; c != nil {
+		Must(t, os.Chown(marker, int(c.Uid), int(c.Gid)))
+	}
+
+	runs := initdbRuns.Load()
+	Must(t, freshDataDir(bin, filepath.Join(dst, "2"), attr))
+	made(2)
+	kept()
+	if n := initdbRuns.Load() - runs; n != 0 {
+		t.Errorf("a later server ran initdb %d times, want 0: it should copy the kept directory", n)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "2", "eventq-test-marker")); err != nil {
+		t.Errorf("a later server's data directory is not a copy of the kept one: %v", err)
 	}
 }
