@@ -53,7 +53,7 @@ func (d *decoder) decode(t *testing.T, coding string, b []byte) []byte {
 	return d.out.Bytes()
 }
 
-// Every page size from 1 to 10,000 events, cut into segments of 1 KiB so that sizes around
+// Every page size from 1 to 10,000 events, cut into segments of 4 KiB so that sizes around
 // every segment boundary occur, decodes to the identity document byte for byte, in both
 // codings. The events are the smallest JSON object to keep the test fast (the work grows with
 // the square of the count); the segmenting does not depend on what the bytes are.
@@ -80,7 +80,7 @@ func TestCompressedBodyEveryPageSize(t *testing.T) {
 					identity = append(identity, p...)
 				}
 				released := 0
-				body := compressBody(coding, all, 1<<10, func() { released++ })
+				body := compressBody(coding, all, 4<<10, func() { released++ })
 				b, err := io.ReadAll(body)
 				body.Close()
 				if err != nil {
