@@ -145,8 +145,10 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 	if c := rep.Compression; c == nil || len(c.Codings) != 3 {
 		t.Errorf("compression: %+v, want identity, gzip and zstd", c)
 	} else {
+		positive("compression.floor_raw_resp.p50", c.Floor.P50)
 		for _, k := range c.Codings {
 			positive("compression."+k.Coding+".wire_bytes", float64(k.WireBytes))
+			positive("compression."+k.Coding+".ratio_median", k.Ratio)
 		}
 		if !(c.Codings[1].WireBytes < c.Codings[0].WireBytes && c.Codings[2].WireBytes < c.Codings[0].WireBytes) {
 			t.Errorf("compressed pages are not smaller: %+v", c.Codings)

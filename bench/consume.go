@@ -45,15 +45,21 @@ type LongPoll struct {
 type CodingCost struct {
 	Coding       string  `json:"coding"`
 	WireBytes    int     `json:"wire_bytes"`
-	Client       Latency `json:"client"`
+	Client       Latency `json:"client"`              // request sent → body read and decoded
 	APICPUMsPage float64 `json:"api_cpu_ms_per_page"` // user+system time of the api process
+	Ratio        float64 `json:"ratio_median"`        // client median / floor median
 }
 
-// Compression is scenario 8: the same full queue read with each coding.
+// Compression is scenario 8: the same full queue read with each coding, each read timed until
+// the client has decoded the whole body, interleaved with the floor (the same LRANGE over a
+// bare RESP connection).
 type Compression struct {
 	Events     int          `json:"events"`
 	Iterations int          `json:"iterations"`
+	Floor      Latency      `json:"floor_raw_resp"`
 	Codings    []CodingCost `json:"codings"`
+	Target     float64      `json:"target_ratio_max"`      // for gzip and zstd
+	TargetSize float64      `json:"target_size_ratio_max"` // compressed bytes / identity bytes
 }
 
 // Rebuild is scenario 9: eventq queue rebuild of one tenant whose queue Redis lost.
@@ -165,55 +171,111 @@ func benchLongPoll(ctx context.Context, s *stack, waiters, wakeups int) (*LongPo
 	return res, nil
 }
 
-// benchCompression runs scenario 8 on tenant t, whose queue is full.
+// benchCompression runs scenario 8 on tenant t, whose queue is full. Each round reads the queue
+// straight from Redis and then through the api once with each coding, so that every figure
+// shares the machine's state of that moment.
 func benchCompression(ctx context.Context, s *stack, t *tenant, iterations int) (*Compression, error) {
-	res := &Compression{Events: queueEvents, Iterations: iterations}
-	var identity []byte
-	for _, coding := range []string{"identity", "gzip", "zstd"} {
-		c := CodingCost{Coding: coding}
-		var lat []time.Duration
-		read := func() ([]byte, error) {
-			req := s.request(ctx, "GET", "/api/platform/events", t.Token, nil)
-			req.Header.Set("Accept-Encoding", coding)
-			start := time.Now()
-			r, err := s.http.Do(req)
-			if err != nil {
-				return nil, err
-			}
-			defer r.Body.Close()
-			b, err := io.ReadAll(r.Body)
-			lat = append(lat, time.Since(start))
-			if err == nil && (r.StatusCode != 200 || (coding != "identity" && r.Header.Get("Content-Encoding") != coding)) {
-				err = fmt.Errorf("%s read: status %d, Content-Encoding %q", coding, r.StatusCode, r.Header.Get("Content-Encoding"))
-			}
-			return b, err
-		}
-		body, err := read() // warm-up, and the check that it decodes to the identity body
+	res := &Compression{Events: queueEvents, Iterations: iterations, Target: 1.5, TargetSize: 0.25}
+	key := eventqueue.Key(t.ID)
+	raw, err := dialRESP(s.rdb.Options().Addr)
+	if err != nil {
+		return nil, err
+	}
+	defer raw.close()
+	codings := []string{"identity", "gzip", "zstd"}
+	zd, err := zstd.NewReader(nil)
+	if err != nil {
+		return nil, err
+	}
+	defer zd.Close()
+	// read reads the queue with coding, decoding the body as it arrives, as a client would (the
+	// standard library's gzip, klauspost's zstd); keep gets the decoded body.
+	read := func(coding string, keep *bytes.Buffer) (int, error) {
+		req := s.request(ctx, "GET", "/api/platform/events", t.Token, nil)
+		req.Header.Set("Accept-Encoding", coding)
+		r, err := s.http.Do(req)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
-		plain, err := decode(coding, body)
+		defer r.Body.Close()
+		if r.StatusCode != 200 || (coding != "identity" && r.Header.Get("Content-Encoding") != coding) {
+			return 0, fmt.Errorf("%s read: status %d, Content-Encoding %q", coding, r.StatusCode, r.Header.Get("Content-Encoding"))
+		}
+		wire := &countingReader{r: r.Body}
+		var body io.Reader = wire
+		switch coding {
+		case "gzip":
+			gz, err := gzip.NewReader(wire)
+			if err != nil {
+				return 0, err
+			}
+			body = gz
+		case "zstd":
+			if err := zd.Reset(wire); err != nil {
+				return 0, err
+			}
+			body = zd
+		}
+		var out io.Writer = io.Discard
+		if keep != nil {
+			out = keep
+		}
+		_, err = io.Copy(out, body)
+		return wire.n, err
+	}
+	var identity []byte
+	for _, coding := range codings { // warm-up, and the check that each decodes to the identity body
+		var plain bytes.Buffer
+		wire, err := read(coding, &plain)
 		if err != nil {
 			return nil, err
 		}
 		if identity == nil {
-			identity = plain
-		} else if !bytes.Equal(plain, identity) {
+			identity = plain.Bytes()
+		} else if !bytes.Equal(plain.Bytes(), identity) {
 			return nil, fmt.Errorf("%s body does not decode to the identity body", coding)
 		}
-		c.WireBytes = len(body)
-		lat = lat[:0]
-		cpu := cpuTime(s.api.pid())
-		for range iterations {
-			if _, err := read(); err != nil {
+		res.Codings = append(res.Codings, CodingCost{Coding: coding, WireBytes: wire})
+	}
+	var floor []time.Duration
+	lat := make([][]time.Duration, len(codings))
+	cpu := make([]time.Duration, len(codings))
+	for range iterations {
+		start := time.Now()
+		if n, err := raw.lrange(key, queueEvents-1); err != nil || n != queueEvents {
+			return nil, fmt.Errorf("raw LRANGE: %d events, %v", n, err)
+		}
+		floor = append(floor, time.Since(start))
+		for i, coding := range codings {
+			before := cpuTime(s.api.pid())
+			start := time.Now()
+			if _, err := read(coding, nil); err != nil {
 				return nil, err
 			}
+			lat[i] = append(lat[i], time.Since(start))
+			cpu[i] += cpuTime(s.api.pid()) - before
 		}
-		c.APICPUMsPage = ms(cpuTime(s.api.pid())-cpu) / float64(iterations)
-		c.Client = summarize(lat)
-		res.Codings = append(res.Codings, c)
+	}
+	res.Floor = summarize(floor)
+	for i := range res.Codings {
+		c := &res.Codings[i]
+		c.Client = summarize(lat[i])
+		c.APICPUMsPage = ms(cpu[i]) / float64(iterations)
+		c.Ratio = c.Client.P50 / res.Floor.P50
 	}
 	return res, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
 }
 
 func decode(coding string, b []byte) ([]byte, error) {

@@ -190,9 +190,18 @@ func (r *Report) buildRows() {
 		}
 		for _, k := range c.Codings {
 			name := fmt.Sprintf("read 10k, %s", k.Coding)
-			add(name, "bytes on the wire (beside: identity)", float64(k.WireBytes), f(float64(identity.WireBytes)), f(float64(k.WireBytes)/float64(identity.WireBytes)), "", nil)
+			target, met := "", (*bool)(nil)
+			if k.Coding != "identity" {
+				target, met = fmt.Sprintf("≤ %.1f×", c.Target), b(k.Ratio <= c.Target)
+			}
+			add(name, "decoded median ms (floor: raw RESP)", k.Client.P50, f(c.Floor.P50), f(k.Ratio), target, met)
+			size := float64(k.WireBytes) / float64(identity.WireBytes)
+			target, met = "", nil
+			if k.Coding != "identity" {
+				target, met = fmt.Sprintf("≤ %.2f×", c.TargetSize), b(size <= c.TargetSize)
+			}
+			add(name, "bytes on the wire (beside: identity)", float64(k.WireBytes), f(float64(identity.WireBytes)), f(size), target, met)
 			add(name, "api CPU ms per page (beside: identity)", k.APICPUMsPage, f(identity.APICPUMsPage), nil, "", nil)
-			add(name, "client median ms", k.Client.P50, f(identity.Client.P50), f(k.Client.P50/identity.Client.P50), "", nil)
 		}
 	}
 	for _, rb := range r.Rebuild {

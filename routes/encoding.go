@@ -2,20 +2,18 @@ package routes
 
 import (
 	"bytes"
-	"io"
+	"net"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/zstd"
 
 	"github.com/eventq/eventq/internal/eventqueue"
 )
 
-// Queue reads are compressed when the client asks (Accept-Encoding: zstd or gzip); identity
-// stays the default and keeps the zero-copy path of pageBody.
+// Queue reads are compressed when the client asks (Accept-Encoding: zstd or gzip) and the body
+// is large enough to gain from it; identity stays the default and keeps the zero-copy path of
+// pageBody. How the compression itself runs is in compress.go.
 
 // codings are the content codings eventq offers that an Accept-Encoding header value accepts.
 type codings struct{ zstd, gzip, br bool }
@@ -67,49 +65,36 @@ func refused(params string) bool {
 	return false
 }
 
-var (
-	zstdEncoders = sync.Pool{New: func() any {
-		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
-		if err != nil {
-			panic(err) // only for invalid options
-		}
-		return enc
-	}}
-	gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
-)
+// minCompress is the body size under which a read is answered as is whatever the client
+// accepts: such a body fits in one packet anyway, and its gzip or zstd form saves at most a few
+// hundred bytes (the empty page grows).
+const minCompress = 1 << 10
 
-// sendEncoded answers with the read's whole document, compressed with coding (as is when
-// coding is "").
-func sendEncoded(c *fiber.Ctx, page *eventqueue.Page, coding string) error {
-	var out bytes.Buffer
-	var w io.Writer = &out
-	var finish func() error
-	switch coding {
-	case "zstd":
-		enc := zstdEncoders.Get().(*zstd.Encoder)
-		defer zstdEncoders.Put(enc)
-		enc.Reset(&out)
-		w, finish = enc, enc.Close
-	case "gzip":
-		gz := gzipWriters.Get().(*gzip.Writer)
-		defer gzipWriters.Put(gz)
-		gz.Reset(&out)
-		w, finish = gz, gz.Close
+// sendPage answers with the read's whole document, compressed with coding when coding is not
+// "" and the document is at least minCompress bytes. A document of one segment is compressed
+// before the status is sent, with its Content-Length; a larger one is sent chunked, each
+// segment as soon as it is compressed. The page is released once written.
+func sendPage(c *fiber.Ctx, page *eventqueue.Page, coding string) error {
+	prefix := appendPagePrefix(nil, page)
+	size := len(prefix) + page.Size + len(pageSuffix)
+	if coding == "" || size < minCompress {
+		body := &pageBody{page: page, conn: tcpConn(c.Context().Conn()), prefix: prefix}
+		page.Events = append(page.Events, pageSuffix)
+		c.Response().SetBodyStream(body, size)
+		return nil
 	}
-	if _, err := w.Write(appendPagePrefix(nil, page)); err != nil {
-		return err
-	}
-	if _, err := page.WriteTo(w); err != nil {
-		return err
-	}
-	if _, err := w.Write(pageSuffix); err != nil {
-		return err
-	}
-	if finish != nil {
-		if err := finish(); err != nil {
+	parts := make(net.Buffers, 0, len(page.Events)+2)
+	parts = append(append(append(parts, prefix), page.Events...), pageSuffix)
+	body := compressBody(coding, parts, segmentSize, page.Release)
+	c.Set(fiber.HeaderContentEncoding, coding)
+	if size < segmentSize {
+		defer body.Close()
+		var out bytes.Buffer
+		if _, err := out.ReadFrom(body); err != nil {
 			return err
 		}
-		c.Set(fiber.HeaderContentEncoding, coding)
+		return c.Send(out.Bytes())
 	}
-	return c.Send(out.Bytes())
+	c.Response().SetBodyStream(body, -1)
+	return nil
 }

@@ -35,21 +35,11 @@ func (s *Server) readEvents(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	c.Vary(fiber.HeaderAcceptEncoding)
-	coding := encoding(c)
-	if !active {
-		return sendEncoded(c, page, coding)
+	if active {
+		c.Set(headerQueueOffset, strconv.FormatInt(page.Offset, 10))
+		s.Metrics.Read(page.Count)
 	}
-	c.Set(headerQueueOffset, strconv.FormatInt(page.Offset, 10))
-	s.Metrics.Read(page.Count)
-	if coding != "" {
-		defer page.Release()
-		return sendEncoded(c, page, coding)
-	}
-	body := &pageBody{page: page, conn: tcpConn(c.Context().Conn())}
-	body.prefix = appendPagePrefix(body.prefix, page)
-	page.Events = append(page.Events, pageSuffix)
-	c.Response().SetBodyStream(body, len(body.prefix)+page.Size+len(pageSuffix))
-	return nil
+	return sendPage(c, page, encoding(c))
 }
 
 // headerQueueOffset carries a queue's front offset on reads and trims.
@@ -64,7 +54,7 @@ func appendPagePrefix(b []byte, page *eventqueue.Page) []byte {
 	return append(b, `,"events":[`...)
 }
 
-// pageBody is a queue read's response body: the page's events inside the JSON document.
+// pageBody is a queue read's identity body: the page's events inside the JSON document.
 // fasthttp writes it with WriteTo and then closes it, which releases the page.
 type pageBody struct {
 	prefix []byte
