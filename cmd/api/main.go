@@ -39,6 +39,7 @@ func main() {
 		log.Error("api: stopped with error", "err", err)
 		os.Exit(1)
 	}
+	log.Info("api: stopped")
 }
 
 // Main is the api process: its config, the application it serves and its HTTP server.

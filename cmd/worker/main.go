@@ -39,6 +39,7 @@ func main() {
 		log.Error("worker: stopped with error", "err", err)
 		os.Exit(1)
 	}
+	log.Info("worker: stopped")
 }
 
 // Main is the worker process: the application, and an asynq server and scheduler on its
