@@ -17,7 +17,8 @@
 #      database, Redis and api from another terminal (`. var/run.env`);
 #   7. starts bin/worker and bin/api, logging to ./var/log/, and waits for /healthz.
 #
-# Ctrl-C (INT), TERM or HUP stops everything this script started: api, worker, then Redis.
+# Ctrl-C (INT), TERM or HUP stops everything this script started: api, worker, then Redis; so
+# does the end of its parent (make), however it ended.
 # Configuration comes from the environment variables of docs/configuration.md; none is needed.
 # shellcheck disable=SC2317 # on_exit and stop_all run from traps
 set -euo pipefail
@@ -469,14 +470,26 @@ EOF
 
 # ---- wait ------------------------------------------------------------------------------------
 
-# Until a signal arrives (the trap stops everything) or a child exits on its own.
-wait -n || true
-for entry in "${started[@]}"; do
-	if ! running "${entry#*:}"; then
-		name=${entry%%:*}
-		say "$name exited unexpectedly; stopping the rest"
-		tail_log "$name" "$LOGS/$name.log"
-		exit 1
+# Until a signal arrives (the trap stops everything), a child exits on its own, or the process
+# that started this script is gone. The last is make killed with SIGKILL (or a terminal closed
+# under a backgrounded make run): nothing would pass a signal on, so without this check the
+# script and its servers would run on with nobody to stop them.
+parent=$PPID
+parent_of() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f2; }
+while :; do
+	for entry in "${started[@]}"; do
+		if ! running "${entry#*:}"; then
+			name=${entry%%:*}
+			say "$name exited unexpectedly; stopping the rest"
+			tail_log "$name" "$LOGS/$name.log"
+			exit 1
+		fi
+	done
+	if [[ $(parent_of $$) != "$parent" ]]; then
+		say "its parent process (pid $parent, make) is gone"
+		stopping=1
+		exit
 	fi
+	sleep 1 &
+	wait $! || true # a trapped signal ends the wait at once
 done
-die "a child process exited unexpectedly"

@@ -164,7 +164,7 @@ func TestWaitIsWokenByATrackOnAnotherProcess(t *testing.T) {
 		waiting := get("?wait=20")
 		time.Sleep(200 * time.Millisecond) // the read is waiting (a wait cannot be observed from outside)
 		start := time.Now()
-		e.Main.waiter.Close()
+		e.Main.App.Waiter.Close()
 		a := <-waiting
 		if a.error != nil || a.res.StatusCode != 200 {
 			t.Fatalf("%v %s", a.error, a.body)

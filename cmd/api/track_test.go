@@ -171,7 +171,7 @@ func TestEventTrackedWhileRedisIsDownReachesTheQueueLater(t *testing.T) {
 
 	fake := clock.NewFake(time.Now())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ingest := tracking.NewIngestor(e.DB, e.Main.Infra.Flags, e.Queue, fake, log, nil)
+	ingest := tracking.NewIngestor(e.DB, e.Main.App.Flags, e.Queue, fake, log, nil)
 	t.Cleanup(ingest.Close)
 	h := &jobs.Handlers{Ingest: ingest, Log: log}
 

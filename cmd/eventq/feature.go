@@ -3,7 +3,6 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/models"
 )
@@ -22,11 +21,15 @@ func (c *cli) featureCommand() *cobra.Command {
 			Args:      cobra.ExactArgs(1),
 			ValidArgs: features.Known,
 			RunE: func(cmd *cobra.Command, args []string) error {
-				db, tenant, err := c.tenant(cmd, tenantID)
+				_, tenant, err := c.tenant(cmd, tenantID)
 				if err != nil {
 					return err
 				}
-				if err := features.New(db, clock.Real{}).Set(cmd.Context(), args[0], tenant.ID, active); err != nil {
+				a, err := c.application()
+				if err != nil {
+					return err
+				}
+				if err := a.Flags.Set(cmd.Context(), args[0], tenant.ID, active); err != nil {
 					return err
 				}
 				return c.print(struct {

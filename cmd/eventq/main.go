@@ -9,14 +9,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
 	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/app"
+	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/database"
-	"github.com/eventq/eventq/internal/redisconn"
 )
 
 func main() {
@@ -25,7 +27,7 @@ func main() {
 
 // run executes one CLI invocation and returns the exit code.
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
-	c := &cli{environ: environ, out: stdout}
+	c := &cli{environ: environ, out: stdout, errOut: stderr}
 	defer c.close()
 	root := c.rootCommand()
 	root.SetArgs(args)
@@ -38,13 +40,13 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	return 0
 }
 
-// cli carries what the commands share; the database is opened on first use.
+// cli carries what the commands share; the application is opened on first use.
 type cli struct {
 	environ []string
 	out     io.Writer
+	errOut  io.Writer
 	cfg     *config.Config
-	db      *gorm.DB
-	conns   redisconn.Set
+	app     *app.App
 }
 
 func (c *cli) rootCommand() *cobra.Command {
@@ -70,38 +72,33 @@ func (c *cli) config() (config.Config, error) {
 	return *c.cfg, nil
 }
 
-func (c *cli) database() (*gorm.DB, error) {
-	if c.db != nil {
-		return c.db, nil
+// application returns the application (connections and services), opened on first use and
+// closed when the command ends. Nothing connects to Redis until a command uses it. Its
+// services log to stderr.
+func (c *cli) application() (*app.App, error) {
+	if c.app != nil {
+		return c.app, nil
 	}
 	cfg, err := c.config()
 	if err != nil {
 		return nil, err
 	}
-	c.db, err = database.Open(cfg.DatabaseURL)
-	return c.db, err
+	c.app, err = app.Open(cfg, slog.New(slog.NewTextHandler(c.errOut, nil)), clock.Real{})
+	return c.app, err
 }
 
-// redis returns the named Redis connections, opened on first use and closed when the
-// command ends.
-func (c *cli) redis() (redisconn.Set, error) {
-	if c.conns != nil {
-		return c.conns, nil
-	}
-	cfg, err := c.config()
+// database returns the application's database.
+func (c *cli) database() (*gorm.DB, error) {
+	a, err := c.application()
 	if err != nil {
 		return nil, err
 	}
-	c.conns, err = redisconn.Open(cfg.Redis)
-	return c.conns, err
+	return a.DB, nil
 }
 
 func (c *cli) close() {
-	if c.db != nil {
-		database.Close(c.db)
-	}
-	if c.conns != nil {
-		c.conns.Close()
+	if c.app != nil {
+		c.app.Close()
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/retention"
 	"github.com/eventq/eventq/models"
 )
@@ -34,11 +33,12 @@ func (c *cli) pruneCommand() *cobra.Command {
 			if cfg.Retention.Keep <= 0 {
 				return retention.ErrOff
 			}
-			db, err := c.database()
+			a, err := c.application()
 			if err != nil {
 				return err
 			}
-			p := &retention.Pruner{DB: db, Keep: cfg.Retention.Keep, Clock: clock.Real{}}
+			p := *a.Retention
+			p.Log = nil // no log lines: the command prints the outcome itself
 			res, err := p.Prune(cmd.Context(), at, dryRun)
 			if err != nil {
 				return err

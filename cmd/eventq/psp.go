@@ -6,14 +6,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/spf13/cobra"
 
-	"github.com/eventq/eventq/internal/clock"
-	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/payments"
-	"github.com/eventq/eventq/internal/psp"
-	"github.com/eventq/eventq/jobs"
 	"github.com/eventq/eventq/models"
 )
 
@@ -50,19 +45,12 @@ func (c *cli) pspCommand() *cobra.Command {
 			if cfg.PSP.SecretKey == "" {
 				return errors.New("no provider key: set PSP_SECRET_KEY (or STRIPE_SECRET_KEY)")
 			}
-			db, err := c.database()
+			a, err := c.application()
 			if err != nil {
 				return err
 			}
-			conns, err := c.redis()
-			if err != nil {
-				return err
-			}
-			tasks := asynq.NewClientFromRedisClient(conns[config.DefaultConnection])
-			r := &payments.Reconciler{
-				DB: db, PSP: psp.NewClient(cfg.PSP.SecretKey, cfg.PSP.APIBase), Queue: jobs.NewProviderEvents(tasks),
-				Clock: clock.Real{}, Log: slog.New(slog.DiscardHandler),
-			}
+			r := *a.Reconciler                    // set, as there is a provider key
+			r.Log = slog.New(slog.DiscardHandler) // the command prints the outcome itself
 			res, err := r.Run(cmd.Context(), payments.ReconcileOptions{Since: time.Now().Add(-since), TenantID: tenant})
 			if err != nil {
 				return fmt.Errorf("%w (checked %d, queued %d before the failure)", err, res.Checked, res.Enqueued)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/jobs"
 )
 
 var reconcileKeys = []string{"checked", "enqueued"}
@@ -38,7 +39,7 @@ func TestPSPReconcile(t *testing.T) {
 		if out["checked"] != float64(1) || out["enqueued"] != float64(1) {
 			t.Errorf("first run printed %v, want checked 1, enqueued 1", out)
 		}
-		info, err := tasks.GetTaskInfo("default", id)
+		info, err := tasks.GetTaskInfo(jobs.TaskQueue, id)
 		if err != nil || info.Type != "psp:"+"checkout.session.completed" {
 			t.Fatalf("task %s: %v %v, want the webhook's fulfilment task under the event id", id, info, err)
 		}

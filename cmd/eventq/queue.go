@@ -2,16 +2,10 @@ package main
 
 import (
 	"errors"
-	"log/slog"
 
 	"github.com/spf13/cobra"
 
-	"github.com/eventq/eventq/internal/clock"
-	"github.com/eventq/eventq/internal/consume"
 	"github.com/eventq/eventq/internal/features"
-	"github.com/eventq/eventq/internal/infra"
-	"github.com/eventq/eventq/internal/metrics"
-	"github.com/eventq/eventq/internal/tracking"
 )
 
 func (c *cli) queueCommand() *cobra.Command {
@@ -30,16 +24,11 @@ for the worker after a failed append), the events under a live lease, and the de
 			if err != nil {
 				return err
 			}
-			cfg, err := c.config()
+			a, err := c.application()
 			if err != nil {
 				return err
 			}
-			in, err := infra.Open(cfg, clock.Real{})
-			if err != nil {
-				return err
-			}
-			defer in.Close()
-			stats, err := (&consume.Service{DB: in.DB, Queue: in.Queue, Queueing: in.Flags}).Stats(cmd.Context(), tenant.ID)
+			stats, err := a.Consume.Stats(cmd.Context(), tenant.ID)
 			if err != nil {
 				return err
 			}
@@ -73,18 +62,13 @@ been recorded: those events come back. Prints {"tenants","restored"}.`,
 			if all == (tenantID != "") {
 				return errors.New("give either --tenant ID or --all")
 			}
-			cfg, err := c.config()
+			a, err := c.application()
 			if err != nil {
 				return err
 			}
-			in, err := infra.Open(cfg, clock.Real{})
-			if err != nil {
-				return err
-			}
-			defer in.Close()
 			var tenants []uint64
 			if all {
-				if tenants, err = in.Flags.ActiveTenants(cmd.Context(), features.UseQueueEvents); err != nil {
+				if tenants, err = a.Flags.ActiveTenants(cmd.Context(), features.UseQueueEvents); err != nil {
 					return err
 				}
 			} else {
@@ -94,11 +78,7 @@ been recorded: those events come back. Prints {"tenants","restored"}.`,
 				}
 				tenants = []uint64{tenant.ID}
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, clock.Real{}, log, metrics.New())
-			defer ingest.Close()
-			svc := &consume.Service{DB: in.DB, Queue: in.Queue, Queueing: in.Flags, Held: ingest}
-			restored, err := svc.Rebuild(cmd.Context(), tenants...)
+			restored, err := a.Consume.Rebuild(cmd.Context(), tenants...)
 			if err != nil {
 				return err
 			}

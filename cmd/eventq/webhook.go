@@ -20,6 +20,7 @@ import (
 	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/validate"
+	"github.com/eventq/eventq/jobs"
 	"github.com/eventq/eventq/models"
 )
 
@@ -195,18 +196,14 @@ const acceptWait = 2 * time.Second
 // as the worker may have run it already) or it waits in the database inbox. Otherwise the
 // error names the likely cause.
 func (c *cli) accepted(cmd *cobra.Command, cfg config.Config, id string) error {
-	conns, err := c.redis()
+	a, err := c.application()
 	if err != nil {
 		return err
 	}
-	inspector := asynq.NewInspectorFromRedisClient(conns[config.DefaultConnection])
-	db, err := c.database()
-	if err != nil {
-		return err
-	}
+	inspector := a.TaskInspector()
 	deadline := time.Now().Add(acceptWait)
 	for {
-		_, err := inspector.GetTaskInfo("default", id)
+		_, err := inspector.GetTaskInfo(jobs.TaskQueue, id)
 		switch {
 		case err == nil:
 			return nil
@@ -214,7 +211,7 @@ func (c *cli) accepted(cmd *cobra.Command, cfg config.Config, id string) error {
 			return fmt.Errorf("cannot check its task in Redis (%s): %w", config.RedisVar(config.DefaultConnection), err)
 		}
 		var n int64
-		if err := db.WithContext(cmd.Context()).Model(&models.WebhookInbox{}).Where("event_id = ?", id).Count(&n).Error; err != nil {
+		if err := a.DB.WithContext(cmd.Context()).Model(&models.WebhookInbox{}).Where("event_id = ?", id).Count(&n).Error; err != nil {
 			return fmt.Errorf("cannot check the webhook inbox: %w", err)
 		}
 		if n > 0 {

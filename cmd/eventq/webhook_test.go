@@ -99,7 +99,7 @@ func (e *cliEnv) newAPISink(t *testing.T, secrets ...string) (*webhookSink, *asy
 // mustQueued checks the api queued event id as the task of its event type.
 func mustQueued(t *testing.T, inspector *asynq.Inspector, id, eventType string) {
 	t.Helper()
-	info, err := inspector.GetTaskInfo("default", id)
+	info, err := inspector.GetTaskInfo(jobs.TaskQueue, id)
 	if err != nil {
 		t.Fatalf("task %s: %v", id, err)
 	}
@@ -278,7 +278,7 @@ func TestWebhookSend(t *testing.T) {
 		if !strings.Contains(stderr, "PSP_WEBHOOK_SECRET") || !strings.Contains(stderr, ev.ID) || !strings.Contains(stderr, "answered 200") {
 			t.Errorf("stderr %q does not name PSP_WEBHOOK_SECRET, the event and the 200", stderr)
 		}
-		if _, err := tasks.GetTaskInfo("default", ev.ID); err == nil {
+		if _, err := tasks.GetTaskInfo(jobs.TaskQueue, ev.ID); err == nil {
 			t.Errorf("the api queued an event signed with another secret")
 		}
 	})

@@ -3,7 +3,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,16 +13,11 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 
+	"github.com/eventq/eventq/app"
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
-	"github.com/eventq/eventq/internal/infra"
-	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/profiling"
-	"github.com/eventq/eventq/internal/psp"
-	"github.com/eventq/eventq/internal/retention"
-	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/jobs"
 )
 
@@ -52,23 +46,22 @@ func main() {
 		log.Error("worker: stopped with error", "err", err)
 		os.Exit(1)
 	}
+	log.Info("worker: stopped")
 }
 
-// Main is the worker process: an asynq server and scheduler on the default Redis connection.
+// Main is the worker process: the application, and an asynq server and scheduler on its
+// default Redis connection.
 type Main struct {
 	Config config.Config
 	Log    *slog.Logger
 	Clock  clock.Clock
-	Infra  *infra.Infra
+	App    *app.App
 
 	server    *asynq.Server
 	scheduler *asynq.Scheduler
-	tasks     *asynq.Client
 	mux       *asynq.ServeMux
 	metrics   *http.Server
 	metricsLn net.Listener
-	ingest    *tracking.Ingestor
-	retention *retention.Pruner
 	reconcile bool // whether Run triggers the periodic reconciliation
 }
 
@@ -77,25 +70,24 @@ func NewMain(cfg config.Config, log *slog.Logger) *Main {
 	return &Main{Config: cfg, Log: log, Clock: clock.Real{}}
 }
 
-// Open connects and prepares the server, scheduler and handlers. On failure it closes what it
-// had opened.
+// Open builds the application and prepares the server, scheduler and handlers. On failure it
+// closes what it had opened.
 func (m *Main) Open() (err error) {
 	defer func() {
 		if err != nil {
 			m.Close()
 		}
 	}()
-	in, err := infra.Open(m.Config, m.Clock)
+	a, err := app.Open(m.Config, m.Log, m.Clock)
 	if err != nil {
 		return err
 	}
-	m.Infra = in
-	rdb := in.Redis[config.DefaultConnection]
-	m.server = asynq.NewServerFromRedisClient(rdb, serverConfig(m.Log))
+	m.App = a
+	m.server = asynq.NewServerFromRedisClient(a.Redis[config.DefaultConnection], serverConfig(m.Log))
 	// The scheduler gets its own connection: asynq's scheduler closes its client on shutdown.
-	schedConn, err := schedulerConn(m.Config.Redis)
+	schedConn, err := a.SchedulerRedis()
 	if err != nil {
-		return err
+		return fmt.Errorf("worker: %w", err)
 	}
 	m.scheduler = asynq.NewScheduler(schedConn, &asynq.SchedulerOpts{Logger: asynqLogger{m.Log}, LogLevel: asynq.WarnLevel})
 	for _, p := range jobs.PeriodicTasks() {
@@ -103,26 +95,14 @@ func (m *Main) Open() (err error) {
 			return fmt.Errorf("worker: schedule %s: %w", p.Task.Type(), err)
 		}
 	}
-	m.tasks = asynq.NewClientFromRedisClient(rdb)
-	mx := in.Metrics()
-	ingest := tracking.NewIngestor(in.DB, in.Flags, in.Queue, m.Clock, m.Log, mx)
-	m.ingest = ingest
 	m.mux = asynq.NewServeMux()
-	provider, queue := psp.NewClient(m.Config.PSP.SecretKey, m.Config.PSP.APIBase), jobs.NewProviderEvents(m.tasks)
-	pay := &payments.Service{
-		DB: in.DB, PSP: provider, Queue: queue, Queueing: in.Flags, Ingest: ingest, Clock: m.Clock,
-		AppURL: m.Config.AppURL, Log: m.Log, Metrics: mx,
-	}
-	m.retention = &retention.Pruner{DB: in.DB, Keep: m.Config.Retention.Keep, Clock: m.Clock, Log: m.Log, Metrics: mx}
-	h := &jobs.Handlers{Ingest: ingest, Payments: pay, Retention: m.retention, Log: m.Log}
-	if m.Config.PSP.SecretKey != "" {
-		h.Reconciler = &payments.Reconciler{DB: in.DB, PSP: provider, Queue: queue, Clock: m.Clock, Log: m.Log, Metrics: mx}
-	}
-	jobs.Register(m.mux, h)
-	m.reconcile = h.Reconciler != nil && m.Config.PSP.ReconcileInterval > 0
+	jobs.Register(m.mux, &jobs.Handlers{
+		Ingest: a.Ingest, Payments: a.Payments, Reconciler: a.Reconciler, Retention: a.Retention, Log: m.Log,
+	})
+	m.reconcile = a.Reconciler != nil && m.Config.PSP.ReconcileInterval > 0
 	if m.Config.WorkerMetricsAddr != "" {
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", mx.Handler())
+		mux.Handle("/metrics", a.Metrics.Handler())
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"status":"ok"}`)) })
 		m.metricsLn, err = net.Listen("tcp", m.Config.WorkerMetricsAddr)
 		if err != nil {
@@ -155,20 +135,20 @@ func (m *Main) Run(ctx context.Context) error {
 		go m.metrics.Serve(m.metricsLn)
 	}
 	// Partitions ahead before anything else, so that no insert waits for a maintenance run.
-	if err := m.retention.EnsureAhead(ctx, m.Clock.Now()); err != nil {
+	if err := m.App.Retention.EnsureAhead(ctx, m.Clock.Now()); err != nil {
 		m.Log.Warn("worker: could not create the stored events' partitions ahead; the maintenance task tries again", "err", err)
 	}
 	maintained := make(chan struct{})
 	go func() {
 		defer close(maintained)
-		jobs.TriggerMaintainEvents(ctx, m.tasks, m.Clock, m.Config.Retention.PruneInterval, m.Log)
+		jobs.TriggerMaintainEvents(ctx, m.App.Tasks, m.Clock, m.Config.Retention.PruneInterval, m.Log)
 	}()
 	triggered := make(chan struct{})
 	switch {
 	case m.reconcile:
 		go func() {
 			defer close(triggered)
-			jobs.TriggerReconcile(ctx, m.tasks, m.Clock, m.Config.PSP.ReconcileInterval, m.Log)
+			jobs.TriggerReconcile(ctx, m.App.Tasks, m.Clock, m.Config.PSP.ReconcileInterval, m.Log)
 		}()
 	case m.Config.PSP.ReconcileInterval > 0:
 		close(triggered)
@@ -183,7 +163,8 @@ func (m *Main) Run(ctx context.Context) error {
 	return m.Close()
 }
 
-// Close stops the scheduler and server and closes connections.
+// Close stops the scheduler, the server and the metrics endpoint, then closes the
+// application. Safe to call more than once.
 func (m *Main) Close() error {
 	if m.scheduler != nil {
 		m.scheduler.Shutdown()
@@ -201,28 +182,12 @@ func (m *Main) Close() error {
 		m.metricsLn.Close()
 		m.metricsLn = nil
 	}
-	if m.ingest != nil {
-		m.ingest.Close()
-		m.ingest = nil
-	}
 	var err error
-	if m.Infra != nil {
-		err = m.Infra.Close()
-		m.Infra = nil
+	if m.App != nil {
+		err = m.App.Close()
+		m.App = nil
 	}
-	return errors.Join(err)
-}
-
-// schedulerConn is the default Redis connection as asynq connection options.
-func schedulerConn(cfg config.RedisConfig) (asynq.RedisConnOpt, error) {
-	opt, err := redis.ParseURL(cfg.URLs[config.DefaultConnection])
-	if err != nil {
-		return nil, fmt.Errorf("worker: REDIS_URL: %w", err)
-	}
-	if len(cfg.ClusterAddrs) > 0 {
-		return asynq.RedisClusterClientOpt{Addrs: cfg.ClusterAddrs, Username: opt.Username, Password: opt.Password, TLSConfig: opt.TLSConfig}, nil
-	}
-	return asynq.RedisClientOpt{Addr: opt.Addr, Username: opt.Username, Password: opt.Password, DB: opt.DB, TLSConfig: opt.TLSConfig}, nil
+	return err
 }
 
 // asynqLogger adapts slog to asynq's logger interface.

@@ -169,7 +169,7 @@ func TestFailedOpenClosesWhatItOpened(t *testing.T) {
 	if err := m.Open(); err == nil || !strings.Contains(err.Error(), "WORKER_METRICS_ADDR") {
 		t.Fatalf("Open = %v, want the metrics address refused", err)
 	}
-	if m.Infra != nil || m.ingest != nil {
+	if m.App != nil {
 		t.Fatal("a failed Open left its connections open")
 	}
 	clients, err := r.Client().ClientList(context.Background()).Result()

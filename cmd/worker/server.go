@@ -23,6 +23,7 @@ func serverConfig(log *slog.Logger) asynq.Config {
 		// Fulfilments mostly wait on the database's commit (its WAL flush); 20 at a time kept
 		// up with 1,000 paid sessions a second where 10 fell behind (make bench, fulfilment).
 		Concurrency:     20,
+		Queues:          map[string]int{jobs.TaskQueue: 1},
 		ShutdownTimeout: 10 * time.Second,
 		RetryDelayFunc:  jobs.RetryDelay,
 		// asynq's default is 1 s, which would be the webhook-to-purchase latency of a quiet

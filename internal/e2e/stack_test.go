@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,12 +13,15 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/app"
+	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/jobs"
 	"github.com/eventq/eventq/models"
 )
 
@@ -86,17 +90,20 @@ func startStack(t *testing.T, opts ...option) *stack {
 		"PSP_SECRET_KEY=sk_test_e2e", "PSP_API_BASE="+fake.URL)
 	env = append(env, testenv.NoRateLimits...)
 	env = append(env, o.env...)
-	var rdb redis.UniversalClient
 	if o.cluster {
 		c := testenv.StartRedisCluster(t)
-		rdb = c.Client()
 		env = append(env, "REDIS_URL=redis://"+c.Addrs[0], "REDIS_CLUSTER_ADDRS="+strings.Join(c.Addrs, ","))
 	} else {
 		s.Redis = testenv.StartRedis(t)
-		rdb = s.Redis.Client()
 		env = append(env, "REDIS_URL="+s.Redis.URL())
 	}
-	s.Queue, s.Tasks, s.Env = eventqueue.New(rdb), asynq.NewInspectorFromRedisClient(rdb), env
+	// The test looks at Redis through the same application the binaries build from env.
+	cfg, err := config.Load(env)
+	testenv.Must(t, err)
+	a, err := app.Open(cfg, slog.New(slog.DiscardHandler), clock.Real{})
+	testenv.Must(t, err)
+	t.Cleanup(func() { a.Close() })
+	s.Queue, s.Tasks, s.Env = a.Queue, a.TaskInspector(), env
 	for i := 0; i < o.apis; i++ {
 		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 		base := "http://" + addr
@@ -175,7 +182,7 @@ func (s *stack) Count(t *testing.T, model any, query string, args ...any) int64 
 
 // TaskState returns the asynq state of the task with id, or "none".
 func (s *stack) TaskState(id string) string {
-	info, err := s.Tasks.GetTaskInfo("default", id)
+	info, err := s.Tasks.GetTaskInfo(jobs.TaskQueue, id)
 	if err != nil {
 		return "none"
 	}

@@ -1,0 +1,195 @@
+// Package app is eventq's composition root: it opens a process's connections (the database,
+// the named Redis connections, the asynq client) and builds every service on them once, for
+// the api, the worker and the operator CLI alike, and closes them in the reverse order.
+//
+// It sits between cmd and the packages it wires: cmd/api puts the routes on an App, cmd/worker
+// the task handlers and the asynq server, cmd/eventq takes the services its commands need.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/hibiken/asynq"
+	asynqmetrics "github.com/hibiken/asynq/x/metrics"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/eventq/eventq/internal/auth"
+	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/config"
+	"github.com/eventq/eventq/internal/consume"
+	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/metrics"
+	"github.com/eventq/eventq/internal/payments"
+	"github.com/eventq/eventq/internal/psp"
+	"github.com/eventq/eventq/internal/ratelimit"
+	"github.com/eventq/eventq/internal/redisconn"
+	"github.com/eventq/eventq/internal/retention"
+	"github.com/eventq/eventq/internal/tracking"
+	"github.com/eventq/eventq/jobs"
+)
+
+// App is one process's connections and services. Open builds every field; Close releases
+// them. The services are safe for concurrent use.
+type App struct {
+	Config config.Config
+	Clock  clock.Clock
+	Log    *slog.Logger
+
+	// DB is the database of DATABASE_URL.
+	DB *gorm.DB
+	// Redis holds the named Redis connections (REDIS_URL, REDIS_<NAME>_URL).
+	Redis redisconn.Set
+	// Queue is the tenants' event queues, on the connection EVENTQUEUE_QUEUE_CONNECTION names.
+	Queue *eventqueue.Store
+	// Flags are the per-tenant feature flags.
+	Flags *features.Flags
+	// Tasks enqueues background tasks on the default Redis connection, in jobs.TaskQueue.
+	Tasks *asynq.Client
+	// Metrics are eventq's own metrics and asynq's queue figures.
+	Metrics *metrics.Metrics
+
+	// Ingest stores and queues tracked events.
+	Ingest *tracking.Ingestor
+	// Waiter wakes long-polling reads when their tenant's queue gets events.
+	Waiter *eventqueue.Waiter
+	// Trims records the queues' fronts after trims.
+	Trims *consume.TrimLog
+	// Consume reads, trims, leases and rebuilds tenants' queues.
+	Consume *consume.Service
+	// Payments is the payment flow: checkout, webhook intake, fulfilment, revocation.
+	Payments *payments.Service
+	// Reconciler compares the provider's events with what was processed; nil without
+	// PSP_SECRET_KEY.
+	Reconciler *payments.Reconciler
+	// Retention keeps the stored events within EVENT_RETENTION.
+	Retention *retention.Pruner
+	// Auth checks platform API tokens.
+	Auth *auth.Authenticator
+	// Limiter applies the rate limits.
+	Limiter *ratelimit.Limiter
+
+	closers []closer // in opening order; Close runs them backwards
+}
+
+type closer struct {
+	name  string
+	close func() error
+}
+
+// Open connects to what cfg names and builds every service; log and clk go to all of them.
+// It does not migrate and does not wait for Redis (no connection is made before first use).
+// On failure it closes what it had opened and returns nil.
+func Open(cfg config.Config, log *slog.Logger, clk clock.Clock) (*App, error) {
+	a := &App{Config: cfg, Log: log, Clock: clk}
+	if err := a.open(); err != nil {
+		return nil, errors.Join(err, a.Close())
+	}
+	return a, nil
+}
+
+// onClose registers what Close must release, in opening order.
+func (a *App) onClose(name string, f func() error) {
+	a.closers = append(a.closers, closer{name, f})
+}
+
+func (a *App) open() error {
+	db, err := database.Open(a.Config.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	a.DB = db
+	a.onClose("database", func() error { return database.Close(db) })
+
+	conns, err := redisconn.Open(a.Config.Redis)
+	if err != nil {
+		return err
+	}
+	a.Redis = conns
+	a.onClose("redis", conns.Close)
+
+	qc, ok := conns[a.Config.QueueConnection]
+	if !ok { // config.Validate guarantees it
+		return fmt.Errorf("app: no redis connection %q (EVENTQUEUE_QUEUE_CONNECTION)", a.Config.QueueConnection)
+	}
+	a.Queue = eventqueue.New(qc)
+	a.Queue.MaxLength = a.Config.Limits.QueueMaxLength
+	a.onClose("event queue", func() error { a.Queue.Close(); return nil })
+
+	rdb := conns[config.DefaultConnection]
+	a.Flags = features.New(db, a.Clock)
+	// Shares rdb: asynq does not close a client it did not open, so there is nothing to close.
+	a.Tasks = asynq.NewClientFromRedisClient(rdb)
+	a.Metrics = metrics.New()
+	a.Metrics.Registry.MustRegister(asynqmetrics.NewQueueMetricsCollector(a.TaskInspector()))
+
+	a.Ingest = tracking.NewIngestor(db, a.Flags, a.Queue, a.Clock, a.Log, a.Metrics)
+	a.onClose("ingestor", func() error { a.Ingest.Close(); return nil })
+	a.Waiter = eventqueue.NewWaiter(qc, a.Clock, a.Log)
+	a.onClose("waiter", func() error { a.Waiter.Close(); return nil })
+	a.Trims = consume.NewTrimLog(db, a.Clock, a.Log)
+	a.onClose("trim log", func() error { a.Trims.Close(); return nil })
+
+	a.Consume = &consume.Service{
+		DB: db, Queue: a.Queue, Queueing: a.Flags, Waiter: a.Waiter, Trims: a.Trims, Held: a.Ingest, Clock: a.Clock,
+		MaxDeliveries: a.Config.Limits.QueueMaxDeliveries,
+	}
+	provider, events := psp.NewClient(a.Config.PSP.SecretKey, a.Config.PSP.APIBase), jobs.NewProviderEvents(a.Tasks)
+	a.Payments = &payments.Service{
+		DB: db, PSP: provider, Webhooks: psp.NewVerifier(a.Config.PSP.WebhookSecrets, a.Clock), Queue: events,
+		Queueing: a.Flags, Ingest: a.Ingest, Clock: a.Clock, AppURL: a.Config.AppURL, Log: a.Log, Metrics: a.Metrics,
+	}
+	if a.Config.PSP.SecretKey != "" {
+		a.Reconciler = &payments.Reconciler{DB: db, PSP: provider, Queue: events, Clock: a.Clock, Log: a.Log, Metrics: a.Metrics}
+	}
+	a.Retention = &retention.Pruner{DB: db, Keep: a.Config.Retention.Keep, Clock: a.Clock, Log: a.Log, Metrics: a.Metrics}
+	a.Auth = auth.NewAuthenticator(db, a.Clock, a.Log)
+	a.Limiter = ratelimit.New(rdb, a.Clock, a.Metrics)
+	return nil
+}
+
+// TaskInspector returns an inspector of the background tasks, on the default Redis connection.
+func (a *App) TaskInspector() *asynq.Inspector {
+	return asynq.NewInspectorFromRedisClient(a.Redis[config.DefaultConnection])
+}
+
+// SchedulerRedis returns the default Redis connection's settings for an asynq.Scheduler,
+// which opens (and on shutdown closes) a connection of its own.
+func (a *App) SchedulerRedis() (asynq.RedisConnOpt, error) {
+	opt, err := redis.ParseURL(a.Config.Redis.URLs[config.DefaultConnection])
+	if err != nil {
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
+	}
+	if addrs := a.Config.Redis.ClusterAddrs; len(addrs) > 0 {
+		return asynq.RedisClusterClientOpt{Addrs: addrs, Username: opt.Username, Password: opt.Password, TLSConfig: opt.TLSConfig}, nil
+	}
+	return asynq.RedisClientOpt{Addr: opt.Addr, Username: opt.Username, Password: opt.Password, DB: opt.DB, TLSConfig: opt.TLSConfig}, nil
+}
+
+// PingDB reports whether the database answers within ctx.
+func (a *App) PingDB(ctx context.Context) error {
+	sqlDB, err := a.DB.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.PingContext(ctx)
+}
+
+// Close releases everything Open opened, in the reverse order: the services first (each
+// finishes its pending writes), then the event queue, Redis and the database. It returns
+// every error, joined, and is safe to call more than once.
+func (a *App) Close() error {
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		if err := a.closers[i].close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", a.closers[i].name, err))
+		}
+	}
+	a.closers = nil
+	return errors.Join(errs...)
+}
