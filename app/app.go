@@ -14,6 +14,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	asynqmetrics "github.com/hibiken/asynq/x/metrics"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
@@ -126,7 +127,7 @@ func (a *App) open() error {
 	// Shares rdb: asynq does not close a client it did not open, so there is nothing to close.
 	a.Tasks = asynq.NewClientFromRedisClient(rdb)
 	a.Metrics = metrics.New()
-	a.Metrics.Registry.MustRegister(asynqmetrics.NewQueueMetricsCollector(a.TaskInspector()))
+	a.Metrics.Registry.MustRegister(unchecked{asynqmetrics.NewQueueMetricsCollector(a.TaskInspector())})
 
 	a.Ingest = tracking.NewIngestor(db, a.Flags, a.Queue, a.Clock, a.Log, a.Metrics)
 	a.onClose("ingestor", func() error { a.Ingest.Close(); return nil })
@@ -193,3 +194,12 @@ func (a *App) Close() error {
 	a.closers = nil
 	return errors.Join(errs...)
 }
+
+// unchecked registers a collector without describing it. asynq's queue collector describes
+// itself by collecting, which asks Redis: registered as it is, every Open (each CLI command
+// included) would wait for Redis, and without one, for go-redis's dial retries (about 1.7 s).
+// Collected on a scrape, it asks Redis then.
+type unchecked struct{ prometheus.Collector }
+
+// Describe sends no descriptors, which makes the collector unchecked.
+func (unchecked) Describe(chan<- *prometheus.Desc) {}

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -117,4 +120,42 @@ func TestOpen(t *testing.T) {
 			t.Errorf("Reconciler = %+v; want one queuing events as the payment flow does", b.Reconciler)
 		}
 	})
+}
+
+// TestOpenMakesNoRedisConnection checks that Open and Close connect to no Redis: a CLI command
+// that needs only the database must not wait for one (or, without one, for the client's
+// dial retries).
+func TestOpenMakesNoRedisConnection(t *testing.T) {
+	_, dbURL := testenv.DB(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	testenv.Must(t, err)
+	defer ln.Close()
+	var dials atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dials.Add(1)
+			c.Close()
+		}
+	}()
+	cfg, err := config.Load([]string{"DATABASE_URL=" + dbURL, "REDIS_URL=redis://" + ln.Addr().String() + "/0"})
+	testenv.Must(t, err)
+	a, err := Open(cfg, discard, clock.Real{})
+	testenv.Must(t, err)
+	testenv.Must(t, a.PingDB(context.Background()))
+	testenv.Must(t, a.Close())
+	// A sentinel connection of the test's own: the listener accepts in arrival order, so once
+	// it is counted, every connection Open or Close made before it is counted too.
+	c, err := net.Dial("tcp", ln.Addr().String())
+	testenv.Must(t, err)
+	defer c.Close()
+	for deadline := time.Now().Add(10 * time.Second); dials.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if n := dials.Load() - 1; n != 0 {
+		t.Fatalf("Open and Close made %d connections to Redis, want 0", n)
+	}
 }
