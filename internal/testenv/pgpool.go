@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"strings"
 	"sync"
+	"time"
 )
 
 // dbPool keeps the migrated databases of finished tests for the next ones: emptying a database
@@ -91,9 +92,7 @@ func (p *dbPool) give(name, url string) {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	var others int
-	err = db.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&others)
-	if err != nil || others != 0 {
+	if !alone(db) {
 		return
 	}
 	if shape, err := fingerprint(db); err != nil || shape != p.shape {
@@ -105,6 +104,27 @@ func (p *dbPool) give(name, url string) {
 	p.mu.Lock()
 	p.free = append(p.free, name)
 	p.mu.Unlock()
+}
+
+// alone reports whether db's connection is the only one to its database. A client that closed
+// its connections a moment ago may still be listed while its server processes exit, so a busy
+// database is asked again for a short while before it counts as still in use.
+func alone(db *sql.DB) bool {
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for {
+		var others int
+		err := db.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&others)
+		if err != nil {
+			return false
+		}
+		if others == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // fingerprint sums up a database's schema: its tables with their columns, and the triggers,
