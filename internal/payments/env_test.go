@@ -26,16 +26,35 @@ type queueing bool
 
 func (q queueing) Queues(context.Context, uint64) (bool, error) { return bool(q), nil }
 
-// fakePusher records what fulfilment and revocation hand to the tenant's queue.
+// fakePusher records what fulfilment and revocation hand to the tenant's queue. Like the
+// queue's append, it skips an event whose id it has seen. before, when set, runs at the start
+// of the next push (and is then cleared), to interleave other work with it.
 type fakePusher struct {
 	mu     sync.Mutex
 	pushed []models.TrackedEvent
+	seen   map[string]bool
+	before func()
 }
 
 func (p *fakePusher) PushPending(_ context.Context, _ uint64, rows []models.TrackedEvent) {
 	p.mu.Lock()
+	before := p.before
+	p.before = nil
+	p.mu.Unlock()
+	if before != nil {
+		before()
+	}
+	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.pushed = append(p.pushed, rows...)
+	if p.seen == nil {
+		p.seen = map[string]bool{}
+	}
+	for _, ev := range rows {
+		if !p.seen[ev.ID] {
+			p.seen[ev.ID] = true
+			p.pushed = append(p.pushed, ev)
+		}
+	}
 }
 
 func (p *fakePusher) types() []string {

@@ -111,9 +111,29 @@ func (svc *Service) applyReversals(ctx context.Context, p *models.Purchase, t *m
 		return false, err
 	}
 	if event != nil && queued {
-		svc.Ingest.PushPending(ctx, t.ID, []models.TrackedEvent{*event})
+		svc.Ingest.PushPending(ctx, t.ID, append(svc.pendingCompletion(ctx, p), *event))
 	}
 	return event != nil, nil
+}
+
+// pendingCompletion returns p's purchase_completed event when it is not known to be in its
+// queue yet: the fulfilment that stored it may not have appended it when a reversal of the
+// same purchase is applied beside it. Appending it first keeps the queue's order (completed,
+// then refunded or disputed); appends skip an event already in the queue, so whether the
+// fulfilment's own append comes first or later, the event is there once. On a database error
+// it returns nothing: the requeue job appends the event later, after the reversal's.
+func (svc *Service) pendingCompletion(ctx context.Context, p *models.Purchase) []models.TrackedEvent {
+	at := p.CreatedAt.UTC()
+	var rows []models.TrackedEvent
+	err := svc.DB.WithContext(ctx).
+		Where("tenant_id = ? AND created_at BETWEEN ? AND ? AND type = ? AND session_id = ? AND queue_pending = ?",
+			p.TenantID, at.Add(-time.Second), at.Add(time.Second), EventPurchaseCompleted, p.PSPCheckoutSessionID, true).
+		Find(&rows).Error
+	if err != nil {
+		svc.Log.Warn("purchase event not looked up", "purchase_id", p.ID, "error", err.Error())
+		return nil
+	}
+	return rows
 }
 
 // applyReversalsTx is applyReversals inside tx; it returns the event it stored, if any.

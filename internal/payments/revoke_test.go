@@ -100,4 +100,25 @@ func TestRevoke(t *testing.T) {
 			t.Errorf("pushed %v, want %v", got, want)
 		}
 	})
+
+	t.Run("a refund applied before the fulfilment's append keeps the queue's order", func(t *testing.T) {
+		s := e.Session(e.MustShop(t, "acct_revoke_between"))
+		r := payments.Reversal{Kind: models.PurchaseRefunded, PaymentIntent: s.PaymentIntent, Account: s.Account, EventID: "evt_4"}
+		pushed := len(e.Pusher.types())
+		// The refund runs once the fulfilment has committed and before it appends its event.
+		e.Pusher.mu.Lock()
+		e.Pusher.before = func() {
+			if out, err := e.Svc.Revoke(ctx, r); err != nil || out != payments.RevokeApplied {
+				t.Errorf("Revoke = %q, %v; want %s", out, err, payments.RevokeApplied)
+			}
+		}
+		e.Pusher.mu.Unlock()
+		if res, err := e.Svc.Fulfil(ctx, s); err != nil || res.Status != payments.StatusFulfilled {
+			t.Fatalf("Fulfil = %+v, %v", res, err)
+		}
+		want := []string{payments.EventPurchaseCompleted, payments.EventPurchaseRefunded}
+		if got := e.Pusher.types()[pushed:]; !reflect.DeepEqual(got, want) {
+			t.Errorf("pushed %v, want %v", got, want)
+		}
+	})
 }
