@@ -121,6 +121,10 @@ func (svc *Service) fulfilSession(ctx context.Context, s Session) (Result, error
 	return res, nil
 }
 
+// resolve finds the tenant, member and product that s's metadata names, in one round trip.
+// The member and product are returned with their ids only: fulfilment needs nothing else of
+// them. A name that does not resolve, or a session on another account than the tenant's, is a
+// permanent failure.
 func (svc *Service) resolve(ctx context.Context, s Session) (*models.Tenant, *models.AudienceMember, *models.Product, error) {
 	ids := make(map[string]uint64, 3)
 	for _, key := range []string{MetaTenant, MetaMember, MetaProduct} {
@@ -130,36 +134,39 @@ func (svc *Service) resolve(ctx context.Context, s Session) (*models.Tenant, *mo
 		}
 		ids[key] = id
 	}
-	db := svc.DB.WithContext(ctx)
-	var (
-		t models.Tenant
-		m models.AudienceMember
-		p models.Product
-	)
-	if err := take(db, &t, "id = ?", ids[MetaTenant]); err != nil {
-		return nil, nil, nil, err
+	var row struct {
+		models.Tenant
+		MemberID  *uint64
+		ProductID *uint64
+	}
+	res := svc.DB.WithContext(ctx).Raw(`SELECT t.*,
+		(SELECT m.id FROM audience_members m WHERE m.id = ? AND m.tenant_id = t.id) AS member_id,
+		(SELECT p.id FROM products p WHERE p.id = ? AND p.tenant_id = t.id) AS product_id
+		FROM tenants t WHERE t.id = ?`, ids[MetaMember], ids[MetaProduct], ids[MetaTenant]).Scan(&row)
+	if res.Error != nil {
+		return nil, nil, nil, fmt.Errorf("fulfil: %w", res.Error)
+	}
+	t := &row.Tenant
+	if res.RowsAffected == 0 {
+		return nil, nil, nil, notFound(t, ids[MetaTenant])
 	}
 	if account := t.Account(); account != s.Account {
 		return nil, nil, nil, fmt.Errorf("fulfil: %w: session %s on account %q, tenant %d has %q", ErrRejected, s.ID, s.Account, t.ID, account)
 	}
-	if err := take(db, &m, "id = ? AND tenant_id = ?", ids[MetaMember], t.ID); err != nil {
-		return nil, nil, nil, err
+	m := &models.AudienceMember{ID: ids[MetaMember], TenantID: t.ID}
+	if row.MemberID == nil {
+		return nil, nil, nil, notFound(m, m.ID, t.ID)
 	}
-	if err := take(db, &p, "id = ? AND tenant_id = ?", ids[MetaProduct], t.ID); err != nil {
-		return nil, nil, nil, err
+	p := &models.Product{ID: ids[MetaProduct], TenantID: t.ID}
+	if row.ProductID == nil {
+		return nil, nil, nil, notFound(p, p.ID, t.ID)
 	}
-	return &t, &m, &p, nil
+	return t, m, p, nil
 }
 
-func take(db *gorm.DB, dst any, query string, args ...any) error {
-	err := db.Where(query, args...).Take(dst).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return fmt.Errorf("fulfil: %w: %T not found (%v)", ErrRejected, dst, args)
-	}
-	if err != nil {
-		return fmt.Errorf("fulfil: %w", err)
-	}
-	return nil
+// notFound is the permanent failure of a metadata id that names no row of dst's kind.
+func notFound(dst any, ids ...any) error {
+	return fmt.Errorf("fulfil: %w: %T not found (%v)", ErrRejected, dst, ids)
 }
 
 // purchaseEvent builds the purchase_completed event. Its id is derived from the purchase, so
