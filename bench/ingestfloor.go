@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,34 @@ type FixedRate struct {
 	// scenarios idle: what each request costs the Redis server beside the api.
 	RedisCommandsPerReq  float64 `json:"redis_commands_per_request"`
 	RedisCPUMicrosPerReq float64 `json:"redis_cpu_us_per_request"`
+	// The whole machine's busy CPU time (/proc/stat) and the load generator's own (this
+	// process) per answered request: with every server on the same cores, the highest rate
+	// the machine can answer is its cores divided by the first.
+	MachineCPUMicrosPerReq float64 `json:"machine_cpu_us_per_request"`
+	LoadCPUMicrosPerReq    float64 `json:"load_generator_cpu_us_per_request"`
+}
+
+// machineBusySeconds is the CPU time all cores have spent busy so far (/proc/stat: every
+// state but idle and iowait), 0 if unknown.
+func machineBusySeconds() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0
+	}
+	var busy float64
+	for i, v := range f[1:8] { // user nice system idle iowait irq softirq (steal and guest not counted)
+		if i == 3 || i == 4 {
+			continue
+		}
+		n, _ := strconv.ParseFloat(v, 64)
+		busy += n
+	}
+	return busy / 100 // USER_HZ
 }
 
 // redisCounters reads Redis's total commands processed and CPU seconds used (INFO).
@@ -53,7 +82,9 @@ func atFraction(ctx context.Context, s *stack, label string, batch int, rate flo
 	d := 2 * plan.stepDur
 	cpu0 := procCPUSeconds(s.api.pid())
 	cmds0, rcpu0 := redisCounters(ctx, s)
+	busy0, load0 := machineBusySeconds(), procCPUSeconds(os.Getpid())
 	r := openLoop{Rate: rate, N: max(20, int(rate*d.Seconds())), MaxInFlight: 1024, Do: post}.run(ctx)
+	busy, load := machineBusySeconds()-busy0, procCPUSeconds(os.Getpid())-load0
 	cpu := procCPUSeconds(s.api.pid()) - cpu0
 	cmds1, rcpu1 := redisCounters(ctx, s)
 	if err := ctx.Err(); err != nil {
@@ -65,6 +96,8 @@ func atFraction(ctx context.Context, s *stack, label string, batch int, rate flo
 		res.APICPUMicrosPerReq = cpu / float64(r.OK) * 1e6
 		res.RedisCommandsPerReq = (cmds1 - cmds0 - 2) / float64(r.OK) // less the two INFOs
 		res.RedisCPUMicrosPerReq = (rcpu1 - rcpu0) / float64(r.OK) * 1e6
+		res.MachineCPUMicrosPerReq = busy / float64(r.OK) * 1e6
+		res.LoadCPUMicrosPerReq = load / float64(r.OK) * 1e6
 	}
 	s.logf("  %s %d/req at %.0f req/s (80%%): p50 %.1f ms, p99 %.1f ms, api CPU %.0f µs/request, Redis %.2f commands and %.0f µs CPU/request, %d failed, %d dropped",
 		label, batch, rate, res.Latency.P50, res.Latency.P99, res.APICPUMicrosPerReq, res.RedisCommandsPerReq, res.RedisCPUMicrosPerReq, r.Failed, r.Dropped)
@@ -141,5 +174,12 @@ func (in *Ingest) rows(add func(scenario, metric string, value float64, floor, r
 		add(name, "api CPU µs/request at 80% (beside: no-op)", a.APICPUMicrosPerReq, f(in.NoopAt80.APICPUMicrosPerReq), f(a.APICPUMicrosPerReq/in.NoopAt80.APICPUMicrosPerReq), "", nil)
 		add(name, "Redis commands/request at 80%", a.RedisCommandsPerReq, nil, nil, "", nil)
 		add(name, "Redis CPU µs/request at 80%", a.RedisCPUMicrosPerReq, nil, nil, "", nil)
+		n := in.NoopAt80
+		add(name, "machine CPU µs/request at 80% (beside: no-op)", a.MachineCPUMicrosPerReq, f(n.MachineCPUMicrosPerReq), f(a.MachineCPUMicrosPerReq/n.MachineCPUMicrosPerReq), "", nil)
+		add(name, "load generator CPU µs/request at 80% (beside: no-op)", a.LoadCPUMicrosPerReq, f(n.LoadCPUMicrosPerReq), nil, "", nil)
+		if cores := float64(runtime.NumCPU()); a.MachineCPUMicrosPerReq > 0 && in.HTTPFloor != nil {
+			// The rate the machine could answer with every core busy, against the floor.
+			add(name, "events/s with every core busy at that cost (beside: floor)", cores/a.MachineCPUMicrosPerReq*1e6*float64(in.EventsPerRequest), f(in.MinFloor), f(cores/a.MachineCPUMicrosPerReq*1e6*float64(in.EventsPerRequest)/in.MinFloor), "", nil)
+		}
 	}
 }
