@@ -60,6 +60,8 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		positive("queue_read.floor.p50", q.Floor.P50)
 		positive("queue_read.ratio", q.Ratio)
 		positive("queue_read.event_bytes", float64(q.EventBytes))
+		positive("queue_read.static_http.p50", q.StaticHTTP.P50)
+		positive("queue_read.ratio_sequential", q.RatioSequential)
 	}
 	if q := rep.QueueReadConc; q == nil {
 		t.Error("no queue_read_concurrent")
@@ -92,6 +94,8 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		positive(name+" ratio_min_floor", in.RatioMin)
 		positive(name+" at_80_percent.p99", in.At80.Latency.P99)
 		positive(name+" noop_at_80_percent.p99", in.NoopAt80.Latency.P99)
+		positive(name+" at_80_percent.machine_cpu", in.At80.MachineCPUMicrosPerReq)
+		positive(name+" noop_at_80_percent.machine_cpu", in.NoopAt80.MachineCPUMicrosPerReq)
 	}
 	for _, want := range []string{"ingest postgres 1", "ingest postgres 50", "ingest sqlite 1", "ingest sqlite 50"} {
 		if !seen[want] {

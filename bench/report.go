@@ -123,6 +123,8 @@ func (r *Report) buildRows() {
 		add(name, "median ms (floor: "+q.FloorSource+")", q.API.P50, f(q.Floor.P50), f(q.Ratio), fmt.Sprintf("≤ %.1f×", q.Target), b(q.Met))
 		add(name, "p99 ms", q.API.P99, f(q.Floor.P99), f(q.RatioP99), "", nil)
 		add(name, "floor go-redis / raw RESP median ms", q.GoRedis.P50, f(q.RawRESP.P50), nil, "", nil)
+		add(name, "same bytes from memory over HTTP, median ms (beside: floor)", q.StaticHTTP.P50, f(q.Floor.P50), nil, "", nil)
+		add(name, "median ms (beside: floor + the same bytes over HTTP)", q.API.P50, f(q.SequentialMs), f(q.RatioSequential), "", nil)
 	}
 	if q := r.QueueReadConc; q != nil {
 		name := fmt.Sprintf("queue read, %d readers", q.Readers)

@@ -1,8 +1,10 @@
 package routes
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -36,4 +38,33 @@ func (s *Server) benchNoop(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Status(fiber.StatusAccepted).Send(noopBodies[n])
+}
+
+// maxBenchPage is the largest body GET /bench/page answers: a full page of large events.
+const maxBenchPage = 64 << 20
+
+// benchPageBody holds the last body GET /bench/page made, for the next request of that size.
+var benchPageBody struct {
+	sync.Mutex
+	b []byte
+}
+
+// benchPage answers GET /bench/page?bytes=N, registered only with the bench routes: N bytes of
+// JSON-looking filler, made once per size and sent from memory with no other work. It is the
+// floor of a queue read's second leg, the bytes' copy to the HTTP client, that make bench
+// measures identity reads against beside Redis's own.
+func (s *Server) benchPage(c *fiber.Ctx) error {
+	n, err := strconv.Atoi(c.Query("bytes"))
+	if err != nil || n < 0 || n > maxBenchPage {
+		return fiber.ErrBadRequest
+	}
+	benchPageBody.Lock()
+	if len(benchPageBody.b) != n {
+		benchPageBody.b = bytes.Repeat([]byte{'x'}, n)
+	}
+	body := benchPageBody.b
+	benchPageBody.Unlock()
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	c.Response().SetBodyRaw(body)
+	return nil
 }

@@ -47,7 +47,8 @@ type Server struct {
 	Limiter *ratelimit.Limiter
 	// Limits are the rate limits of the tracking and platform routes.
 	Limits config.Limits
-	// BenchNoop registers POST /bench/noop (benchNoop), for make bench only.
+	// BenchNoop registers POST /bench/noop (benchNoop) and GET /bench/page (benchPage), for
+	// make bench only.
 	BenchNoop bool
 }
 
@@ -80,6 +81,7 @@ func New(s *Server) *fiber.App {
 	app.Post("/api/track", public, s.trackPublic)
 	if s.BenchNoop {
 		app.Post("/bench/noop", public, s.benchNoop)
+		app.Get("/bench/page", s.benchPage)
 	}
 	app.Get("/tracker.js", s.trackerJS)
 	app.Get("/openapi.yaml", func(c *fiber.Ctx) error {

@@ -1,14 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/eventq/eventq/internal/testenv"
 )
 
-// TestDebugSwitches checks that the bench's no-op route exists only when BENCH_NOOP_ROUTE asks
-// for it, and that the api's own address never serves profiles.
+// TestDebugSwitches checks that the bench's routes exist only when BENCH_NOOP_ROUTE asks for
+// them, and that the api's own address never serves profiles.
 func TestDebugSwitches(t *testing.T) {
 	testenv.OnOneDatabase(t)
 	noop := func(ids int) string {
@@ -20,6 +21,7 @@ func TestDebugSwitches(t *testing.T) {
 	t.Run("serves neither by default", func(t *testing.T) {
 		e := startAPI(t)
 		assertBody(t, e.Do(t, "POST", "/bench/noop", "", body), 404, `{"message":"Not Found."}`)
+		assertBody(t, e.Do(t, "GET", "/bench/page?bytes=10", "", nil), 404, `{"message":"Not Found."}`)
 		assertBody(t, e.Do(t, "GET", "/debug/pprof/cmdline", "", nil), 404, `{"message":"Not Found."}`)
 	})
 
@@ -40,6 +42,17 @@ func TestDebugSwitches(t *testing.T) {
 		}
 		if res := e.Do(t, "POST", "/bench/noop", "", body, "Origin", "https://shop.example"); res.Header.Get("Access-Control-Allow-Origin") != "*" {
 			t.Errorf("no CORS header: the route must run POST /api/track's middleware; headers %v", res.Header)
+		}
+	})
+
+	t.Run("answers a page of the asked size when on", func(t *testing.T) {
+		e := startAPI(t, "BENCH_NOOP_ROUTE=on")
+		for _, n := range []int{0, 1, 3810035, 5} {
+			res := e.Do(t, "GET", fmt.Sprintf("/bench/page?bytes=%d", n), "", nil)
+			assertBody(t, res, 200, strings.Repeat("x", n))
+		}
+		for _, q := range []string{"", "?bytes=x", "?bytes=-1", "?bytes=67108865"} {
+			assertBody(t, e.Do(t, "GET", "/bench/page"+q, "", nil), 400, `{"message":"Bad Request."}`)
 		}
 	})
 

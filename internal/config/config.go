@@ -61,8 +61,9 @@ type Config struct {
 	// Retention is how long stored events are kept.
 	Retention RetentionConfig
 	// BenchNoopRoute adds the api's POST /bench/noop, which answers like a tracking request
-	// without doing any of its work: the HTTP floor `make bench` measures ingestion against
-	// (BENCH_NOOP_ROUTE, on or off). Default off.
+	// without doing any of its work, and GET /bench/page, a body of a given size from memory:
+	// the HTTP floors `make bench` measures ingestion and reads against (BENCH_NOOP_ROUTE, on
+	// or off). Default off.
 	BenchNoopRoute bool
 }
 
