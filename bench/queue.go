@@ -48,7 +48,11 @@ type QueueRead struct {
 	// StaticHTTP is GET /bench/page of the same size from the same api and client: the read's
 	// second leg alone. A read that takes the page from Redis and then sends it cannot beat
 	// Floor + StaticHTTP (SequentialMs); only overlapping the two legs could.
-	StaticHTTP      Latency `json:"static_http"`
+	StaticHTTP Latency `json:"static_http"`
+	// AtomicRESP is the same LRANGE with the offset in one MULTI/EXEC over raw RESP: Redis
+	// then builds the whole reply before sending any of it. It is the Redis leg of a read
+	// that would stream the events as they arrive, which needs the offset checked first.
+	AtomicRESP      Latency `json:"atomic_raw_resp"`
 	SequentialMs    float64 `json:"sequential_floor_median_ms"`
 	RatioSequential float64 `json:"ratio_sequential"`
 	Target          float64 `json:"target_ratio_max"`
@@ -161,6 +165,42 @@ func (r *respConn) lrange(key string, stop int) (int, error) {
 	if _, err := io.WriteString(r.c, cmd); err != nil {
 		return 0, err
 	}
+	return r.elements()
+}
+
+// multiLRange reads the front offset and LRANGE key 0 stop in one MULTI/EXEC, as a read must
+// to send the offset before the events, and reads every element into one buffer; it returns
+// the element count.
+func (r *respConn) multiLRange(key, offsetKey string, stop int) (int, error) {
+	var cmd []byte
+	for _, args := range [][]string{{"MULTI"}, {"GET", offsetKey}, {"LRANGE", key, "0", strconv.Itoa(stop)}, {"EXEC"}} {
+		cmd = fmt.Appendf(cmd, "*%d\r\n", len(args))
+		for _, a := range args {
+			cmd = fmt.Appendf(cmd, "$%d\r\n%s\r\n", len(a), a)
+		}
+	}
+	if _, err := r.c.Write(cmd); err != nil {
+		return 0, err
+	}
+	for _, want := range []string{"+OK\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "*2\r\n"} {
+		if line, err := r.r.ReadSlice('\n'); err != nil || string(line) != want {
+			return 0, fmt.Errorf("resp: %q, %v; want %q", line, err, want)
+		}
+	}
+	line, err := r.r.ReadSlice('\n') // GET's reply: $-1, or $n and the offset
+	if err != nil {
+		return 0, err
+	}
+	if string(line) != "$-1\r\n" {
+		if _, err := r.r.ReadSlice('\n'); err != nil {
+			return 0, err
+		}
+	}
+	return r.elements()
+}
+
+// elements reads an array of bulk strings into one buffer and returns its length.
+func (r *respConn) elements() (int, error) {
 	n, err := r.header('*')
 	if err != nil {
 		return 0, err
@@ -230,7 +270,8 @@ func benchQueueRead(ctx context.Context, s *stack, t *tenant, iterations int) (*
 	for range 5 {
 		s.readPath(ctx, static, "", &body)
 	}
-	var api, gr, rr, st []time.Duration
+	offsetKey := eventqueue.OffsetKey(t.ID)
+	var api, gr, rr, st, ar []time.Duration
 	for i := 0; i < iterations; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -258,7 +299,14 @@ func benchQueueRead(ctx context.Context, s *stack, t *tenant, iterations int) (*
 			return nil, fmt.Errorf("GET %s: %d bytes, %v", static, n, err)
 		}
 		st = append(st, time.Since(start))
+
+		start = time.Now()
+		if n, err := raw.multiLRange(key, offsetKey, queueEvents-1); err != nil || n != queueEvents {
+			return nil, fmt.Errorf("raw MULTI LRANGE: %d events, %v", n, err)
+		}
+		ar = append(ar, time.Since(start))
 	}
+	res.AtomicRESP = summarize(ar)
 	res.API, res.GoRedis, res.RawRESP, res.StaticHTTP = summarize(api), summarize(gr), summarize(rr), summarize(st)
 	res.FloorSource, res.Floor = "go-redis", res.GoRedis
 	if res.RawRESP.P50 < res.GoRedis.P50 {

@@ -125,6 +125,7 @@ func (r *Report) buildRows() {
 		add(name, "floor go-redis / raw RESP median ms", q.GoRedis.P50, f(q.RawRESP.P50), nil, "", nil)
 		add(name, "same bytes from memory over HTTP, median ms (beside: floor)", q.StaticHTTP.P50, f(q.Floor.P50), nil, "", nil)
 		add(name, "median ms (beside: floor + the same bytes over HTTP)", q.API.P50, f(q.SequentialMs), f(q.RatioSequential), "", nil)
+		add(name, "floor as one MULTI with the offset, median ms (beside: floor)", q.AtomicRESP.P50, f(q.Floor.P50), f(q.AtomicRESP.P50/q.Floor.P50), "", nil)
 	}
 	if q := r.QueueReadConc; q != nil {
 		name := fmt.Sprintf("queue read, %d readers", q.Readers)
