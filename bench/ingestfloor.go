@@ -177,9 +177,10 @@ func (in *Ingest) rows(add func(scenario, metric string, value float64, floor, r
 		n := in.NoopAt80
 		add(name, "machine CPU µs/request at 80% (beside: no-op)", a.MachineCPUMicrosPerReq, f(n.MachineCPUMicrosPerReq), f(a.MachineCPUMicrosPerReq/n.MachineCPUMicrosPerReq), "", nil)
 		add(name, "load generator CPU µs/request at 80% (beside: no-op)", a.LoadCPUMicrosPerReq, f(n.LoadCPUMicrosPerReq), nil, "", nil)
-		if cores := float64(runtime.NumCPU()); a.MachineCPUMicrosPerReq > 0 && in.HTTPFloor != nil {
+		if a.MachineCPUMicrosPerReq > 0 && in.HTTPFloor != nil {
 			// The rate the machine could answer with every core busy, against the floor.
-			add(name, "events/s with every core busy at that cost (beside: floor)", cores/a.MachineCPUMicrosPerReq*1e6*float64(in.EventsPerRequest), f(in.MinFloor), f(cores/a.MachineCPUMicrosPerReq*1e6*float64(in.EventsPerRequest)/in.MinFloor), "", nil)
+			busy := float64(runtime.NumCPU()) / a.MachineCPUMicrosPerReq * 1e6 * float64(in.EventsPerRequest)
+			add(name, "events/s with every core busy at that cost (beside: floor)", busy, f(in.MinFloor), f(busy/in.MinFloor), "", nil)
 		}
 	}
 }

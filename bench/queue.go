@@ -161,8 +161,7 @@ func dialRESP(addr string) (*respConn, error) {
 // lrange sends LRANGE key 0 stop and reads every element into one buffer; it returns the
 // element count.
 func (r *respConn) lrange(key string, stop int) (int, error) {
-	cmd := fmt.Sprintf("*4\r\n$6\r\nLRANGE\r\n$%d\r\n%s\r\n$1\r\n0\r\n$%d\r\n%d\r\n", len(key), key, len(strconv.Itoa(stop)), stop)
-	if _, err := io.WriteString(r.c, cmd); err != nil {
+	if _, err := r.c.Write(respCommands([]string{"LRANGE", key, "0", strconv.Itoa(stop)})); err != nil {
 		return 0, err
 	}
 	return r.elements()
@@ -172,13 +171,7 @@ func (r *respConn) lrange(key string, stop int) (int, error) {
 // to send the offset before the events, and reads every element into one buffer; it returns
 // the element count.
 func (r *respConn) multiLRange(key, offsetKey string, stop int) (int, error) {
-	var cmd []byte
-	for _, args := range [][]string{{"MULTI"}, {"GET", offsetKey}, {"LRANGE", key, "0", strconv.Itoa(stop)}, {"EXEC"}} {
-		cmd = fmt.Appendf(cmd, "*%d\r\n", len(args))
-		for _, a := range args {
-			cmd = fmt.Appendf(cmd, "$%d\r\n%s\r\n", len(a), a)
-		}
-	}
+	cmd := respCommands([]string{"MULTI"}, []string{"GET", offsetKey}, []string{"LRANGE", key, "0", strconv.Itoa(stop)}, []string{"EXEC"})
 	if _, err := r.c.Write(cmd); err != nil {
 		return 0, err
 	}
@@ -197,6 +190,18 @@ func (r *respConn) multiLRange(key, offsetKey string, stop int) (int, error) {
 		}
 	}
 	return r.elements()
+}
+
+// respCommands encodes each command as a RESP array of bulk strings, one after the other.
+func respCommands(cmds ...[]string) []byte {
+	var b []byte
+	for _, args := range cmds {
+		b = fmt.Appendf(b, "*%d\r\n", len(args))
+		for _, a := range args {
+			b = fmt.Appendf(b, "$%d\r\n%s\r\n", len(a), a)
+		}
+	}
+	return b
 }
 
 // elements reads an array of bulk strings into one buffer and returns its length.
@@ -306,8 +311,7 @@ func benchQueueRead(ctx context.Context, s *stack, t *tenant, iterations int) (*
 		}
 		ar = append(ar, time.Since(start))
 	}
-	res.AtomicRESP = summarize(ar)
-	res.API, res.GoRedis, res.RawRESP, res.StaticHTTP = summarize(api), summarize(gr), summarize(rr), summarize(st)
+	res.API, res.GoRedis, res.RawRESP, res.StaticHTTP, res.AtomicRESP = summarize(api), summarize(gr), summarize(rr), summarize(st), summarize(ar)
 	res.FloorSource, res.Floor = "go-redis", res.GoRedis
 	if res.RawRESP.P50 < res.GoRedis.P50 {
 		res.FloorSource, res.Floor = "raw RESP", res.RawRESP

@@ -267,7 +267,7 @@ func benchPruneUnderLoad(ctx context.Context, s *stack, rp retentionPlan, perDay
 		Count(&res.Filled).Error; err != nil {
 		return nil, err
 	}
-	if err := quiesce(ctx, s); err != nil {
+	if err := settleFilled(ctx, s); err != nil {
 		return nil, err
 	}
 	if !postgres {
@@ -378,17 +378,25 @@ func benchPruneUnderLoad(ctx context.Context, s *stack, rp retentionPlan, perDay
 // quiesce flushes what the fill left to write, so that it does not land in a measurement: a
 // checkpoint on Postgres, the WAL into the file on SQLite.
 func quiesce(ctx context.Context, s *stack) error {
-	if !strings.HasPrefix(s.dbURL, "postgres") {
-		return s.db.WithContext(ctx).Exec("PRAGMA wal_checkpoint(TRUNCATE)").Error
+	q := "PRAGMA wal_checkpoint(TRUNCATE)"
+	if strings.HasPrefix(s.dbURL, "postgres") {
+		q = "CHECKPOINT"
 	}
-	// The days just filled are vacuumed first, as days that old are in production: left to
-	// autovacuum, it would still be working on them when the prune comes, and its lock on a
-	// partition outlasts the prune's lock timeout (Postgres cancels an autovacuum that is in
-	// the way only after deadlock_timeout, 1 s), so the prune would give up (2026-11-25 run).
-	if err := s.db.WithContext(ctx).Exec("VACUUM (ANALYZE) " + database.EventsTable).Error; err != nil {
-		return err
+	return s.db.WithContext(ctx).Exec(q).Error
+}
+
+// settleFilled is quiesce after days were filled that a prune or a drop is about to remove. On
+// Postgres those days are vacuumed first, as days that old are in production: left to
+// autovacuum, it would still be working on them when the prune comes, and its lock on a
+// partition outlasts the prune's lock timeout (Postgres cancels an autovacuum that is in the
+// way only after deadlock_timeout, 1 s), so the prune would give up (2026-11-25 run).
+func settleFilled(ctx context.Context, s *stack) error {
+	if strings.HasPrefix(s.dbURL, "postgres") {
+		if err := s.db.WithContext(ctx).Exec("VACUUM (ANALYZE) " + database.EventsTable).Error; err != nil {
+			return err
+		}
 	}
-	return s.db.WithContext(ctx).Exec("CHECKPOINT").Error
+	return quiesce(ctx, s)
 }
 
 // sqliteFileMiB is the size of the SQLite database file with its WAL, in MiB.
@@ -532,7 +540,7 @@ func benchDropVsDelete(ctx context.Context, s *stack, rp retentionPlan) (*DropVs
 	if deleteRows != res.Rows {
 		return nil, fmt.Errorf("drop vs delete: the days hold %d and %d rows", res.Rows, deleteRows)
 	}
-	if err := quiesce(ctx, s); err != nil {
+	if err := settleFilled(ctx, s); err != nil {
 		return nil, err
 	}
 	start := time.Now()
