@@ -121,7 +121,10 @@ const (
 // path, user agent, address) come from the URL and the request's headers, which the client
 // controls too: they are made storable rather than refused.
 func newRow(id string, tenantID uint64, ev Input, client Client, now time.Time) models.TrackedEvent {
-	u, _ := url.Parse(ev.URL) // validated
+	u := ev.parsed
+	if u == nil {
+		u, _ = url.Parse(ev.URL) // validated
+	}
 	path := u.EscapedPath()
 	if path == "" {
 		path = "/"

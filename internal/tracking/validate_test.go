@@ -9,6 +9,17 @@ import (
 	"github.com/eventq/eventq/internal/apperr"
 )
 
+// withoutParsed returns events without the parsed URLs the rules keep for newRow.
+func withoutParsed(events []Input) []Input {
+	for i := range events {
+		if events[i].parsed == nil {
+			panic("tracking: an accepted event without its parsed URL")
+		}
+		events[i].parsed = nil
+	}
+	return events
+}
+
 // fieldErrors flattens a validation error to field → messages, or nil for no error.
 func fieldErrors(t *testing.T, err error) map[string][]string {
 	t.Helper()
@@ -71,7 +82,7 @@ func TestParsePublic(t *testing.T) {
 			if siteKey != tc.siteKey {
 				t.Fatalf("site key %q, want %q", siteKey, tc.siteKey)
 			}
-			if tc.errs == nil && !reflect.DeepEqual(events, tc.events) {
+			if tc.errs == nil && !reflect.DeepEqual(withoutParsed(events), tc.events) {
 				t.Fatalf("events\n got %+v\nwant %+v", events, tc.events)
 			}
 		})
@@ -103,9 +114,56 @@ func TestParsePlatform(t *testing.T) {
 			if got := fieldErrors(t, err); !reflect.DeepEqual(got, tc.errs) {
 				t.Fatalf("errors\n got %q\nwant %q", got, tc.errs)
 			}
-			if tc.errs == nil && !reflect.DeepEqual(events, tc.events) {
+			if tc.errs == nil && !reflect.DeepEqual(withoutParsed(events), tc.events) {
 				t.Fatalf("events\n got %+v\nwant %+v", events, tc.events)
 			}
 		})
+	}
+}
+
+// The bodies clients send take the fast path (which FuzzParsePublic holds to the general
+// path's answer); the others, and every body with an error, take the general path.
+func TestParseFastTakesCommonBodies(t *testing.T) {
+	event := `{"type":"page_view","session_id":"s-1","url":"https://shop.example/p/1?ref=a&b=c","event_sequence":3`
+	fast := map[string]struct {
+		body     string
+		platform bool
+	}{
+		"one event":             {`{"site_key":"pk_1","events":[` + event + `}]}`, false},
+		"member and a string n": {`{"site_key":"pk_1","events":[` + event + `,"audience_member_id":"42"},{"type":"a","session_id":"s","url":"http://h/","event_sequence":"7"}]}`, false},
+		"escapes":               {`{"site_key":"pk_\u0031","events":[{"type":"a","session_id":"s\"q\u00e9","url":"https:\/\/h.example\/x?a=1\u0026b=\u003c","event_sequence":0}]}`, false},
+		"pretty printed":        {"{\n  \"events\": [\n    " + event + ",\n \"audience_member_id\": null\n    }\n  ],\n  \"site_key\": \"pk_1\"\n}\n", false},
+		"platform fields":       {`{"events":[` + event + `,"user_agent":"curl/8","ip_address":"203.0.113.9"}]}`, true},
+	}
+	for name, c := range fast {
+		if _, _, ok := parseFast([]byte(c.body), c.platform); !ok {
+			t.Errorf("%s: not taken by the fast path", name)
+		}
+		sameAsGeneral(t, []byte(c.body))
+	}
+	general := map[string]string{
+		"unknown key":       `{"site_key":"pk_1","extra":1,"events":[` + event + `}]}`,
+		"unknown event key": `{"site_key":"pk_1","events":[` + event + `,"x":1}]}`,
+		"duplicate key":     `{"site_key":"a","site_key":"pk_1","events":[` + event + `}]}`,
+		"surrogate escape":  `{"site_key":"pk_1","events":[{"type":"a","session_id":"\ud83d\ude00","url":"http://h/","event_sequence":1}]}`,
+		"invalid UTF-8":     "{\"site_key\":\"pk_\xff\",\"events\":[" + event + "}]}",
+		"fraction":          `{"site_key":"pk_1","events":[{"type":"a","session_id":"s","url":"http://h/","event_sequence":1.0}]}`,
+		"boolean":           `{"site_key":"pk_1","events":[{"type":"a","session_id":"s","url":"http://h/","event_sequence":true}]}`,
+		"invalid type":      `{"site_key":"pk_1","events":[{"type":"A","session_id":"s","url":"http://h/","event_sequence":1}]}`,
+		"missing site key":  `{"events":[` + event + `}]}`,
+		"trailing brace":    `{"site_key":"pk_1","events":[` + event + `}]}}`,
+		"empty events":      `{"site_key":"pk_1","events":[]}`,
+	}
+	for name, body := range general {
+		if _, _, ok := parseFast([]byte(body), false); ok {
+			t.Errorf("%s: taken by the fast path", name)
+		}
+	}
+	// The general path keeps its answers for two of them: the trailing brace is accepted (as
+	// encoding/json's decoder reads one value), the surrogate pair decoded.
+	for _, name := range []string{"trailing brace", "surrogate escape"} {
+		if key, _, err := ParsePublic([]byte(general[name])); err != nil || key != "pk_1" {
+			t.Errorf("%s: general path gave %q, %v", name, key, err)
+		}
 	}
 }

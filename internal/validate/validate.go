@@ -203,9 +203,18 @@ func normalize(v any) any {
 // Laravel's "url" rule as eventq applies it to event URLs, return URLs, APP_URL and the CLI's
 // --url.
 func HTTPURL(s string) bool {
+	_, ok := ParseHTTPURL(s)
+	return ok
+}
+
+// ParseHTTPURL is HTTPURL that also returns the parsed URL when it parses at all.
+func ParseHTTPURL(s string) (*url.URL, bool) {
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-		return false
+	if err != nil {
+		return nil, false
 	}
-	return !strings.ContainsAny(s, " \t\r\n")
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return u, false
+	}
+	return u, !strings.ContainsAny(s, " \t\r\n")
 }
