@@ -43,6 +43,7 @@ func Open(databaseURL string) (*gorm.DB, error) {
 			dsn += "&_pragma=auto_vacuum(incremental)"
 		}
 		dsn += "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+		dsn += fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", walBacklogPages)
 		db, err = gorm.Open(sqlite.Open(dsn), cfg)
 	} else {
 		db, err = gorm.Open(postgres.Open(databaseURL), cfg)
@@ -57,6 +58,9 @@ func Open(databaseURL string) (*gorm.DB, error) {
 	sqlDB.SetMaxOpenConns(20)
 	sqlDB.SetMaxIdleConns(20)
 	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	if !IsPostgres(db) {
+		startCheckpoints(sqlDB)
+	}
 	return db, nil
 }
 
@@ -69,5 +73,6 @@ func Close(db *gorm.DB) error {
 	if err != nil {
 		return err
 	}
+	stopCheckpoints(sqlDB)
 	return sqlDB.Close()
 }
