@@ -62,6 +62,11 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		positive("queue_read.event_bytes", float64(q.EventBytes))
 		positive("queue_read.static_http.p50", q.StaticHTTP.P50)
 		positive("queue_read.ratio_sequential", q.RatioSequential)
+		positive("queue_read.cpu_per_read_ms.api", q.CPU.API)
+		positive("queue_read.cpu_per_read_ms.redis", q.CPU.Redis)
+		positive("queue_read.cpu_per_read_ms.client", q.CPU.Client)
+		positive("queue_read.floor_cpu_per_read_ms.total", q.FloorCPU.Total)
+		positive("queue_read.core_bound_ms", q.CoreBoundMs)
 	}
 	if q := rep.QueueReadConc; q == nil {
 		t.Error("no queue_read_concurrent")

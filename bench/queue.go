@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +58,15 @@ type QueueRead struct {
 	AtomicRESP      Latency `json:"atomic_raw_resp"`
 	SequentialMs    float64 `json:"sequential_floor_median_ms"`
 	RatioSequential float64 `json:"ratio_sequential"`
+	// CPU per read of every process taking part (the api, Redis, this client), in ms, from
+	// back-to-back runs of each kind: the api read, the raw LRANGE, and the same bytes from
+	// memory over HTTP. On a machine of Cores cores no overlap of the legs can make a read
+	// faster than its CPU ÷ Cores (CoreBoundMs).
+	CPU         ReadCPU `json:"cpu_per_read_ms"`
+	FloorCPU    ReadCPU `json:"floor_cpu_per_read_ms"`
+	StaticCPU   ReadCPU `json:"static_http_cpu_per_read_ms"`
+	Cores       int     `json:"cores"`
+	CoreBoundMs float64 `json:"core_bound_ms"`
 	Target          float64 `json:"target_ratio_max"`
 	Met             bool    `json:"met"`
 }
@@ -321,7 +333,57 @@ func benchQueueRead(ctx context.Context, s *stack, t *tenant, iterations int) (*
 	res.SequentialMs = res.Floor.P50 + res.StaticHTTP.P50
 	res.RatioSequential = res.API.P50 / res.SequentialMs
 	res.Met = res.Ratio <= res.Target
-	return res, nil
+
+	n := max(20, iterations)
+	res.CPU = readCPU(ctx, s, n, func() { s.readAPI(ctx, t.Token, &body) })
+	res.FloorCPU = readCPU(ctx, s, n, func() { raw.lrange(key, queueEvents-1) })
+	res.StaticCPU = readCPU(ctx, s, n, func() { s.readPath(ctx, static, "", &body) })
+	res.Cores = runtime.NumCPU()
+	res.CoreBoundMs = res.CPU.Total / float64(res.Cores)
+	return res, ctx.Err()
+}
+
+// ReadCPU is the CPU time of one read, in ms, by process.
+type ReadCPU struct {
+	API    float64 `json:"api"`
+	Redis  float64 `json:"redis"`
+	Client float64 `json:"client"`
+	Total  float64 `json:"total"`
+}
+
+// readCPU runs read n times back to back and returns the CPU each took, per process: the api
+// and this process from their threads' scheduler statistics (nanoseconds), Redis from INFO.
+func readCPU(ctx context.Context, s *stack, n int, read func()) ReadCPU {
+	api0, self0 := threadsCPUSeconds(s.api.pid()), threadsCPUSeconds(os.Getpid())
+	_, redis0 := redisCounters(ctx, s)
+	for range n {
+		read()
+	}
+	_, redis1 := redisCounters(ctx, s)
+	api1, self1 := threadsCPUSeconds(s.api.pid()), threadsCPUSeconds(os.Getpid())
+	ms := func(d float64) float64 { return d / float64(n) * 1e3 }
+	c := ReadCPU{API: ms(api1 - api0), Redis: ms(redis1 - redis0), Client: ms(self1 - self0)}
+	c.Total = c.API + c.Redis + c.Client
+	return c
+}
+
+// threadsCPUSeconds is the time the threads of process pid have run, from each thread's
+// /proc schedstat (nanoseconds, unlike /proc/PID/stat's 10 ms ticks), 0 if unknown.
+func threadsCPUSeconds(pid int) float64 {
+	paths, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var ns float64
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) > 0 {
+			v, _ := strconv.ParseFloat(f[0], 64)
+			ns += v
+		}
+	}
+	return ns / 1e9
 }
 
 // benchQueueReadConcurrent runs scenario 1b: one closed-loop reader per tenant for d.

@@ -126,6 +126,13 @@ func (r *Report) buildRows() {
 		add(name, "same bytes from memory over HTTP, median ms (beside: floor)", q.StaticHTTP.P50, f(q.Floor.P50), nil, "", nil)
 		add(name, "median ms (beside: floor + the same bytes over HTTP)", q.API.P50, f(q.SequentialMs), f(q.RatioSequential), "", nil)
 		add(name, "floor as one MULTI with the offset, median ms (beside: floor)", q.AtomicRESP.P50, f(q.Floor.P50), f(q.AtomicRESP.P50/q.Floor.P50), "", nil)
+		if q.CPU.Total > 0 {
+			add(name, "CPU ms per read, api + Redis + client (beside: raw LRANGE's)", q.CPU.Total, f(q.FloorCPU.Total), f(q.CPU.Total/q.FloorCPU.Total), "", nil)
+			add(name, "api CPU ms per read (beside: Redis's)", q.CPU.API, f(q.CPU.Redis), nil, "", nil)
+			add(name, "client CPU ms per read (beside: the raw LRANGE client's)", q.CPU.Client, f(q.FloorCPU.Client), nil, "", nil)
+			add(name, "same bytes over HTTP, CPU ms of all processes (beside: raw LRANGE's)", q.StaticCPU.Total, f(q.FloorCPU.Total), nil, "", nil)
+			add(name, fmt.Sprintf("fastest any read of that CPU can be on %d cores, ms (floor: raw RESP median)", q.Cores), q.CoreBoundMs, f(q.Floor.P50), f(q.CoreBoundMs/q.Floor.P50), "", nil)
+		}
 	}
 	if q := r.QueueReadConc; q != nil {
 		name := fmt.Sprintf("queue read, %d readers", q.Readers)
