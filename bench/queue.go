@@ -67,8 +67,8 @@ type QueueRead struct {
 	StaticCPU   ReadCPU `json:"static_http_cpu_per_read_ms"`
 	Cores       int     `json:"cores"`
 	CoreBoundMs float64 `json:"core_bound_ms"`
-	Target          float64 `json:"target_ratio_max"`
-	Met             bool    `json:"met"`
+	Target      float64 `json:"target_ratio_max"`
+	Met         bool    `json:"met"`
 }
 
 // QueueReadConcurrent is scenario 1b: Readers consumers, each reading its own tenant's full
