@@ -73,9 +73,23 @@ const minCompress = 1 << 10
 // sendPage answers with the read's whole document, compressed with coding when coding is not
 // "" and the document is at least minCompress bytes. A document of one segment is compressed
 // before the status is sent, with its Content-Length; a larger one is sent chunked, each
-// segment as soon as it is compressed. The page is released once written.
+// segment as soon as it is compressed. An identity page of streamFrom events or more whose
+// events are still arriving from Redis is sent chunked as they arrive (streamedBody); a
+// smaller one is read whole and sent with its Content-Length. The page is released once
+// written.
 func sendPage(c *fiber.Ctx, page *eventqueue.Page, coding string) error {
 	prefix := appendPagePrefix(nil, page)
+	if coding == "" && page.Pending() && page.Count >= streamFrom {
+		if conn := tcpConn(c.Context().Conn()); conn != nil {
+			c.Response().ImmediateHeaderFlush = true
+			c.Response().SetBodyStream(&streamedBody{prefix: prefix, page: page, conn: conn}, -1)
+			return nil
+		}
+	}
+	if err := page.Fill(); err != nil {
+		page.Release()
+		return err
+	}
 	size := len(prefix) + page.Size + len(pageSuffix)
 	if coding == "" || size < minCompress {
 		body := &pageBody{page: page, conn: tcpConn(c.Context().Conn()), prefix: prefix}

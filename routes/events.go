@@ -101,6 +101,68 @@ func (b *pageBody) Close() error {
 	return nil
 }
 
+// streamFrom is the event count from which an identity read is streamed: from about 380 KB of
+// typical events, sending the first events while Redis still sends the last saves more than
+// the chunked framing costs; under it the page is read whole and sent with its length.
+const streamFrom = 1000
+
+// streamedBody is a large identity read sent as Redis's reply arrives: chunked, each run of
+// events that came in one read from Redis written as one chunk with one writev, straight from
+// the buffers it was read into.
+type streamedBody struct {
+	prefix []byte
+	page   *eventqueue.Page
+	conn   *net.TCPConn
+	done   bool
+}
+
+// Read writes the whole body on the connection, then reports its end. fasthttp calls it for a
+// chunked body once the status and headers are flushed (ImmediateHeaderFlush) and would make
+// each Read's bytes one chunk of at most 4 KiB, written and flushed alone; instead the chunks
+// go out from here, and fasthttp writes only the last, empty one when Read answers io.EOF. An
+// error (Redis failed mid-page, the client left) is returned instead: fasthttp then closes the
+// connection without that last chunk, so the client sees a cut body, never a short one that
+// looks whole.
+func (b *streamedBody) Read([]byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	b.done = true
+	var head [20]byte
+	bufs := make(net.Buffers, 0, 256)
+	first := b.prefix
+	err := b.page.Stream(func(events net.Buffers, last bool) error {
+		var tail []byte
+		if last {
+			tail = pageSuffix
+		}
+		size := len(first) + len(tail)
+		for _, e := range events {
+			size += len(e)
+		}
+		if size == 0 {
+			return nil // an empty chunk would end the body
+		}
+		bufs = append(bufs[:0], append(strconv.AppendInt(head[:0], int64(size), 16), '\r', '\n'), first)
+		bufs = append(append(bufs, events...), tail, crlf)
+		first = nil
+		_, err := bufs.WriteTo(b.conn) // writev, skipping the empty slices
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return 0, io.EOF
+}
+
+// Close releases the page.
+func (b *streamedBody) Close() error {
+	b.page.Release()
+	return nil
+}
+
+var crlf = []byte("\r\n")
+
 // trimEvents answers DELETE /api/platform/events?count=N[&offset=O]: removes the first N
 // events, or with an offset (a read's Queue-Offset) those up to absolute position O+N that are
 // still there, so a retried trim removes nothing more. Answers 204 with the new front offset.

@@ -17,7 +17,8 @@ import (
 // whatever the client accepts; from 1 KiB on it is compressed with its Content-Length; from
 // 256 KiB on it is compressed in segments and sent chunked. In each case the decoded body equals
 // the identity body byte for byte, the compressed body of a page of 100 events or more is at
-// most a quarter of it, and the headers are those of any read.
+// most a quarter of it, and the headers are those of any read. The identity body itself is sent
+// with its Content-Length under 1,000 events and chunked, as it arrives from Redis, from 1,000.
 func TestCompressedReadsOfEverySize(t *testing.T) {
 	e := startAPI(t)
 	tn := testenv.MustTenant(t, e.DB, true)
@@ -54,12 +55,16 @@ func TestCompressedReadsOfEverySize(t *testing.T) {
 		}
 		return res, b
 	}
-	for _, limit := range []int{1, 2, 3, 4, 100, 687, 688, 689, 690, 2000, 9999, 10000} {
+	for _, limit := range []int{1, 2, 3, 4, 100, 687, 688, 689, 690, 999, 1000, 2000, 9999, 10000} {
 		t.Run(strconv.Itoa(limit)+" events", func(t *testing.T) {
-			_, identity := get(t, limit, "identity")
+			res, identity := get(t, limit, "identity")
 			want := `{"data":{"count":` + strconv.Itoa(limit) + `,"events":[` + string(bytes.Join(events[:limit], []byte(","))) + `]}}`
 			if string(identity) != want {
 				t.Fatalf("identity body of %d bytes differs from the queue's %d", len(identity), len(want))
+			}
+			chunked := len(res.TransferEncoding) > 0 && res.TransferEncoding[0] == "chunked"
+			if streamed := limit >= 1000; chunked != streamed || (!chunked && res.ContentLength != int64(len(identity))) {
+				t.Fatalf("identity, %d events: Transfer-Encoding %v, Content-Length %d", limit, res.TransferEncoding, res.ContentLength)
 			}
 			for _, tc := range []struct {
 				coding string

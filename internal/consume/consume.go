@@ -45,9 +45,9 @@ type Service struct {
 }
 
 // Read returns up to limit events from the front of tenantID's queue without removing them,
-// with the front offset (see eventqueue.Store.ReadPage); the caller releases the page. When
-// the queue is empty and wait > 0, it waits for the tenant's next append (or wait, or ctx, or
-// the Waiter's closing) and reads again. active is false when the tenant's events are not
+// with the front offset (see eventqueue.Store.OpenPage: the page's events may still be
+// arriving); the caller releases the page. When the queue is empty and wait > 0, it waits for
+// the tenant's next append (or wait, or ctx, or the Waiter's closing) and reads again. active is false when the tenant's events are not
 // queued: the page is then empty, after wait.
 func (s *Service) Read(ctx context.Context, tenantID uint64, limit int, wait time.Duration) (page *eventqueue.Page, active bool, err error) {
 	if active, err = s.Queueing.Queues(ctx, tenantID); err != nil || !active {
@@ -56,7 +56,7 @@ func (s *Service) Read(ctx context.Context, tenantID uint64, limit int, wait tim
 		}
 		return &eventqueue.Page{}, false, err
 	}
-	page, err = s.Queue.ReadPage(ctx, tenantID, limit)
+	page, err = s.Queue.OpenPage(ctx, tenantID, limit)
 	if err != nil || page.Count > 0 || wait <= 0 || s.Waiter == nil {
 		return page, true, err
 	}
@@ -65,7 +65,7 @@ func (s *Service) Read(ctx context.Context, tenantID uint64, limit int, wait tim
 	for {
 		wake, release := s.Waiter.Watch(ctx, tenantID)
 		page.Release()
-		page, err = s.Queue.ReadPage(ctx, tenantID, limit)
+		page, err = s.Queue.OpenPage(ctx, tenantID, limit)
 		if err != nil || page.Count > 0 || wake == nil {
 			release()
 			return page, true, err

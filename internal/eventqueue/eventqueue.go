@@ -82,11 +82,26 @@ func (s *Store) Read(ctx context.Context, tenantID uint64) ([]string, error) {
 // one MULTI/EXEC whose reply is parsed as it arrives, the events never decoded nor copied (see
 // Page). The caller releases the page.
 func (s *Store) ReadPage(ctx context.Context, tenantID uint64, limit int) (*Page, error) {
+	page, err := s.OpenPage(ctx, tenantID, limit)
+	if err != nil {
+		return nil, err
+	}
+	if err := page.Fill(); err != nil {
+		page.Release()
+		return nil, err
+	}
+	return page, nil
+}
+
+// OpenPage is ReadPage, except that the page may come back while its events are still arriving
+// (Page.Pending): the caller streams them (Page.Stream) or waits for them (Page.Fill), and
+// releases the page.
+func (s *Store) OpenPage(ctx context.Context, tenantID uint64, limit int) (*Page, error) {
 	if limit <= 0 || limit > MaxRead {
 		limit = MaxRead
 	}
 	if s.fast != nil {
-		page, err := s.fast.lrange(ctx, Key(tenantID), OffsetKey(tenantID), limit-1)
+		page, err := s.fast.open(ctx, Key(tenantID), OffsetKey(tenantID), limit-1)
 		if !errors.Is(err, errUseClient) {
 			if err != nil {
 				return nil, fmt.Errorf("eventqueue: read: %w", err)

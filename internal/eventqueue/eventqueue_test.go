@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"testing"
 
@@ -71,6 +72,13 @@ func TestReadPageMatchesTheStoredElements(t *testing.T) {
 		}
 		if got != strings.Join(want, ",") {
 			t.Fatalf("page differs from the stored elements (%d bytes, want %d)", len(got), len(strings.Join(want, ",")))
+		}
+		got, calls := streamCalls(t, store, 7)
+		if got != strings.Join(want, ",") {
+			t.Fatalf("streamed page differs from the stored elements (%d bytes, want %d)", len(got), len(strings.Join(want, ",")))
+		}
+		if calls < 2 { // about 1.6 MB: Redis's reply comes in several reads
+			t.Fatalf("a page of %d bytes streamed in %d call", len(got), calls)
 		}
 	}
 	page, err := slow.ReadPage(ctx, 7, MaxRead)
@@ -178,10 +186,11 @@ func TestReadPageAcrossAChunkBoundaryAtEveryOffset(t *testing.T) {
 	defer store.Close()
 	ctx := context.Background()
 	for k := -4; k <= 12; k++ {
-		// The reply is "*3\r\n" (4 bytes), "$<size>\r\n" (9 bytes for 6 digits), the payload,
-		// CRLF; the second element's header then starts at 15+size, k bytes before the end of
-		// the first chunk.
-		want := []string{strings.Repeat("p", chunkSize-15-k), "ab", "cdefghijklmnopq"}
+		// The reply is the transaction's "+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n$-1\r\n" (32
+		// bytes: no offset yet), "*3\r\n" (4), "$<size>\r\n" (9 bytes for 6 digits), the
+		// payload, CRLF; the second element's header then starts at 47+size, k bytes before
+		// the end of the first chunk.
+		want := []string{strings.Repeat("p", chunkSize-47-k), "ab", "cdefghijklmnopq"}
 		tenant := uint64(100 + k)
 		if err := store.Append(ctx, tenant, []byte(want[0]), []byte(want[1]), []byte(want[2])); err != nil {
 			t.Fatal(err)
@@ -194,5 +203,47 @@ func TestReadPageAcrossAChunkBoundaryAtEveryOffset(t *testing.T) {
 			t.Fatalf("k=%d: got %d events, ...%q", k, page.Count, got[max(0, len(got)-40):])
 		}
 		page.Release()
+		if got := streamString(t, store, tenant); got != strings.Join(want, ",") {
+			t.Fatalf("k=%d: streamed ...%q", k, got[max(0, len(got)-40):])
+		}
 	}
+}
+
+// streamString opens tenant's page and returns what Stream writes, checking that every call
+// but the last carries bytes.
+func streamString(t *testing.T, store *Store, tenant uint64) string {
+	s, _ := streamCalls(t, store, tenant)
+	return s
+}
+
+// streamCalls is streamString that also counts Stream's calls of write.
+func streamCalls(t *testing.T, store *Store, tenant uint64) (string, int) {
+	t.Helper()
+	page, err := store.OpenPage(context.Background(), tenant, MaxRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer page.Release()
+	var b bytes.Buffer
+	ended, calls := false, 0
+	err = page.Stream(func(bufs net.Buffers, last bool) error {
+		calls++
+		if ended {
+			t.Fatal("Stream wrote after the last call")
+		}
+		n := 0
+		for _, p := range bufs {
+			n += len(p)
+			b.Write(p)
+		}
+		if n == 0 && !last {
+			t.Fatal("Stream wrote nothing, not on the last call")
+		}
+		ended = last
+		return nil
+	})
+	if err != nil || !ended {
+		t.Fatalf("Stream: %v (ended %v)", err, ended)
+	}
+	return b.String(), calls
 }

@@ -19,7 +19,7 @@ import (
 // cannot dial by itself); nothing was written and the caller reads through go-redis instead.
 var errUseClient = errors.New("eventqueue: read through go-redis")
 
-// lrangeReader serves the read path (GET offset, LRANGE, GET offset) over its own plain
+// lrangeReader serves the read path (MULTI, GET offset, LRANGE, EXEC) over its own plain
 // connections to the same Redis nodes as the client. This file is eventq's one RESP parser,
 // and the one place go-redis is bypassed: go-redis decodes each element of a reply into a
 // string (10,000 allocations for a full read) and measured about 1.8× a bare LRANGE before any
@@ -64,15 +64,17 @@ func (l *lrangeReader) node(ctx context.Context, key string) (*nodePool, error) 
 	p, ok := l.pools[opt.Addr]
 	if !ok {
 		size := max(opt.PoolSize, 1)
-		p = &nodePool{opt: opt, slots: make(chan struct{}, size), idle: make(chan *respConn, size)}
+		p = &nodePool{opt: opt, slots: make(chan struct{}, size), idle: make(chan *respConn, size),
+			streams: make(chan struct{}, max(size/2, 1))}
 		l.pools[opt.Addr] = p
 	}
 	return p, nil
 }
 
-// lrange reads the front offset and LRANGE key 0 stop into a page, atomically. A pooled
-// connection that fails (Redis restarted since it was last used) is replaced once.
-func (l *lrangeReader) lrange(ctx context.Context, key, offsetKey string, stop int) (*Page, error) {
+// open reads the front offset and LRANGE key 0 stop, atomically, into a page whose events may
+// still be arriving (see Page.Fill and Page.Stream). A pooled connection that fails before the
+// reply's first bytes (Redis restarted since it was last used) is replaced once.
+func (l *lrangeReader) open(ctx context.Context, key, offsetKey string, stop int) (*Page, error) {
 	p, err := l.node(ctx, key)
 	if err != nil {
 		return nil, err
@@ -82,26 +84,20 @@ func (l *lrangeReader) lrange(ctx context.Context, key, offsetKey string, stop i
 		if err != nil {
 			return nil, err
 		}
-		page, err := c.lrange(ctx, p.opt.ReadTimeout, key, offsetKey, stop)
+		page, err := c.open(ctx, p, p.opt.ReadTimeout, key, offsetKey, stop)
 		var rerr redisError
 		switch {
 		case err == nil:
-			p.put(c)
-			return page, nil
-		case errors.Is(err, errUseClient): // a trim raced the read; the replies were read whole
-			p.put(c)
-			return nil, err
+			return page, nil // the page gives the connection back once its events are read
 		case errors.As(err, &rerr):
-			p.put(c) // the reply was read whole; the connection is fine
 			if rerr.redirect() {
 				return nil, errUseClient
 			}
 			return nil, err
-		}
-		p.discard(c)
-		if !reused || attempt > 0 || ctx.Err() != nil {
+		case !reused || attempt > 0 || ctx.Err() != nil:
 			return nil, err
 		}
+		// A stale pooled connection (Redis restarted since): open closed it; try a fresh one.
 	}
 }
 
@@ -119,6 +115,9 @@ type nodePool struct {
 	opt   *redis.Options
 	slots chan struct{}  // one per open connection
 	idle  chan *respConn // open and unused
+	// streams holds a token per connection lent to a streaming page (Page.Stream): at most
+	// half of them, so that slow clients cannot keep every read waiting.
+	streams chan struct{}
 }
 
 // get returns an idle connection, or dials one when fewer than PoolSize are open, or waits.
@@ -243,64 +242,101 @@ func (c *respConn) watch(ctx context.Context, timeout time.Duration) func() bool
 	return context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
 }
 
-// lrange reads the queue's front offset and its first stop+1 events into a page whose events
-// point into the chunks the reply was read into, with one pipelined write: GET offsetKey,
-// LRANGE key 0 stop, GET offsetKey. Every change of the front moves the offset in the same
-// atomic step (the trim and rebuild scripts), so equal offsets before and after the LRANGE
-// mean it saw the queue with that front; otherwise (a trim ran in between) it answers
-// errUseClient and the caller reads again in a MULTI transaction. A MULTI on this path costs
-// about a third more than the bare LRANGE (Redis buffers EXEC's whole reply), the pipeline
-// nothing measurable. Both keys are in one slot, so this works on a cluster.
-func (c *respConn) lrange(ctx context.Context, timeout time.Duration, key, offsetKey string, stop int) (result *Page, err error) {
+// open sends MULTI, GET offsetKey, LRANGE key 0 stop, EXEC in one write and reads the reply
+// up to the LRANGE's element count: the page then has its Count and Offset, both from one
+// atomic step, while its events may still be arriving. When there are none, or on an error,
+// the connection goes back to pool (or is closed if its state is unknown) before open returns;
+// otherwise the page keeps the connection, reads the events from it and gives it back at the
+// end (see Page). Both keys are in one slot, so this works on a
+// cluster. Measured beside the bare LRANGE, the transaction costs 1.01–1.05×.
+func (c *respConn) open(ctx context.Context, pool *nodePool, timeout time.Duration, key, offsetKey string, stop int) (result *Page, err error) {
 	unwatch := c.watch(ctx, timeout)
 	page := &Page{}
 	c.page = page
+	clean := false // the whole reply was read: the connection can be reused
 	defer func() {
+		if err == nil && page.rest != nil {
+			return // the reading goroutine owns the connection now
+		}
 		c.page = nil
-		page.take(c.buf) // the events may point into the last chunk
+		page.take(c.buf)
 		c.buf, c.r, c.w = nil, 0, 0
 		if !unwatch() && err == nil {
-			err = ctx.Err() // the read is complete, but the connection must not be reused
+			err = ctx.Err()
+		}
+		if pool != nil {
+			if clean && err == nil || clean && isRedisError(err) {
+				pool.put(c)
+			} else {
+				pool.discard(c)
+			}
 		}
 		if err != nil {
 			page.Release()
 			result = nil
 		}
 	}()
-	c.cmd = appendCommand(c.cmd[:0], "GET", offsetKey)
-	c.cmd = appendCommand(c.cmd, "LRANGE", key, "0", strconv.Itoa(stop))
+	c.cmd = appendCommand(c.cmd[:0], "MULTI")
 	c.cmd = appendCommand(c.cmd, "GET", offsetKey)
+	c.cmd = appendCommand(c.cmd, "LRANGE", key, "0", strconv.Itoa(stop))
+	c.cmd = appendCommand(c.cmd, "EXEC")
 	if _, err := c.conn.Write(c.cmd); err != nil {
 		return nil, err
 	}
-	// Three replies, each possibly an error reply (a redirect on a cluster): all are read, so
-	// that the connection stays usable, and the first error is returned.
-	before, replyErr := c.integer()
-	if replyErr != nil && !isRedisError(replyErr) {
-		return nil, replyErr
-	}
-	if err := c.array(page); err != nil {
-		if !isRedisError(err) {
+	// +OK, then +QUEUED or an error (a redirect on a cluster) for each command, then EXEC's
+	// reply: -EXECABORT when a command was refused (the first refusal is returned), or an
+	// array of the two replies.
+	var refused error
+	for i := range 3 {
+		line, err := c.line()
+		if err != nil {
 			return nil, err
 		}
-		if replyErr == nil {
-			replyErr = err
+		switch {
+		case len(line) > 0 && line[0] == '-':
+			if refused == nil {
+				refused = redisError(line[1:])
+			}
+		case string(line) != [...]string{"+OK", "+QUEUED", "+QUEUED"}[i]:
+			return nil, fmt.Errorf("redis: unexpected reply %q", line)
 		}
 	}
-	after, err := c.integer()
-	if err != nil && !isRedisError(err) {
+	line, err := c.line()
+	if err != nil {
 		return nil, err
 	}
-	if replyErr == nil {
-		replyErr = err
+	if line[0] == '-' {
+		clean = true
+		if refused != nil {
+			return nil, refused
+		}
+		return nil, redisError(line[1:])
 	}
-	if replyErr != nil {
-		return nil, replyErr
+	if string(line) != "*2" {
+		return nil, fmt.Errorf("redis: unexpected reply %q", line)
 	}
-	if before != after {
-		return nil, errUseClient
+	offset, err := c.integer()
+	if err != nil {
+		return nil, err // the events' reply is still to come: the connection is closed
 	}
-	page.Offset = before
+	if line, err = c.line(); err != nil {
+		return nil, err
+	}
+	if len(line) > 0 && line[0] == '-' {
+		clean = true
+		return nil, redisError(line[1:])
+	}
+	n, ok := parseLen(line, '*')
+	if !ok {
+		return nil, fmt.Errorf("redis: unexpected reply %q", line)
+	}
+	page.Count, page.Offset = n, offset
+	page.Events = make(net.Buffers, 0, n+n/16)
+	if n == 0 {
+		clean = true
+		return page, nil
+	}
+	page.rest = &pageRest{ctx: ctx, c: c, pool: pool, timeout: timeout, n: n, unwatch: unwatch}
 	return page, nil
 }
 
@@ -309,23 +345,11 @@ func isRedisError(err error) bool {
 	return errors.As(err, &rerr)
 }
 
-// array reads LRANGE's reply, an array of bulk strings, into page.
-func (c *respConn) array(page *Page) error {
-	line, err := c.line()
-	if err != nil {
-		return err
-	}
-	if line[0] == '-' {
-		return redisError(line[1:])
-	}
-	n, ok := parseLen(line, '*')
-	if !ok {
-		return fmt.Errorf("redis: unexpected reply %q", line)
-	}
-	page.Count = n
-	page.Events = make(net.Buffers, 0, n+n/16)
+// elements reads the next n bulk strings of an array into the page.
+func (c *respConn) elements(n int) error {
 	for i := range n {
-		if line, err = c.line(); err != nil {
+		line, err := c.line()
+		if err != nil {
 			return err
 		}
 		size, ok := parseLen(line, '$')
@@ -427,6 +451,11 @@ func (c *respConn) line() ([]byte, error) {
 // fill reads more bytes. When the chunk is full it moves on to a new one, carrying the unread
 // bytes over; the full chunk goes to the page, whose events may point into it.
 func (c *respConn) fill() error {
+	if c.page != nil && c.page.rest != nil {
+		if err := c.page.rest.flush(c.page); err != nil { // what is parsed goes out while more arrives
+			return err
+		}
+	}
 	if c.buf == nil || c.w == len(c.buf) {
 		next := getChunk()
 		c.w = copy(next, c.buf[c.r:c.w])

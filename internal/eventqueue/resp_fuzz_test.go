@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -24,18 +23,42 @@ func (c *replayConn) Close() error                     { return nil }
 func (c *replayConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *replayConn) SetWriteDeadline(time.Time) error { return nil }
 
-// reply encodes the replies of GET offset, LRANGE and GET offset.
+// reply encodes the replies of MULTI, GET offset, LRANGE, EXEC.
 func reply(offset int, events ...string) []byte {
 	var b bytes.Buffer
 	o := strconv.Itoa(offset)
-	get := "$" + strconv.Itoa(len(o)) + "\r\n" + o + "\r\n"
-	b.WriteString(get)
+	b.WriteString("+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n")
+	b.WriteString("$" + strconv.Itoa(len(o)) + "\r\n" + o + "\r\n")
 	b.WriteString("*" + strconv.Itoa(len(events)) + "\r\n")
 	for _, e := range events {
 		b.WriteString("$" + strconv.Itoa(len(e)) + "\r\n" + e + "\r\n")
 	}
-	b.WriteString(get)
 	return b.Bytes()
+}
+
+// readReply parses raw as the reply of a read, streaming the events or filling the page.
+func readReply(raw []byte, stream bool) (*Page, []byte, error) {
+	c := &respConn{conn: &replayConn{r: bytes.NewReader(raw)}}
+	page, err := c.open(context.Background(), nil, 0, "k", "o", MaxRead-1)
+	if err != nil {
+		return nil, nil, err
+	}
+	var got bytes.Buffer
+	if stream {
+		err = page.Stream(func(bufs net.Buffers, last bool) error {
+			for _, b := range bufs {
+				got.Write(b)
+			}
+			return nil
+		})
+	} else if err = page.Fill(); err == nil {
+		_, err = page.WriteTo(&got)
+	}
+	if err != nil {
+		page.Release()
+		return nil, nil, err
+	}
+	return page, got.Bytes(), nil
 }
 
 // Whatever bytes a server answers, the parser returns an error or a consistent page (its size
@@ -44,29 +67,33 @@ func FuzzRESPReply(f *testing.F) {
 	f.Add(reply(0))
 	f.Add(reply(7, `{"id":"a"}`, `{"id":"b"}`))
 	f.Add(reply(3, "", "\r\n$3\r\n*2\r\n"))
-	f.Add([]byte("$-1\r\n*1\r\n$1\r\nx\r\n$-1\r\n"))
-	f.Add([]byte("-MOVED 1 127.0.0.1:7000\r\n-MOVED 1 127.0.0.1:7000\r\n-MOVED 1 127.0.0.1:7000\r\n"))
-	f.Add([]byte("$1\r\n1\r\n-WRONGTYPE x\r\n$1\r\n1\r\n"))
-	f.Add([]byte("$1\r\n1\r\n*2\r\n$5\r\nab\r\n"))
+	f.Add([]byte("+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n$-1\r\n*1\r\n$1\r\nx\r\n"))
+	f.Add([]byte("+OK\r\n-MOVED 1 127.0.0.1:7000\r\n-MOVED 1 127.0.0.1:7000\r\n-EXECABORT x\r\n"))
+	f.Add([]byte("+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n$1\r\n1\r\n-WRONGTYPE x\r\n"))
+	f.Add([]byte("+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n$1\r\n1\r\n*2\r\n$5\r\nab\r\n"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		c := &respConn{conn: &replayConn{r: bytes.NewReader(raw)}}
-		page, err := c.lrange(context.Background(), 0, "k", "o", MaxRead-1)
+		page, got, err := readReply(raw, false)
 		if err != nil {
 			return
 		}
 		defer page.Release()
-		var got bytes.Buffer
-		if _, err := page.WriteTo(&got); err != nil {
-			t.Fatal(err)
-		}
-		if got.Len() != page.Size {
-			t.Fatalf("page size %d, wrote %d", page.Size, got.Len())
+		if len(got) != page.Size {
+			t.Fatalf("page size %d, wrote %d", page.Size, len(got))
 		}
 		// Without commas in the reply, the page splits back into exactly Count elements.
 		if page.Count > 0 && !bytes.Contains(raw, []byte(",")) {
-			if n := len(bytes.Split(got.Bytes(), []byte(","))); n != page.Count {
+			if n := len(bytes.Split(got, []byte(","))); n != page.Count {
 				t.Fatalf("%d events for a count of %d", n, page.Count)
 			}
+		}
+		// Streamed, the same bytes come out.
+		streamed, sgot, err := readReply(raw, true)
+		if err != nil {
+			t.Fatalf("filled, but streaming failed: %v", err)
+		}
+		streamed.Release()
+		if !bytes.Equal(sgot, got) {
+			t.Fatalf("streamed %q, filled %q", sgot, got)
 		}
 	})
 }
@@ -79,25 +106,28 @@ func TestRESPReplyParsesTheElements(t *testing.T) {
 	}{
 		{reply(7, `{"id":"a"}`, `{"id":"b"}`), 7, `{"id":"a"},{"id":"b"}`},
 		{reply(0), 0, ""},
-		{[]byte("$-1\r\n*1\r\n$1\r\nx\r\n$-1\r\n"), 0, "x"},
+		{[]byte("+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n$-1\r\n*1\r\n$1\r\nx\r\n"), 0, "x"},
 	} {
-		c := &respConn{conn: &replayConn{r: bytes.NewReader(tc.raw)}}
-		page, err := c.lrange(context.Background(), 0, "k", "o", MaxRead-1)
-		if err != nil {
-			t.Fatalf("%q: %v", tc.raw, err)
+		for _, stream := range []bool{false, true} {
+			page, got, err := readReply(tc.raw, stream)
+			if err != nil {
+				t.Fatalf("%q: %v", tc.raw, err)
+			}
+			if string(got) != tc.want || page.Offset != tc.offset {
+				t.Fatalf("%q: offset %d, events %q", tc.raw, page.Offset, got)
+			}
+			page.Release()
 		}
-		if got := pageString(t, page); got != tc.want || page.Offset != tc.offset {
-			t.Fatalf("%q: offset %d, events %q", tc.raw, page.Offset, got)
-		}
-		page.Release()
 	}
 	for _, raw := range []string{
-		"$1\r\n1\r\n-WRONGTYPE x\r\n$1\r\n1\r\n",
-		"$1\r\n1\r\n*1\r\n$1\r\nx\r\n$1\r\n2\r\n", // a trim between: read again in a transaction
+		"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n$1\r\n1\r\n-WRONGTYPE x\r\n",
+		"+OK\r\n+QUEUED\r\n-MOVED 1 127.0.0.1:7000\r\n-EXECABORT x\r\n",
+		"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n$1\r\n1\r\n*2\r\n$1\r\nx\r\n", // cut short
 	} {
-		c := &respConn{conn: &replayConn{r: strings.NewReader(raw)}}
-		if _, err := c.lrange(context.Background(), 0, "k", "o", MaxRead-1); err == nil {
-			t.Fatalf("%q: no error", raw)
+		for _, stream := range []bool{false, true} {
+			if _, _, err := readReply([]byte(raw), stream); err == nil {
+				t.Fatalf("%q: no error", raw)
+			}
 		}
 	}
 }
