@@ -18,19 +18,22 @@ const (
 	walBacklogPages    = 16384 // 64 MiB of 4 KiB pages
 )
 
-// checkpointers holds the stop channel of each SQLite pool's checkpoint loop.
-var checkpointers sync.Map // *sql.DB → chan struct{}
+// checkpointers holds each SQLite pool's checkpoint loop.
+var checkpointers sync.Map // *sql.DB → checkpointer
+
+type checkpointer struct{ stop, done chan struct{} }
 
 // startCheckpoints runs db's checkpoint loop until stopCheckpoints.
 func startCheckpoints(db *sql.DB) {
-	stop := make(chan struct{})
-	checkpointers.Store(db, stop)
+	cp := checkpointer{stop: make(chan struct{}), done: make(chan struct{})}
+	checkpointers.Store(db, cp)
 	go func() {
+		defer close(cp.done)
 		t := time.NewTicker(checkpointInterval)
 		defer t.Stop()
 		for {
 			select {
-			case <-stop:
+			case <-cp.stop:
 				return
 			case <-t.C:
 				// A failure (the file busy, the pool closing) is retried at the next tick;
@@ -41,9 +44,12 @@ func startCheckpoints(db *sql.DB) {
 	}()
 }
 
-// stopCheckpoints ends db's checkpoint loop, if it has one.
+// stopCheckpoints ends db's checkpoint loop, if it has one, and waits for a checkpoint in
+// progress, so that its connection is back in the pool when the pool closes.
 func stopCheckpoints(db *sql.DB) {
-	if stop, ok := checkpointers.LoadAndDelete(db); ok {
-		close(stop.(chan struct{}))
+	if v, ok := checkpointers.LoadAndDelete(db); ok {
+		cp := v.(checkpointer)
+		close(cp.stop)
+		<-cp.done
 	}
 }
