@@ -47,8 +47,8 @@ type Service struct {
 // Read returns up to limit events from the front of tenantID's queue without removing them,
 // with the front offset (see eventqueue.Store.OpenPage: the page's events may still be
 // arriving); the caller releases the page. When the queue is empty and wait > 0, it waits for
-// the tenant's next append (or wait, or ctx, or the Waiter's closing) and reads again. active is false when the tenant's events are not
-// queued: the page is then empty, after wait.
+// the tenant's next append (or wait, or ctx, or the Waiter's closing) and reads again. active
+// is false when the tenant's events are not queued: the page is then empty, after wait.
 func (s *Service) Read(ctx context.Context, tenantID uint64, limit int, wait time.Duration) (page *eventqueue.Page, active bool, err error) {
 	if active, err = s.Queueing.Queues(ctx, tenantID); err != nil || !active {
 		if err == nil && wait > 0 { // nothing will arrive: answer when the wait is over
