@@ -42,9 +42,13 @@ func main() {
 	quick := flag.Bool("quick", false, "shorten every scenario (the whole run takes under a minute)")
 	out := flag.String("out", "bench/results/latest.json", "where to write the JSON report")
 	keep := flag.Bool("keep", false, "keep the temp dir (api and worker logs, the SQLite file) and print its path")
-	profile := flag.Bool("profile", false, "record CPU profiles of the api and the worker during the payment scenarios into the temp dir (implies -keep)")
+	profile := flag.Bool("profile", false, "record CPU profiles of the api and the worker during the payment and ingestion scenarios into the temp dir (implies -keep)")
 	only := flag.String("only", "", "comma-separated scenarios to run, of "+strings.Join(scenarios, ",")+" (default: all)")
 	flag.Parse()
+	if flag.NArg() > 0 { // flag stops at the first argument: a flag after it would be dropped
+		fmt.Fprintf(os.Stderr, "bench: unexpected argument %q (every option is a flag; see -h)\n", flag.Arg(0))
+		os.Exit(2)
+	}
 	sel, err := parseOnly(*only)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -13,8 +13,10 @@ import (
 
 // Group commit: concurrent Ingest calls hand their rows to a few committer goroutines, each of
 // which takes every request waiting at that moment and writes them in one statement (a COPY on
-// Postgres; on SQLite, 50-row INSERTs in one transaction when there are more), then appends the queued ones to Redis in one pipeline. A request is answered only after its
-// own rows are committed (and pushed). Under light load a batch is one request, so nothing
+// Postgres; on SQLite, 50-row INSERTs in one transaction when there are more); the
+// committer's pusher then appends the queued ones to Redis in one round trip while the
+// committer writes the next batch. A request is answered only after its own rows are
+// committed (and pushed). Under light load a batch is one request, so nothing
 // waits for company; under heavy load the batches grow and the per-row cost falls.
 const (
 	maxBatchRows      = 1000
@@ -90,8 +92,16 @@ func (in *Ingestor) commit(ctx context.Context, tenant uint64, rows []models.Tra
 	return <-req.done // always answered, even if ctx ends: the rows may be committed
 }
 
+// commitLoop is one committer: it takes every request waiting, writes them as one batch and
+// hands the batch to its own pusher (pushLoop), which appends it to Redis and answers its
+// requests while the committer writes the next batch. The two stages overlap, and batches
+// still reach Redis in the order they were committed.
 func (in *Ingestor) commitLoop() {
 	defer in.wg.Done()
+	pushes := make(chan pushJob) // unbuffered: the committer is at most one batch ahead
+	in.wg.Add(1)
+	go in.pushLoop(pushes)
+	defer close(pushes)
 	for {
 		var first *commitRequest
 		select {
@@ -109,30 +119,42 @@ func (in *Ingestor) commitLoop() {
 				break drain
 			}
 		}
-		in.commitBatch(batch, rows)
-		for _, r := range batch {
+		pushes <- pushJob{batch: batch, stored: in.commitBatch(batch, rows)}
+	}
+}
+
+// pushJob is a written batch: its requests, and those of them whose rows were committed.
+type pushJob struct {
+	batch, stored []*commitRequest
+}
+
+// pushLoop appends each committed batch's queued rows to Redis, in the order the batches come,
+// then answers the batch's requests.
+func (in *Ingestor) pushLoop(pushes <-chan pushJob) {
+	defer in.wg.Done()
+	for job := range pushes {
+		in.push(context.Background(), job.stored)
+		for _, r := range job.batch {
 			r.done <- r.err
 		}
 	}
 }
 
-// commitBatch writes every row of the batch (one COPY, or INSERTs in one transaction), then
-// pushes the queued rows to Redis, one RPUSH per request, in one pipeline. If the database
-// refuses the batch, each request is written again alone, so that only the request whose rows
-// were refused fails (its err is set) and every other one succeeds. A failed push leaves its
-// rows pending for Requeue and is not an error: the events are committed.
-func (in *Ingestor) commitBatch(batch []*commitRequest, n int) {
+// commitBatch writes every row of the batch (one COPY, or INSERTs in one transaction) and
+// returns the requests whose rows are committed, for the pusher. If the database refuses the
+// batch, each request is written again alone, so that only the request whose rows were refused
+// fails (its err is set) and every other one succeeds.
+func (in *Ingestor) commitBatch(batch []*commitRequest, n int) (stored []*commitRequest) {
 	all := make([]models.TrackedEvent, 0, n)
 	for _, r := range batch {
 		all = append(all, r.rows...)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	stored := batch
 	if err := in.store(ctx, all); err != nil {
 		if len(batch) == 1 {
 			batch[0].err = err
-			return
+			return nil
 		}
 		in.log.Warn("tracking: batch refused; writing its requests one by one", "requests", len(batch), "err", err)
 		stored = make([]*commitRequest, 0, len(batch))
@@ -141,8 +163,9 @@ func (in *Ingestor) commitBatch(batch []*commitRequest, n int) {
 				stored = append(stored, r)
 			}
 		}
+		return stored
 	}
-	in.push(ctx, stored)
+	return batch
 }
 
 // store writes rows in one atomic statement or transaction: all of them or none.

@@ -102,7 +102,11 @@ func TestABatchFailsOnlyTheRequestTheDatabaseRefuses(t *testing.T) {
 			row.QueuePending = true
 			batch = append(batch, &commitRequest{tenant: tenants[i], rows: []models.TrackedEvent{row}, queued: true})
 		}
-		e.Ingest.commitBatch(batch, 3)
+		stored := e.Ingest.commitBatch(batch, 3)
+		if len(stored) != 2 || stored[0] != batch[0] || stored[1] != batch[2] {
+			t.Fatalf("stored %d requests: want the first and the third", len(stored))
+		}
+		e.Ingest.push(context.Background(), stored) // the pusher's stage
 		if batch[0].err != nil || batch[2].err != nil || batch[1].err == nil {
 			t.Fatalf("errors %v, %v, %v: want only the second", batch[0].err, batch[1].err, batch[2].err)
 		}
@@ -303,5 +307,46 @@ func TestIngestionDoesNotWaitForADownRedis(t *testing.T) {
 		if !strings.Contains(got[i+1], id) {
 			t.Fatalf("event %d is %s, want %s: pending events are appended in order", i+1, got[i+1], id)
 		}
+	}
+}
+
+// A committer writes the next batch while its pusher is still appending the previous one to
+// Redis: with Redis hung, a second request's rows are committed before the first request,
+// stuck in its append until AppendTimeout, is answered. (On SQLite, whose one committer would
+// otherwise wait for the append, this fails without the pusher stage.)
+func TestCommitterWritesWhileThePreviousBatchIsPushed(t *testing.T) {
+	e := startIngest(t)
+	first, second := testenv.MustTenant(t, e.DB, true).ID, testenv.MustTenant(t, e.DB, true).ID
+	for _, tenant := range []uint64{first, second} { // warm the flag cache and the connections
+		if _, err := e.Ingest.Ingest(context.Background(), tenant, []Input{input("warm", 0)}, Client{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Redis.Pause()
+	defer e.Redis.Resume()
+	answered := make(chan error, 1)
+	go func() {
+		_, err := e.Ingest.Ingest(context.Background(), first, []Input{input("a", 1)}, Client{})
+		answered <- err
+	}()
+	for e.Rows(t, first) < 2 { // the first request's rows are committed; its append now hangs
+		time.Sleep(time.Millisecond)
+	}
+	go e.Ingest.Ingest(context.Background(), second, []Input{input("b", 1)}, Client{})
+	for e.Rows(t, second) < 2 {
+		select {
+		case err := <-answered:
+			t.Fatalf("the first request was answered (err %v) before the second one's rows were committed", err)
+		default:
+			time.Sleep(time.Millisecond)
+		}
+	}
+	select {
+	case err := <-answered:
+		t.Fatalf("the first request was answered (err %v) before the check: its append did not hang", err)
+	default:
+	}
+	if err := <-answered; err != nil {
+		t.Fatalf("first request: %v (its events are committed; the append's failure leaves them pending)", err)
 	}
 }
