@@ -449,7 +449,8 @@ func (c *respConn) line() ([]byte, error) {
 }
 
 // fill reads more bytes. When the chunk is full it moves on to a new one, carrying the unread
-// bytes over; the full chunk goes to the page, whose events may point into it.
+// bytes over; the full chunk goes to the page, whose events may point into it, or back to the
+// pool when the page is streaming and has written every event read so far.
 func (c *respConn) fill() error {
 	if c.page != nil && c.page.rest != nil {
 		if err := c.page.rest.flush(c.page); err != nil { // what is parsed goes out while more arrives
@@ -460,7 +461,7 @@ func (c *respConn) fill() error {
 		next := getChunk()
 		c.w = copy(next, c.buf[c.r:c.w])
 		c.r = 0
-		if c.page != nil {
+		if c.page != nil && !c.page.written() {
 			c.page.take(c.buf)
 		} else {
 			putChunk(c.buf)

@@ -17,7 +17,9 @@ import (
 // A page from OpenPage comes back as soon as Redis's reply has given its Count and Offset,
 // its events still to be read from the connection (Pending): Stream writes them out as they
 // arrive, so that the client receives the first events while Redis still sends the last, and
-// Fill reads them all instead. Events and Size are valid once the page is not pending.
+// Fill reads them all instead. Events and Size are valid once the page is not pending; after
+// Stream, Events holds only what its last call wrote, and the chunks of the events written
+// before went back to the pool as the page went on.
 type Page struct {
 	Count  int         // events
 	Offset int64       // the queue's front offset: absolute position of the first event
@@ -35,8 +37,7 @@ type pageRest struct {
 	timeout time.Duration
 	n       int // elements to read
 	unwatch func() bool
-	write   func(bufs net.Buffers, last bool) error // Stream's, while it runs
-	sent    int                                     // Events[:sent] are written
+	write   func(bufs net.Buffers, last bool) error // Stream's, while it runs: Events holds what is not written yet
 	slot    bool                                    // holds one of pool's streaming slots
 }
 
@@ -78,20 +79,24 @@ func (p *Page) Stream(write func(bufs net.Buffers, last bool) error) error {
 	if err := p.finish(r.c.elements(r.n)); err != nil {
 		return err
 	}
-	return write(p.Events[r.sent:], true)
+	return write(p.Events, true)
 }
 
 // flush writes the events read since the last flush, while streaming; called by the reader
 // before it waits for more of the reply. A slow client holds the read: Redis's deadline is
 // renewed after each write, as the connection is not idle but waiting for the client.
 func (r *pageRest) flush(p *Page) error {
-	if r.write == nil || r.sent == len(p.Events) {
+	if r.write == nil || len(p.Events) == 0 {
 		return nil
 	}
-	if err := r.write(p.Events[r.sent:], false); err != nil {
+	if err := r.write(p.Events, false); err != nil {
 		return err
 	}
-	r.sent = len(p.Events)
+	// Written events are dropped: no event left points into the chunks read before this
+	// one, which fill hands back to the pool, so a streamed page holds one or two chunks
+	// however large it is.
+	clear(p.Events)
+	p.Events = p.Events[:0]
 	if r.timeout > 0 {
 		r.c.conn.SetReadDeadline(time.Now().Add(r.timeout))
 	}
@@ -124,6 +129,12 @@ func (p *Page) finish(err error) error {
 		return fmt.Errorf("eventqueue: read: %w", err)
 	}
 	return nil
+}
+
+// written reports whether the page is streaming and has written every event read so far.
+func (p *Page) written() bool {
+	r := p.rest
+	return r != nil && r.write != nil && len(p.Events) == 0
 }
 
 func (p *Page) add(b []byte) {

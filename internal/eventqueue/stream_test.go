@@ -99,3 +99,37 @@ func TestStalledStreamsLeaveConnectionsForOtherReads(t *testing.T) {
 		t.Fatalf("%d of 3 pages streamed, want 1 (half of a pool of 2)", streamed)
 	}
 }
+
+// A streamed page hands each chunk back to the pool once its events are written: a full page
+// of 3.8 MB (15 chunks) holds at most two at any time, and what it writes is the page. Without
+// the recycling it holds every chunk until it is released.
+func TestStreamedPageKeepsFewChunks(t *testing.T) {
+	events := make([]string, MaxRead)
+	for i := range events {
+		events[i] = fmt.Sprintf(`{"id":"%08d","p":"%s"}`, i, strings.Repeat("x", 360))
+	}
+	c := &respConn{conn: &replayConn{r: bytes.NewReader(reply(7, events...))}}
+	page, err := c.open(context.Background(), nil, 0, "k", "o", MaxRead-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer page.Release()
+	var got bytes.Buffer
+	most := 0
+	err = page.Stream(func(bufs net.Buffers, last bool) error {
+		most = max(most, len(page.chunks))
+		for _, b := range bufs {
+			got.Write(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Join(events, ","); got.String() != want {
+		t.Fatalf("streamed %d bytes, want the page's %d", got.Len(), len(want))
+	}
+	if most > 2 || len(page.chunks) > 2 {
+		t.Fatalf("the page held up to %d chunks (%d at the end) of a %d-byte reply: want at most 2", most, len(page.chunks), got.Len())
+	}
+}
