@@ -298,7 +298,7 @@ func measureInsertFloor(ctx context.Context, s *stack, tenantID uint64, d time.D
 		}
 		return f, nil
 	}
-	f.Database, f.Client, f.Conns = "sqlite", "database/sql multi-row INSERT (glebarez/go-sqlite, the service's pragmas)", 1
+	f.Database, f.Client, f.Conns = "sqlite", "database/sql multi-row INSERT (modernc.org/sqlite, the service's pragmas)", 1
 	gdb, err := database.Open(s.dbURL)
 	if err != nil {
 		return nil, err

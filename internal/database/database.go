@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/glebarez/sqlite"
+	"github.com/libtnb/sqlite"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -44,6 +44,9 @@ func Open(databaseURL string) (*gorm.DB, error) {
 		}
 		dsn += "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 		dsn += fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", walBacklogPages)
+		// Times are stored as text that sorts as it compares ("2006-01-02 15:04:05.999999999-07:00"),
+		// the layout of every earlier version: retention and export compare them as text.
+		dsn += "&_time_format=sqlite"
 		db, err = gorm.Open(sqlite.Open(dsn), cfg)
 	} else {
 		db, err = gorm.Open(postgres.Open(databaseURL), cfg)
