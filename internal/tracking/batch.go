@@ -5,15 +5,13 @@ import (
 	"fmt"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/models"
 )
 
 // Group commit: concurrent Ingest calls hand their rows to a few committer goroutines, each of
 // which takes every request waiting at that moment and writes them in one statement (a COPY on
-// Postgres; on SQLite, 50-row INSERTs in one transaction when there are more); the
+// Postgres; on SQLite, prepared 100-row INSERTs in one transaction when there are more); the
 // committer's pusher then appends the queued ones to Redis in one round trip while the
 // committer writes the next batch. A request is answered only after its own rows are
 // committed (and pushed). Under light load a batch is one request, so nothing
@@ -23,10 +21,6 @@ const (
 	unmarkInterval    = 100 * time.Millisecond
 	unmarkBatchMaxIDs = 2000
 )
-
-// sqliteInsertChunk is the most rows one SQLite INSERT carries: the pure-Go driver binds
-// parameters in time quadratic in their number (12 a row), so its statements stay small.
-const sqliteInsertChunk = 50
 
 // unmarkChunk is the most ids one UPDATE that clears pending marks carries.
 func unmarkChunk(isPostgres bool) int {
@@ -75,6 +69,9 @@ func (in *Ingestor) Close() {
 	in.closeOnce.Do(func() {
 		close(in.stop)
 		in.wg.Wait()
+		if in.sqlite != nil {
+			in.sqlite.close()
+		}
 	})
 }
 
@@ -171,18 +168,10 @@ func (in *Ingestor) commitBatch(batch []*commitRequest, n int) (stored []*commit
 // store writes rows in one atomic statement or transaction: all of them or none.
 func (in *Ingestor) store(ctx context.Context, rows []models.TrackedEvent) error {
 	var err error
-	if database.IsPostgres(in.db) {
-		err = copyEvents(ctx, in.db, rows)
+	if in.sqlite != nil {
+		err = in.sqlite.insert(ctx, rows)
 	} else {
-		chunk := sqliteInsertChunk
-		// Prepared statements: full chunks share one SQL text, so parsing happens once per
-		// connection rather than per statement.
-		db := in.db.WithContext(ctx).Session(&gorm.Session{PrepareStmt: true})
-		if len(rows) <= chunk { // one statement is atomic by itself: no BEGIN/COMMIT
-			err = db.Create(&rows).Error
-		} else {
-			err = db.Transaction(func(tx *gorm.DB) error { return tx.CreateInBatches(&rows, chunk).Error })
-		}
+		err = copyEvents(ctx, in.db, rows)
 	}
 	if err != nil {
 		return fmt.Errorf("tracking: store events: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/eventq/eventq/internal/apperr"
 	"github.com/eventq/eventq/internal/breaker"
 	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/metrics"
@@ -44,6 +45,7 @@ type Ingestor struct {
 	log      *slog.Logger
 	siteKeys *cache.TTL[string, uint64]
 	metrics  *metrics.Metrics
+	sqlite   *sqliteInserts // nil on Postgres, which takes a COPY
 
 	requests   chan *commitRequest
 	pushed     chan []queuedEvent
@@ -60,6 +62,9 @@ func NewIngestor(db *gorm.DB, queueing features.Queueing, queue *eventqueue.Stor
 	in := &Ingestor{db: db, queueing: queueing, queue: queue, clock: clk, log: log, metrics: m,
 		siteKeys: cache.New[string, uint64](siteKeyTTL, clk), breaker: &breaker.Breaker{Cooldown: breakerCooldown},
 		requests: make(chan *commitRequest, 4096), pushed: make(chan []queuedEvent, 1024), stop: make(chan struct{})}
+	if !database.IsPostgres(db) {
+		in.sqlite = &sqliteInserts{db: db}
+	}
 	in.startCommitters()
 	return in
 }

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/clock"
@@ -348,5 +350,41 @@ func TestCommitterWritesWhileThePreviousBatchIsPushed(t *testing.T) {
 	}
 	if err := <-answered; err != nil {
 		t.Fatalf("first request: %v (its events are committed; the append's failure leaves them pending)", err)
+	}
+}
+
+// A store of more rows than one statement carries (several INSERTs on SQLite) is one
+// transaction: a row refused in a later statement takes the rows of the earlier ones with it,
+// and the same rows without it are stored whole, each exactly once, read back as written.
+func TestAStoreOfManyStatementsIsAllOrNothing(t *testing.T) {
+	e := startIngest(t)
+	refuseSession(t, e.DB, "poison")
+	tenant := testenv.MustTenant(t, e.DB, false).ID
+	now := e.Clock.Now().UTC().Truncate(time.Microsecond) // what Postgres keeps
+	rows := make([]models.TrackedEvent, 2*sqliteInsertChunk+50)
+	for i := range rows {
+		rows[i] = newRow(uuid.Must(uuid.NewV7()).String(), tenant, input("s", int64(i)), Client{}, now)
+	}
+	rows[len(rows)-10].SessionID = "poison" // in the last statement
+	if err := e.Ingest.store(context.Background(), rows); err == nil {
+		t.Fatal("store with a refused row succeeded")
+	}
+	if n := e.Rows(t, tenant); n != 0 {
+		t.Fatalf("%d rows stored by a refused store, want 0", n)
+	}
+	rows[len(rows)-10].SessionID = "s"
+	if err := e.Ingest.store(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+	var got []models.TrackedEvent
+	testenv.Must(t, e.DB.Where("tenant_id = ?", tenant).Order("event_sequence").Find(&got).Error)
+	if len(got) != len(rows) {
+		t.Fatalf("%d rows stored, want %d", len(got), len(rows))
+	}
+	for i := range got {
+		got[i].CreatedAt = got[i].CreatedAt.UTC()
+		if !reflect.DeepEqual(got[i], rows[i]) {
+			t.Fatalf("row %d read back as %+v, want %+v", i, got[i], rows[i])
+		}
 	}
 }
