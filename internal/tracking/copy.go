@@ -11,7 +11,8 @@ import (
 	"github.com/eventq/eventq/models"
 )
 
-// trackedEventColumns are the columns copyEvents writes, in the order of copyValues.
+// trackedEventColumns are the columns both writers (copyEvents, sqliteInserts) fill, in the
+// order of appendValues.
 var trackedEventColumns = []string{"id", "tenant_id", "type", "session_id", "audience_member_id", "url",
 	"page_hostname", "page_path", "user_agent", "ip_address", "event_sequence", "queued", "queue_pending", "created_at"}
 
@@ -32,20 +33,27 @@ func copyEvents(ctx context.Context, db *gorm.DB, rows []models.TrackedEvent) er
 		if !ok {
 			return fmt.Errorf("tracking: copy: driver connection is %T, not pgx", driverConn)
 		}
-		values := make([]any, len(trackedEventColumns))
+		values := make([]any, 0, len(trackedEventColumns))
 		_, err := c.Conn().CopyFrom(ctx, pgx.Identifier{"tracked_events"}, trackedEventColumns,
 			pgx.CopyFromFunc(func() ([]any, error) {
 				if len(rows) == 0 {
 					return nil, nil
 				}
-				e := &rows[0]
+				values = appendValues(values[:0], &rows[0])
 				rows = rows[1:]
-				values[0], values[1], values[2], values[3] = e.ID, int64(e.TenantID), e.Type, e.SessionID
-				values[4], values[5], values[6], values[7] = e.AudienceMemberID, e.URL, e.PageHostname, e.PagePath
-				values[8], values[9], values[10] = e.UserAgent, e.IPAddress, e.EventSequence
-				values[11], values[12], values[13] = e.Queued, e.QueuePending, e.CreatedAt
 				return values, nil
 			}))
 		return err
 	})
+}
+
+// appendValues appends e's column values to dst, in the order of trackedEventColumns; a
+// missing audience member is an untyped nil, which every driver writes as NULL.
+func appendValues(dst []any, e *models.TrackedEvent) []any {
+	var member any
+	if e.AudienceMemberID != nil {
+		member = *e.AudienceMemberID
+	}
+	return append(dst, e.ID, int64(e.TenantID), e.Type, e.SessionID, member, e.URL, e.PageHostname,
+		e.PagePath, e.UserAgent, e.IPAddress, e.EventSequence, e.Queued, e.QueuePending, e.CreatedAt)
 }

@@ -97,13 +97,7 @@ func (s *sqliteInserts) close() {
 func sqliteArgs(rows []models.TrackedEvent) []any {
 	args := make([]any, 0, len(rows)*len(trackedEventColumns))
 	for i := range rows {
-		e := &rows[i]
-		var member any // a NULL, not a typed nil pointer
-		if e.AudienceMemberID != nil {
-			member = *e.AudienceMemberID
-		}
-		args = append(args, e.ID, int64(e.TenantID), e.Type, e.SessionID, member, e.URL, e.PageHostname,
-			e.PagePath, e.UserAgent, e.IPAddress, e.EventSequence, e.Queued, e.QueuePending, e.CreatedAt)
+		args = appendValues(args, &rows[i])
 	}
 	return args
 }
