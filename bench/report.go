@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,7 +115,7 @@ func describeMachine(ctx context.Context, s *stack) Machine {
 func (r *Report) buildRows() {
 	var rows []Row
 	add := func(scenario, metric string, value float64, floor, ratio *float64, target string, met *bool) {
-		rows = append(rows, Row{scenario, metric, value, floor, ratio, target, met})
+		rows = append(rows, Row{scenario, metric, value, finite(floor), finite(ratio), target, met})
 	}
 	f := func(v float64) *float64 { return &v }
 	b := func(v bool) *bool { return &v }
@@ -277,4 +278,13 @@ func (r *Report) writeJSON(path string) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// finite drops a figure that cannot be written as JSON: a ratio over a floor that measured zero
+// (a quick run's no-op can use less CPU than /proc's 10 ms tick) is no figure at all.
+func finite(v *float64) *float64 {
+	if v == nil || math.IsInf(*v, 0) || math.IsNaN(*v) {
+		return nil
+	}
+	return v
 }
