@@ -114,3 +114,43 @@ func (e *ingestEnv) pendingRows(t *testing.T, tenant uint64, n int) []models.Tra
 	}
 	return rows
 }
+
+// unmarkPending clears the marks of exactly the events it is given, whatever their ids hold
+// (the ids go to Postgres as one quoted array), and leaves the others pending. It runs more
+// than five times, past the point where Postgres switches a cached statement to its generic
+// plan.
+func TestUnmarkClearsExactlyTheGivenEvents(t *testing.T) {
+	e := startIngest(t)
+	tenant := testenv.MustTenant(t, e.DB, true).ID
+	odd := []string{`a"b`, `c\d`, `e,f`, `{g}`, `h i`, `NULL`, `j'k`, `"`, `\`, `ü,"\{`}
+	now := time.Now().UTC()
+	var rows []models.TrackedEvent
+	for i := range 60 {
+		id := uuid.NewString()
+		if i < len(odd) {
+			id = odd[i]
+		}
+		row := newRow(id, tenant, input("s", int64(i)), Client{UserAgent: "ua", IPAddress: "127.0.0.1"}, now)
+		row.Queued, row.QueuePending = true, true
+		rows = append(rows, row)
+	}
+	testenv.Must(t, e.Ingest.store(context.Background(), rows))
+	cleared := map[string]bool{}
+	for i := 0; i < 50; i += 7 { // eight calls of seven, the odd ids among the first two
+		chunk := rows[i:min(i+7, 50)]
+		testenv.Must(t, unmarkPending(e.DB, appendQueued(nil, tenant, chunk)))
+		for _, r := range chunk {
+			cleared[r.ID] = true
+		}
+	}
+	var got []models.TrackedEvent
+	testenv.Must(t, e.DB.Where("tenant_id = ?", tenant).Find(&got).Error)
+	if len(got) != len(rows) {
+		t.Fatalf("%d rows, want %d", len(got), len(rows))
+	}
+	for _, r := range got {
+		if r.QueuePending == cleared[r.ID] {
+			t.Errorf("event %q: pending %v, want %v", r.ID, r.QueuePending, !cleared[r.ID])
+		}
+	}
+}
