@@ -1,10 +1,12 @@
 package tracking
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 
@@ -18,6 +20,9 @@ var trackedEventColumns = []string{"id", "tenant_id", "type", "session_id", "aud
 
 // copyEvents writes rows to Postgres with one COPY: a single statement, so atomic and
 // committed when it returns, without the parsing and per-parameter work of a multi-row INSERT.
+// The rows go in COPY's binary format, encoded here (appendCopyRow): pgx's own CopyFrom first
+// asks the server for the column types (a round trip per batch) and boxes and encodes every
+// value through its type map, which took a seventh of the api's CPU at fifty events a request.
 func copyEvents(ctx context.Context, db *gorm.DB, rows []models.TrackedEvent) error {
 	sqlDB, err := db.DB()
 	if err != nil {
@@ -28,23 +33,67 @@ func copyEvents(ctx context.Context, db *gorm.DB, rows []models.TrackedEvent) er
 		return err
 	}
 	defer conn.Close()
+	buf := append(make([]byte, 0, 64+len(rows)*512), copyHeader...)
+	for i := range rows {
+		buf = appendCopyRow(buf, &rows[i])
+	}
+	buf = binary.BigEndian.AppendUint16(buf, 0xffff) // the trailer: a field count of -1
 	return conn.Raw(func(driverConn any) error {
 		c, ok := driverConn.(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("tracking: copy: driver connection is %T, not pgx", driverConn)
 		}
-		values := make([]any, 0, len(trackedEventColumns))
-		_, err := c.Conn().CopyFrom(ctx, pgx.Identifier{"tracked_events"}, trackedEventColumns,
-			pgx.CopyFromFunc(func() ([]any, error) {
-				if len(rows) == 0 {
-					return nil, nil
-				}
-				values = appendValues(values[:0], &rows[0])
-				rows = rows[1:]
-				return values, nil
-			}))
+		_, err := c.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), copySQL)
 		return err
 	})
+}
+
+// copySQL is the COPY of trackedEventColumns in the binary format.
+var copySQL = `COPY tracked_events ("` + strings.Join(trackedEventColumns, `", "`) + `") FROM STDIN BINARY`
+
+// copyHeader opens a binary COPY: the signature, no flags, no header extension.
+var copyHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
+
+// pgEpochMicros is 2000-01-01 UTC, Postgres's timestamp origin, in microseconds since 1970.
+const pgEpochMicros = 946684800 * 1_000_000
+
+// appendCopyRow appends e as one row of a binary COPY, its fields in the order of
+// trackedEventColumns, each its length then its bytes in the column type's binary form: text
+// as it is, bigint as 8 bytes big-endian, boolean as 1 byte, timestamptz as microseconds since
+// 2000-01-01 (truncated, as Postgres stores it); a missing audience member is NULL (-1).
+func appendCopyRow(b []byte, e *models.TrackedEvent) []byte {
+	text := func(b []byte, s string) []byte {
+		return append(binary.BigEndian.AppendUint32(b, uint32(len(s))), s...)
+	}
+	int8 := func(b []byte, v int64) []byte {
+		return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(b, 8), uint64(v))
+	}
+	boolean := func(b []byte, v bool) []byte {
+		b = binary.BigEndian.AppendUint32(b, 1)
+		if v {
+			return append(b, 1)
+		}
+		return append(b, 0)
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(trackedEventColumns)))
+	b = text(b, e.ID)
+	b = int8(b, int64(e.TenantID))
+	b = text(b, e.Type)
+	b = text(b, e.SessionID)
+	if e.AudienceMemberID != nil {
+		b = text(b, *e.AudienceMemberID)
+	} else {
+		b = binary.BigEndian.AppendUint32(b, 0xffffffff)
+	}
+	b = text(b, e.URL)
+	b = text(b, e.PageHostname)
+	b = text(b, e.PagePath)
+	b = text(b, e.UserAgent)
+	b = text(b, e.IPAddress)
+	b = int8(b, e.EventSequence)
+	b = boolean(b, e.Queued)
+	b = boolean(b, e.QueuePending)
+	return int8(b, e.CreatedAt.UnixMicro()-pgEpochMicros)
 }
 
 // appendValues appends e's column values to dst, in the order of trackedEventColumns; a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -385,6 +386,48 @@ func TestAStoreOfManyStatementsIsAllOrNothing(t *testing.T) {
 		got[i].CreatedAt = got[i].CreatedAt.UTC()
 		if !reflect.DeepEqual(got[i], rows[i]) {
 			t.Fatalf("row %d read back as %+v, want %+v", i, got[i], rows[i])
+		}
+	}
+}
+
+// Every kind of value a row holds is stored as written: an audience member and none, both
+// flags either way, text beyond ASCII, extreme sequence numbers, and a time with nanoseconds
+// (Postgres keeps microseconds, truncated; SQLite keeps the nanoseconds). On Postgres this is
+// the binary COPY's own encoding.
+func TestEveryKindOfValueIsStoredAsWritten(t *testing.T) {
+	e := startIngest(t)
+	tenant := testenv.MustTenant(t, e.DB, false).ID
+	at := time.Date(2026, 11, 26, 1, 2, 3, 999_999_999, time.UTC)
+	want := at
+	if testenv.Backend() == "postgres" {
+		want = at.Truncate(time.Microsecond)
+	}
+	member := "member-ü-😀"
+	var rows []models.TrackedEvent
+	for i, seq := range []int64{0, -1, math.MaxInt64, math.MinInt64} {
+		r := newRow(uuid.Must(uuid.NewV7()).String(), tenant, input("sé\tss\\ion,\"x\"", seq), Client{UserAgent: "ua «x»", IPAddress: "::1"}, at)
+		r.URL = "https://shop.example/ä?q=1&r=%00"
+		if i%2 == 0 {
+			r.AudienceMemberID = &member
+		}
+		r.Queued, r.QueuePending = i&1 == 1, i&2 == 2
+		rows = append(rows, r)
+	}
+	testenv.Must(t, e.Ingest.store(context.Background(), rows))
+	var got []models.TrackedEvent
+	testenv.Must(t, e.DB.Where("tenant_id = ?", tenant).Find(&got).Error)
+	if len(got) != len(rows) {
+		t.Fatalf("%d rows stored, want %d", len(got), len(rows))
+	}
+	byID := map[string]models.TrackedEvent{}
+	for _, g := range got {
+		g.CreatedAt = g.CreatedAt.UTC()
+		byID[g.ID] = g
+	}
+	for _, r := range rows {
+		r.CreatedAt = want
+		if g := byID[r.ID]; !reflect.DeepEqual(g, r) {
+			t.Errorf("row read back as\n%+v\nwant\n%+v", g, r)
 		}
 	}
 }
