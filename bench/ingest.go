@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/eventqueue"
 )
 
 // userAgent is the User-Agent of every tracking request, so stored rows look like a browser's.
@@ -325,6 +326,7 @@ func measureInsertFloor(ctx context.Context, s *stack, tenantID uint64, d time.D
 // the same bodies from the same generator), then both at 80% of ingestion's sustained rate
 // (atFraction) for the latency and the api's CPU per request.
 func measureIngest(ctx context.Context, s *stack, t *tenant, batch int, plan ingestPlan, floor *InsertFloor) (*Ingest, error) {
+	defer s.consume(ctx, t)()
 	res, err := benchIngest(ctx, s, t, batch, plan, floor)
 	if err != nil {
 		return nil, err
@@ -351,6 +353,50 @@ func measureIngest(ctx context.Context, s *stack, t *tenant, batch int, plan ing
 	}
 	res.ratios()
 	return res, nil
+}
+
+// consumeEvery is how often the bench's consumer trims the tenant's queue during ingestion.
+const consumeEvery = 100 * time.Millisecond
+
+// consume starts the consumer of t's queue that a tenant with UseQueueEvents has: every
+// consumeEvery it trims whatever the queue holds through DELETE /api/platform/events. Without
+// it the queue reaches EVENTQUEUE_MAX_LENGTH within seconds at fifty events a request, and
+// ingestion would be measured holding events back (no append, no pending mark to clear)
+// instead of queueing them. A failed trim is logged; the returned func stops the consumer.
+func (s *stack) consume(ctx context.Context, t *tenant) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var trimmed, longest int64
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(consumeEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			n, err := s.rdb.LLen(ctx, eventqueue.Key(t.ID)).Result()
+			if err != nil || n == 0 {
+				continue
+			}
+			longest = max(longest, n)
+			req := s.request(ctx, "DELETE", fmt.Sprintf("/api/platform/events?count=%d", n), t.Token, nil)
+			if err := expect(s.http, req, 204); err != nil {
+				if ctx.Err() == nil {
+					s.logf("  consumer: %v", err)
+				}
+				continue
+			}
+			trimmed += n
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		s.logf("  consumer: trimmed %d events, the queue at most %d long", trimmed, longest)
+	}
 }
 
 // benchIngest finds the highest open-loop rate of POST /api/track with batch events per
