@@ -172,7 +172,14 @@ func (in *Ingestor) unmarkLoop() {
 
 // settle clears the pending marks of appended events, then acknowledges them to the queue.
 func (in *Ingestor) settle(events []queuedEvent) {
-	if err := unmarkPending(in.db.WithContext(context.Background()), events); err != nil {
+	if in.sqlite != nil { // one writer at a time (sqliteInserts)
+		in.sqlite.write.Lock()
+	}
+	err := unmarkPending(in.db.WithContext(context.Background()), events)
+	if in.sqlite != nil {
+		in.sqlite.write.Unlock()
+	}
+	if err != nil {
 		in.log.Warn("tracking: could not clear pending marks; Requeue will find them appended", "events", len(events), "err", err)
 		return
 	}

@@ -19,15 +19,24 @@ const sqliteInsertChunk = 100
 // sqliteInserts writes events to SQLite with prepared multi-row INSERTs, one statement for
 // each row count from 1 to sqliteInsertChunk, prepared on first use and kept: neither the
 // SQL text nor gorm's reflection is redone per batch.
+//
+// It also keeps the process's writes to tracked_events one at a time (write): SQLite has a
+// single writer, and a connection that finds the write lock taken sleeps in its busy handler
+// (1 ms, then 2, 5, … up to 100 ms a try) instead of being woken when the lock is free. The
+// committer's INSERTs and the UPDATEs that clear pending marks met that way under load, and
+// batches waited tens of milliseconds for a lock freed in a few.
 type sqliteInserts struct {
 	db    *gorm.DB
 	mu    sync.Mutex
 	stmts [sqliteInsertChunk + 1]*sql.Stmt
+	write sync.Mutex
 }
 
 // insert writes rows in one statement, or in one transaction when they need more than one:
 // all of them or none.
 func (s *sqliteInserts) insert(ctx context.Context, rows []models.TrackedEvent) error {
+	s.write.Lock()
+	defer s.write.Unlock()
 	if len(rows) <= sqliteInsertChunk { // one statement is atomic by itself: no BEGIN/COMMIT
 		st, err := s.stmt(ctx, len(rows))
 		if err != nil {

@@ -1,0 +1,98 @@
+package tracking
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/libtnb/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/models"
+)
+
+// The Ingestor's own writes on SQLite (the committer's INSERTs, the UPDATEs that clear
+// pending marks) never meet SQLite's write lock held by each other: they would wait in the
+// busy handler, which sleeps. On a database opened without a busy timeout, a write that met
+// the lock fails at once with SQLITE_BUSY instead; none may.
+func TestSQLiteWritesOfTheIngestorTakeTurns(t *testing.T) {
+	if testenv.Backend() != "sqlite" {
+		t.Skip("SQLite's single writer: Postgres writers do not exclude each other")
+	}
+	_, url := testenv.DB(t)
+	dsn := strings.TrimPrefix(url, "sqlite://") + "?_pragma=busy_timeout(0)&_pragma=journal_mode(WAL)&_txlock=immediate&_time_format=sqlite"
+	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{Logger: logger.Default.LogMode(logger.Silent), SkipDefaultTransaction: true})
+	testenv.Must(t, err)
+	r := testenv.StartRedis(t)
+	var logs strings.Builder
+	var logMu sync.Mutex
+	in := NewIngestor(db, features.New(db, clock.Real{}), eventqueue.New(r.Client()), clock.Real{}, slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil)), nil)
+	t.Cleanup(in.Close)
+	tenant := testenv.MustTenant(t, db, true).ID
+
+	stored := make(chan []queuedEvent, 64)
+	var wg sync.WaitGroup
+	var storeErr error
+	wg.Add(2)
+	go func() { // the committer's side: batches of 250 rows, three statements in one transaction
+		defer wg.Done()
+		defer close(stored)
+		for b := range 40 {
+			rows := make([]models.TrackedEvent, 250)
+			for i := range rows {
+				rows[i] = newRow(uuid.Must(uuid.NewV7()).String(), tenant, input("s", int64(b*250+i)), Client{UserAgent: "ua", IPAddress: "127.0.0.1"}, time.Now().UTC())
+				rows[i].Queued, rows[i].QueuePending = true, true
+			}
+			if storeErr = in.store(context.Background(), rows); storeErr != nil {
+				return
+			}
+			stored <- appendQueued(nil, tenant, rows)
+		}
+	}()
+	go func() { // the unmark loop's side, in its chunks
+		defer wg.Done()
+		for events := range stored {
+			for len(events) > 0 {
+				n := min(len(events), unmarkChunk(false))
+				in.settle(events[:n])
+				events = events[n:]
+			}
+		}
+	}()
+	wg.Wait()
+	if storeErr != nil {
+		t.Fatalf("a store met the lock: %v", storeErr)
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if strings.Contains(logs.String(), "could not clear pending marks") {
+		t.Fatalf("an unmark met the lock:\n%s", logs.String())
+	}
+	var pending int64
+	testenv.Must(t, db.Model(&models.TrackedEvent{}).Where("tenant_id = ? AND queue_pending", tenant).Count(&pending).Error)
+	if pending != 0 {
+		t.Fatalf("%d events still pending, want 0", pending)
+	}
+}
+
+// lockedWriter serialises a log's writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
