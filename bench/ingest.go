@@ -334,7 +334,7 @@ func measureIngest(ctx context.Context, s *stack, t *tenant, batch int, plan ing
 	bodies := trackBodies(t.SiteKey, batch, 64)
 	noop := poster(s, fmt.Sprintf("/bench/noop?ids=%d", batch), bodies)
 	post := poster(s, "/api/track", bodies)
-	if res.HTTPFloor, err = searchRate(ctx, s, "http floor "+floor.Database, batch, plan, noop); err != nil {
+	if res.HTTPFloor, err = searchRate(ctx, s, "http floor "+floor.Database, batch, plan, noop, nil); err != nil {
 		return nil, err
 	}
 	if res.RequestsPerSec > 0 {
@@ -404,7 +404,7 @@ func (s *stack) consume(ctx context.Context, t *tenant) (stop func()) {
 func benchIngest(ctx context.Context, s *stack, t *tenant, batch int, plan ingestPlan, floor *InsertFloor) (*Ingest, error) {
 	res := &Ingest{Database: floor.Database, EventsPerRequest: batch, Floor: floor, FloorRowsPerSec: floor.best(),
 		Target: ingestTarget(batch), TargetP99: 50}
-	in, err := searchRate(ctx, s, "ingest "+floor.Database, batch, plan, poster(s, "/api/track", trackBodies(t.SiteKey, batch, 64)))
+	in, err := searchRate(ctx, s, "ingest "+floor.Database, batch, plan, poster(s, "/api/track", trackBodies(t.SiteKey, batch, 64)), s.pendingOf(t.ID))
 	if err != nil {
 		return nil, err
 	}
@@ -427,16 +427,24 @@ func poster(s *stack, path string, bodies [][]byte) func(context.Context, int) e
 
 // searchRate finds the highest open-loop rate post sustains: steps of plan.stepDur, the rate
 // multiplied by plan.factor after each sustained step, until a step is not sustained (answers
-// below 95% of the offered rate, any error or drop, or p99 over 500 ms), then plan.refine
-// bisection steps between the last sustained rate and the first failed one. If the first step
-// fails the rate is halved instead, up to three times.
-func searchRate(ctx context.Context, s *stack, label string, batch int, plan ingestPlan, post func(context.Context, int) error) (*RateSearch, error) {
+// below 95% of the offered rate, any error or drop, p99 over 500 ms, or, when pending is
+// given, events of the step still pending settleWithin after it), then plan.refine bisection
+// steps between the last sustained rate and the first failed one. If the first step fails
+// the rate is halved instead, up to three times.
+func searchRate(ctx context.Context, s *stack, label string, batch int, plan ingestPlan, post func(context.Context, int) error, pending func(context.Context) (int64, error)) (*RateSearch, error) {
 	res := &RateSearch{}
 	step := func(rate float64) (IngestStep, error) {
 		n := max(20, int(rate*plan.stepDur.Seconds()))
 		r := openLoop{Rate: rate, N: n, MaxInFlight: 1024, Do: post}.run(ctx)
 		if err := ctx.Err(); err != nil {
 			return IngestStep{}, err
+		}
+		var left int64 // events still pending settleWithin after the step
+		if pending != nil {
+			var err error
+			if left, err = waitPending(ctx, pending); err != nil {
+				return IngestStep{}, err
+			}
 		}
 		st := IngestStep{
 			OfferedRequestsPerSec: rate, OfferedEventsPerSec: rate * float64(batch),
@@ -452,6 +460,8 @@ func searchRate(ctx context.Context, s *stack, label string, batch int, plan ing
 			st.Why = fmt.Sprintf("achieved %.0f req/s < 95%% of %.0f offered", r.Achieved, rate)
 		case st.Latency.P99 > 500:
 			st.Why = fmt.Sprintf("p99 %.0f ms > 500 ms", st.Latency.P99)
+		case left > 0:
+			st.Why = fmt.Sprintf("%d events still pending %s after the step", left, settleWithin)
 		default:
 			st.Sustainable = true
 			res.RequestsPerSec = rate
@@ -509,6 +519,38 @@ func searchRate(ctx context.Context, s *stack, label string, batch int, plan ing
 		res.SustainableReason = fmt.Sprintf("step limit (%d) reached", plan.maxSteps)
 	}
 	return res, nil
+}
+
+// settleWithin is how soon after a step every event it stored must be in its queue with its
+// pending mark cleared: the marks are cleared in the background, so a rate the api answers
+// but whose marks fall behind would otherwise pass for sustained and overload the next steps.
+const settleWithin = time.Second
+
+// waitPending polls pending until it is 0 or settleWithin has passed, and returns its last count.
+func waitPending(ctx context.Context, pending func(context.Context) (int64, error)) (int64, error) {
+	deadline := time.Now().Add(settleWithin)
+	for {
+		n, err := pending(ctx)
+		if err != nil || n == 0 || time.Now().After(deadline) {
+			return n, err
+		}
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return n, err
+		}
+	}
+}
+
+// pendingOf counts tenant's events still marked pending, through the pending-mark index.
+func (s *stack) pendingOf(tenantID uint64) func(context.Context) (int64, error) {
+	q := "SELECT count(*) FROM tracked_events WHERE queue_pending AND tenant_id = ?"
+	if !database.IsPostgres(s.db) { // the planner would walk the tenant's whole index
+		q = "SELECT count(*) FROM tracked_events INDEXED BY idx_tracked_events_queue_pending WHERE queue_pending = 1 AND tenant_id = ?"
+	}
+	return func(ctx context.Context) (int64, error) {
+		var n int64
+		err := s.db.WithContext(ctx).Raw(q, tenantID).Scan(&n).Error
+		return n, err
+	}
 }
 
 // settle waits until the api answers one request within a second again (at most a minute):
