@@ -23,8 +23,7 @@ const sqliteInsertChunk = 100
 // It also keeps the process's writes to tracked_events one at a time (write): SQLite has a
 // single writer, and a connection that finds the write lock taken sleeps in its busy handler
 // (1 ms, then 2, 5, … up to 100 ms a try) instead of being woken when the lock is free. The
-// committer's INSERTs and the UPDATEs that clear pending marks met that way under load, and
-// batches waited tens of milliseconds for a lock freed in a few.
+// committer's INSERTs and the UPDATEs that clear pending marks (settle) met that way.
 type sqliteInserts struct {
 	db    *gorm.DB
 	mu    sync.Mutex
@@ -109,4 +108,15 @@ func sqliteArgs(rows []models.TrackedEvent) []any {
 		args = appendValues(args, &rows[i])
 	}
 	return args
+}
+
+// appendValues appends e's column values to dst, in the order of trackedEventColumns; a
+// missing audience member is an untyped nil, which the driver writes as NULL.
+func appendValues(dst []any, e *models.TrackedEvent) []any {
+	var member any
+	if e.AudienceMemberID != nil {
+		member = *e.AudienceMemberID
+	}
+	return append(dst, e.ID, int64(e.TenantID), e.Type, e.SessionID, member, e.URL, e.PageHostname,
+		e.PagePath, e.UserAgent, e.IPAddress, e.EventSequence, e.Queued, e.QueuePending, e.CreatedAt)
 }
