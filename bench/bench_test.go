@@ -58,6 +58,10 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		positive("queue_read.api.p50", q.API.P50)
 		positive("queue_read.api.p99", q.API.P99)
 		positive("queue_read.floor.p50", q.Floor.P50)
+		positive("queue_read.raw_resp_first_byte.p50", q.FirstByte.P50)
+		if q.FirstByte.P50 > q.RawRESP.P50 {
+			t.Errorf("first byte %v ms after the whole reply %v ms", q.FirstByte.P50, q.RawRESP.P50)
+		}
 		positive("queue_read.ratio", q.Ratio)
 		positive("queue_read.event_bytes", float64(q.EventBytes))
 		positive("queue_read.static_http.p50", q.StaticHTTP.P50)

@@ -133,6 +133,8 @@ func (r *Report) buildRows() {
 			add(name, "client CPU ms per read (beside: the raw LRANGE client's)", q.CPU.Client, f(q.FloorCPU.Client), nil, "", nil)
 			add(name, "same bytes over HTTP, CPU ms of all processes (beside: raw LRANGE's)", q.StaticCPU.Total, f(q.FloorCPU.Total), nil, "", nil)
 			add(name, fmt.Sprintf("fastest any read of that CPU can be on %d cores, ms (floor: raw RESP median)", q.Cores), q.CoreBoundMs, f(q.Floor.P50), f(q.CoreBoundMs/q.Floor.P50), "", nil)
+			add(name, "raw LRANGE's first byte, median ms (beside: its whole reply)", q.FirstByte.P50, f(q.RawRESP.P50), f(q.FirstByte.P50/q.RawRESP.P50), "", nil)
+			add(name, fmt.Sprintf("fastest that CPU can be after the first byte, on %d cores, ms (floor: raw RESP median)", q.Cores), q.FirstByteBoundMs, f(q.Floor.P50), f(q.FirstByteBoundMs/q.Floor.P50), "", nil)
 		}
 	}
 	if q := r.QueueReadConc; q != nil {
