@@ -24,20 +24,20 @@ var trackedEventColumns = []string{"id", "tenant_id", "type", "session_id", "aud
 // every value and encodes it through its type map, which took a seventh of the api's CPU at
 // fifty events a request.
 func copyEvents(ctx context.Context, db *gorm.DB, rows []models.TrackedEvent) error {
-	sqlDB, err := db.DB()
-	if err != nil {
-		return err
-	}
-	conn, err := sqlDB.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
 	buf := append(make([]byte, 0, 64+len(rows)*512), copyHeader...)
 	for i := range rows {
 		buf = appendCopyRow(buf, &rows[i])
 	}
 	buf = binary.BigEndian.AppendUint16(buf, 0xffff) // the trailer: a field count of -1
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	conn, err := sqlDB.Conn(ctx) // taken once the rows are encoded, not held while they are
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
 	return conn.Raw(func(driverConn any) error {
 		c, ok := driverConn.(*stdlib.Conn)
 		if !ok {

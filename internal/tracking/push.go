@@ -172,13 +172,7 @@ func (in *Ingestor) unmarkLoop() {
 
 // settle clears the pending marks of appended events, then acknowledges them to the queue.
 func (in *Ingestor) settle(events []queuedEvent) {
-	if in.sqlite != nil { // one writer at a time (sqliteInserts)
-		in.sqlite.write.Lock()
-	}
-	err := unmarkPending(in.db.WithContext(context.Background()), events)
-	if in.sqlite != nil {
-		in.sqlite.write.Unlock()
-	}
+	err := in.sqlite.writing(func() error { return unmarkPending(in.db.WithContext(context.Background()), events) })
 	if err != nil {
 		in.log.Warn("tracking: could not clear pending marks; Requeue will find them appended", "events", len(events), "err", err)
 		return

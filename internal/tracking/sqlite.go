@@ -23,7 +23,8 @@ const sqliteInsertChunk = 100
 // It also keeps the process's writes to tracked_events one at a time (write): SQLite has a
 // single writer, and a connection that finds the write lock taken sleeps in its busy handler
 // (1 ms, then 2, 5, … up to 100 ms a try) instead of being woken when the lock is free. The
-// committer's INSERTs and the UPDATEs that clear pending marks (settle) met that way.
+// committer's INSERTs and the UPDATEs that clear pending marks (settle) met that way; both
+// now go through writing.
 type sqliteInserts struct {
 	db    *gorm.DB
 	mu    sync.Mutex
@@ -34,8 +35,22 @@ type sqliteInserts struct {
 // insert writes rows in one statement, or in one transaction when they need more than one:
 // all of them or none.
 func (s *sqliteInserts) insert(ctx context.Context, rows []models.TrackedEvent) error {
+	return s.writing(func() error { return s.insertLocked(ctx, rows) })
+}
+
+// writing runs fn as the process's one writer to tracked_events. On Postgres, where s is nil
+// and writers do not exclude each other, it just runs fn.
+func (s *sqliteInserts) writing(fn func() error) error {
+	if s == nil {
+		return fn()
+	}
 	s.write.Lock()
 	defer s.write.Unlock()
+	return fn()
+}
+
+// insertLocked is insert, its caller holding the write lock.
+func (s *sqliteInserts) insertLocked(ctx context.Context, rows []models.TrackedEvent) error {
 	if len(rows) <= sqliteInsertChunk { // one statement is atomic by itself: no BEGIN/COMMIT
 		st, err := s.stmt(ctx, len(rows))
 		if err != nil {
