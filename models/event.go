@@ -9,6 +9,8 @@ import (
 // TrackedEvent is one event recorded through the client library. Every event is stored;
 // Queued marks an event that belongs in its tenant's queue (the flag was active when it was
 // accepted), QueuePending one that is not known to be there yet (the worker pushes those).
+// An event tracked through the API is not marked: a PendingBatch committed with it stands for
+// the mark until the event is in its queue.
 type TrackedEvent struct {
 	ID               string    `gorm:"primaryKey;size:36"`
 	TenantID         uint64    `gorm:"not null;index:tracked_events_tenant_created,priority:1"`
@@ -24,6 +26,21 @@ type TrackedEvent struct {
 	Queued           bool      `gorm:"not null;default:false"`
 	QueuePending     bool      `gorm:"not null;default:false;index"`
 	CreatedAt        time.Time `gorm:"index:tracked_events_tenant_created,priority:2"`
+}
+
+// PendingBatch stands for the pending marks of one tenant's queued events that were committed
+// together, in the same transaction as the batch. It is deleted once they are in their queue,
+// or turned into marks on the rows (TrackedEvent.QueuePending) by whoever deletes it otherwise:
+// one row written and deleted for a batch instead of an UPDATE of every event.
+type PendingBatch struct {
+	ID       string    `gorm:"primaryKey;size:36"`
+	TenantID uint64    `gorm:"not null;index"`
+	EventIDs string    `gorm:"type:text;not null"` // comma-separated, in order
+	FirstAt  time.Time `gorm:"not null"`           // the events' created_at bounds
+	LastAt   time.Time `gorm:"not null"`
+	// CreatedAt is when the batch was committed: the re-pusher takes batches older than a
+	// minimum age (their process died or failed to append them).
+	CreatedAt time.Time `gorm:"not null;index"`
 }
 
 // QueueEvent is the JSON shape of an event in a queue and in every API response.

@@ -266,9 +266,8 @@ func TestRebuildAfterAnEmptyRedisRestart(t *testing.T) {
 		return e.DB.Take(&f, "tenant_id = ?", tn.ID).Error == nil && f.Front == 4
 	})
 	testenv.Eventually(t, 5*time.Second, "no event is pending", func() bool {
-		var n int64
-		e.DB.Model(&models.TrackedEvent{}).Where("queue_pending = ?", true).Count(&n)
-		return n == 0
+		n, err := tracking.PendingEvents(context.Background(), e.DB, 0)
+		return err == nil && n == 0
 	})
 	e.Redis.Wipe()
 	if n := e.QueueLen(t, tn); n != 0 {

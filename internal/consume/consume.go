@@ -9,6 +9,7 @@ package consume
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -145,10 +146,10 @@ type Stats struct {
 // heldPage is how many pending rows Stats checks against the queue at a time.
 const heldPage = 5000
 
-// Stats returns tenantID's queue statistics. HeldBack counts the stored events marked pending
-// that are not in the queue: a pending event already appended (its mark is cleared just after
-// the append) is recognised by its entry in the queue's deduplication set, so a busy healthy
-// tenant shows none.
+// Stats returns tenantID's queue statistics. HeldBack counts the stored events marked pending,
+// or in a pending batch, that are not in the queue: a pending event already appended (its mark
+// or batch is cleared just after the append) is recognised by its entry in the queue's
+// deduplication set, so a busy healthy tenant shows none.
 func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 	out := Stats{TenantID: models.FormatID(tenantID)}
 	var err error
@@ -161,6 +162,18 @@ func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 	if out.Leased, out.DeadLetters, err = s.Queue.LeaseCounts(ctx, tenantID); err != nil {
 		return out, err
 	}
+	count := func(ids []string) error {
+		in, err := s.Queue.Appended(ctx, tenantID, ids)
+		if err != nil {
+			return err
+		}
+		for _, queued := range in {
+			if !queued {
+				out.HeldBack++
+			}
+		}
+		return nil
+	}
 	after := ""
 	for {
 		var ids []string
@@ -171,20 +184,33 @@ func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 			return out, fmt.Errorf("consume: count held back events: %w", err)
 		}
 		if len(ids) == 0 {
-			return out, nil
+			break
 		}
-		in, err := s.Queue.Appended(ctx, tenantID, ids)
-		if err != nil {
+		if err := count(ids); err != nil {
 			return out, err
 		}
-		for _, queued := range in {
-			if !queued {
-				out.HeldBack++
-			}
-		}
 		if len(ids) < heldPage {
-			return out, nil
+			break
 		}
 		after = ids[len(ids)-1]
+	}
+	// The events of pending batches: those just appended have their deduplication entry.
+	after = ""
+	for {
+		var batches []models.PendingBatch
+		err := s.DB.WithContext(ctx).Select("id", "event_ids").Where("tenant_id = ? AND id > ?", tenantID, after).
+			Order("id").Limit(heldPage / 100).Find(&batches).Error
+		if err != nil {
+			return out, fmt.Errorf("consume: count held back events: %w", err)
+		}
+		for _, b := range batches {
+			if err := count(strings.Split(b.EventIDs, ",")); err != nil {
+				return out, err
+			}
+		}
+		if len(batches) < heldPage/100 {
+			return out, nil
+		}
+		after = batches[len(batches)-1].ID
 	}
 }

@@ -103,8 +103,8 @@ func (e *consumeEnv) mustIngest(t *testing.T, tenant uint64, n int) []string {
 
 func (e *consumeEnv) pending(t *testing.T) int64 {
 	t.Helper()
-	var n int64
-	if err := e.DB.Model(&models.TrackedEvent{}).Where("queue_pending = ?", true).Count(&n).Error; err != nil {
+	n, err := tracking.PendingEvents(context.Background(), e.DB, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -62,6 +62,10 @@ func migrations() []*gormigrate.Migration {
 		// auto-vacuum on SQLite (prepareRetention).
 		ID:      "2026112401_event_retention",
 		Migrate: func(tx *gorm.DB) error { return prepareRetention(tx, time.Now()) },
+	}, {
+		// Pending marks of ingested events kept per batch instead of per row.
+		ID:      "2026112601_pending_batches",
+		Migrate: func(tx *gorm.DB) error { return tx.AutoMigrate(&models.PendingBatch{}) },
 	}}
 }
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/testenv"
-	"github.com/eventq/eventq/models"
+	"github.com/eventq/eventq/internal/tracking"
 )
 
 // Four producers track 2,000 events through two api processes into a queue capped at 1,000
@@ -42,7 +42,8 @@ func TestACappedQueueHoldsBackAcrossAPIsAndDrainsInOrder(t *testing.T) {
 		t.Fatalf("queue length %d with %d events tracked, want exactly the cap of %d", length, total, capacity)
 	}
 	testenv.Eventually(t, 10*time.Second, "the events beyond the cap are held back", func() bool {
-		return s.Count(t, &models.TrackedEvent{}, "tenant_id = ? AND queue_pending = ?", sh.Tenant.ID, true) == int64(total-capacity)
+		n, err := tracking.PendingEvents(ctx, s.DB, sh.Tenant.ID)
+		return err == nil && n == int64(total-capacity)
 	})
 	listBytes, _ := rdb.MemoryUsage(ctx, eventqueue.Key(sh.Tenant.ID), 0).Result()
 	setBytes, _ := rdb.MemoryUsage(ctx, eventqueue.AppendedKey(sh.Tenant.ID), 0).Result()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/models"
 )
 
@@ -115,7 +116,8 @@ func (tr *tracker) p99(from, to time.Time) (time.Duration, int) {
 func (tr *tracker) settle(t *testing.T, tenant uint64) (acked, lost, duplicated int) {
 	t.Helper()
 	testenv.Eventually(t, 3*time.Minute, "every pending event is pushed", func() bool {
-		return tr.s.Count(t, &models.TrackedEvent{}, "queue_pending = ?", true) == 0
+		n, err := tracking.PendingEvents(context.Background(), tr.s.DB, 0)
+		return err == nil && n == 0
 	})
 	rdb := tr.s.Redis.Client()
 	all, err := rdb.LRange(context.Background(), eventqueue.Key(tenant), 0, -1).Result()

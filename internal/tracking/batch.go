@@ -31,11 +31,12 @@ func unmarkChunk(isPostgres bool) int {
 }
 
 type commitRequest struct {
-	tenant uint64
-	rows   []models.TrackedEvent
-	queued bool
-	err    error // the request's own outcome, set by commitBatch
-	done   chan error
+	tenant  uint64
+	rows    []models.TrackedEvent
+	queued  bool
+	pending string // the id of the pending batch its rows were committed with, if queued
+	err     error  // the request's own outcome, set by commitBatch
+	done    chan error
 }
 
 // committers is how many batches may be in flight: one for SQLite (a single writer), a few for
@@ -142,13 +143,9 @@ func (in *Ingestor) pushLoop(pushes <-chan pushJob) {
 // batch, each request is written again alone, so that only the request whose rows were refused
 // fails (its err is set) and every other one succeeds.
 func (in *Ingestor) commitBatch(batch []*commitRequest, n int) (stored []*commitRequest) {
-	all := make([]models.TrackedEvent, 0, n)
-	for _, r := range batch {
-		all = append(all, r.rows...)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := in.store(ctx, all); err != nil {
+	if err := in.store(ctx, batch, n); err != nil {
 		if len(batch) == 1 {
 			batch[0].err = err
 			return nil
@@ -156,7 +153,7 @@ func (in *Ingestor) commitBatch(batch []*commitRequest, n int) (stored []*commit
 		in.log.Warn("tracking: batch refused; writing its requests one by one", "requests", len(batch), "err", err)
 		stored = make([]*commitRequest, 0, len(batch))
 		for _, r := range batch {
-			if r.err = in.store(ctx, r.rows); r.err == nil {
+			if r.err = in.store(ctx, []*commitRequest{r}, len(r.rows)); r.err == nil {
 				stored = append(stored, r)
 			}
 		}
@@ -165,13 +162,20 @@ func (in *Ingestor) commitBatch(batch []*commitRequest, n int) (stored []*commit
 	return batch
 }
 
-// store writes rows in one atomic statement or transaction: all of them or none.
-func (in *Ingestor) store(ctx context.Context, rows []models.TrackedEvent) error {
-	var err error
-	if in.sqlite != nil {
-		err = in.sqlite.insert(ctx, rows)
-	} else {
-		err = copyEvents(ctx, in.db, rows)
+// store writes the n rows of reqs, with a pending batch for each tenant whose rows are queued,
+// in one atomic statement or transaction: all of them or none.
+func (in *Ingestor) store(ctx context.Context, reqs []*commitRequest, n int) error {
+	rows := make([]models.TrackedEvent, 0, n)
+	for _, r := range reqs {
+		rows = append(rows, r.rows...)
+	}
+	pending, err := newPendingBatches(reqs)
+	if err == nil {
+		if in.sqlite != nil {
+			err = in.sqlite.insert(ctx, rows, pending)
+		} else {
+			err = copyEvents(ctx, in.db, rows, pending)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("tracking: store events: %w", err)

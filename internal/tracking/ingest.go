@@ -48,7 +48,7 @@ type Ingestor struct {
 	sqlite   *sqliteInserts // nil on Postgres, which takes a COPY
 
 	requests   chan *commitRequest
-	pushed     chan []queuedEvent
+	pushed     chan settlement
 	breaker    *breaker.Breaker
 	stop       chan struct{}
 	closeOnce  sync.Once
@@ -61,7 +61,7 @@ type Ingestor struct {
 func NewIngestor(db *gorm.DB, queueing features.Queueing, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger, m *metrics.Metrics) *Ingestor {
 	in := &Ingestor{db: db, queueing: queueing, queue: queue, clock: clk, log: log, metrics: m,
 		siteKeys: cache.New[string, uint64](siteKeyTTL, clk), breaker: &breaker.Breaker{Cooldown: breakerCooldown},
-		requests: make(chan *commitRequest, 4096), pushed: make(chan []queuedEvent, 1024), stop: make(chan struct{})}
+		requests: make(chan *commitRequest, 4096), pushed: make(chan settlement, 1024), stop: make(chan struct{})}
 	if !database.IsPostgres(db) {
 		in.sqlite = &sqliteInserts{db: db}
 	}
@@ -107,7 +107,7 @@ func (in *Ingestor) Ingest(ctx context.Context, tenantID uint64, inputs []Input,
 			return nil, fmt.Errorf("tracking: id: %w", err)
 		}
 		rows[i] = newRow(id.String(), tenantID, ev, client, now)
-		rows[i].Queued, rows[i].QueuePending = queued, queued
+		rows[i].Queued = queued // not marked pending: a pending batch stands for the marks
 		ids[i] = rows[i].ID
 	}
 	if err := in.commit(ctx, tenantID, rows, queued); err != nil {

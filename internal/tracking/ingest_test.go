@@ -174,8 +174,8 @@ func (e *ingestEnv) appendOnce(t *testing.T, tenant uint64, rows ...models.Track
 
 func (e *ingestEnv) pending(t *testing.T) int64 {
 	t.Helper()
-	var n int64
-	if err := e.DB.Model(&models.TrackedEvent{}).Where("queue_pending = ?", true).Count(&n).Error; err != nil {
+	n, err := PendingEvents(context.Background(), e.DB, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -367,14 +367,14 @@ func TestAStoreOfManyStatementsIsAllOrNothing(t *testing.T) {
 		rows[i] = newRow(uuid.Must(uuid.NewV7()).String(), tenant, input("s", int64(i)), Client{}, now)
 	}
 	rows[len(rows)-10].SessionID = "poison" // in the last statement
-	if err := e.Ingest.store(context.Background(), rows); err == nil {
+	if err := storeRows(e.Ingest, rows); err == nil {
 		t.Fatal("store with a refused row succeeded")
 	}
 	if n := e.Rows(t, tenant); n != 0 {
 		t.Fatalf("%d rows stored by a refused store, want 0", n)
 	}
 	rows[len(rows)-10].SessionID = "s"
-	if err := e.Ingest.store(context.Background(), rows); err != nil {
+	if err := storeRows(e.Ingest, rows); err != nil {
 		t.Fatal(err)
 	}
 	var got []models.TrackedEvent
@@ -413,7 +413,7 @@ func TestEveryKindOfValueIsStoredAsWritten(t *testing.T) {
 		r.Queued, r.QueuePending = i&1 == 1, i&2 == 2
 		rows = append(rows, r)
 	}
-	testenv.Must(t, e.Ingest.store(context.Background(), rows))
+	testenv.Must(t, storeRows(e.Ingest, rows))
 	var got []models.TrackedEvent
 	testenv.Must(t, e.DB.Where("tenant_id = ?", tenant).Find(&got).Error)
 	if len(got) != len(rows) {
@@ -430,4 +430,10 @@ func TestEveryKindOfValueIsStoredAsWritten(t *testing.T) {
 			t.Errorf("row read back as\n%+v\nwant\n%+v", g, r)
 		}
 	}
+}
+
+// storeRows stores rows of one tenant as the commit of one request that is not queued does:
+// without a pending batch, each row marked as it is.
+func storeRows(in *Ingestor, rows []models.TrackedEvent) error {
+	return in.store(context.Background(), []*commitRequest{{tenant: rows[0].TenantID, rows: rows}}, len(rows))
 }

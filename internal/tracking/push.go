@@ -48,8 +48,8 @@ func (in *Ingestor) PushPending(ctx context.Context, tenantID uint64, rows []mod
 // full) stay pending: Requeue appends them as the queue drains.
 func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 	var batches []eventqueue.Batch
-	var rows [][]models.TrackedEvent // rows[i] are the rows of batches[i]
-	byTenant := map[uint64]int{}     // tenant -> its index in batches
+	var reqs [][]*commitRequest  // reqs[i] are the requests of batches[i], in order
+	byTenant := map[uint64]int{} // tenant -> its index in batches
 	for _, r := range stored {
 		if !r.queued {
 			continue
@@ -59,10 +59,10 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 			i = len(batches)
 			byTenant[r.tenant] = i
 			batches = append(batches, eventqueue.Batch{TenantID: r.tenant})
-			rows = append(rows, nil)
+			reqs = append(reqs, nil)
 		}
 		batches[i].Events = appendEvents(batches[i].Events, r.rows)
-		rows[i] = append(rows[i], r.rows...)
+		reqs[i] = append(reqs[i], r)
 	}
 	if len(batches) == 0 {
 		return
@@ -73,7 +73,7 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, AppendTimeout)
 	defer cancel()
-	var done []queuedEvent
+	var done settlement
 	var heldTenants []uint64
 	failed, appended, held := 0, 0, 0
 	for i, res := range in.queue.AppendOnce(ctx, now, batches) {
@@ -88,7 +88,7 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 			held += res.Held
 			heldTenants = append(heldTenants, b.TenantID)
 		}
-		done = appendQueued(done, b.TenantID, rows[i][:len(b.Events)-res.Held])
+		done.add(b.TenantID, reqs[i], len(b.Events)-res.Held)
 	}
 	if failed > 0 {
 		in.breaker.Fail(in.clock.Now())
@@ -100,9 +100,49 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 			in.log.Warn("tracking: could not record held tenants; the worker finds them later", "err", err)
 		}
 	}
-	if len(done) > 0 {
+	if len(done.marks) > 0 || len(done.batches) > 0 {
 		in.unmark(done)
 	}
+}
+
+// settlement is what the pusher leaves to settle after an append: marks to clear and pending
+// batches to delete.
+type settlement struct {
+	marks   []queuedEvent   // events marked pending one by one, appended
+	batches []appendedBatch // pending batches appended, wholly or in part
+}
+
+// add records tenant's requests, whose first n events were appended and the rest held.
+func (s *settlement) add(tenant uint64, reqs []*commitRequest, n int) {
+	byID := map[string]int{} // pending batch id -> its index in s.batches
+	for _, r := range reqs {
+		in := min(n, len(r.rows))
+		n -= in
+		if r.pending == "" {
+			s.marks = appendQueued(s.marks, tenant, r.rows[:in])
+			continue
+		}
+		i, ok := byID[r.pending]
+		if !ok {
+			i = len(s.batches)
+			byID[r.pending] = i
+			s.batches = append(s.batches, appendedBatch{id: r.pending, tenant: tenant})
+		}
+		b := &s.batches[i]
+		for _, row := range r.rows[:in] {
+			b.appended = append(b.appended, row.ID)
+		}
+		b.held = appendQueued(b.held, tenant, r.rows[in:])
+	}
+}
+
+// events is how many events s settles.
+func (s *settlement) events() int {
+	n := len(s.marks)
+	for _, b := range s.batches {
+		n += len(b.appended) + len(b.held)
+	}
+	return n
 }
 
 // batchOf is the queue batch of tenant's stored rows, in order.
@@ -126,11 +166,12 @@ func appendQueued(done []queuedEvent, tenant uint64, rows []models.TrackedEvent)
 	return done
 }
 
-// unmark schedules clearing the pending mark of appended events, batched and off the request
-// path. If the process dies first, Requeue finds them pending and AppendOnce skips them.
-func (in *Ingestor) unmark(events []queuedEvent) {
+// unmark schedules settling appended events (clearing their marks, deleting their pending
+// batches), batched and off the request path. If the process dies first, Requeue finds them
+// pending and AppendOnce skips them.
+func (in *Ingestor) unmark(s settlement) {
 	select {
-	case in.pushed <- events:
+	case in.pushed <- s:
 	case <-in.stop:
 	}
 }
@@ -139,19 +180,31 @@ func (in *Ingestor) unmarkLoop() {
 	defer in.wg.Done()
 	ticker := time.NewTicker(unmarkInterval)
 	defer ticker.Stop()
-	var events []queuedEvent
+	var todo settlement
+	n := 0 // events in todo
+	add := func(s settlement) {
+		todo.marks = append(todo.marks, s.marks...)
+		todo.batches = append(todo.batches, s.batches...)
+		n += s.events()
+	}
 	flush := func() {
-		for len(events) > 0 {
-			n := min(len(events), unmarkChunk(database.IsPostgres(in.db)))
-			in.settle(events[:n])
-			events = events[n:]
+		for len(todo.marks) > 0 {
+			k := min(len(todo.marks), unmarkChunk(database.IsPostgres(in.db)))
+			in.settle(todo.marks[:k])
+			todo.marks = todo.marks[k:]
 		}
+		for len(todo.batches) > 0 {
+			k := min(len(todo.batches), settleBatchChunk)
+			in.settleBatches(todo.batches[:k])
+			todo.batches = todo.batches[k:]
+		}
+		n = 0
 	}
 	for {
 		select {
-		case batch := <-in.pushed:
-			events = append(events, batch...)
-			if len(events) >= unmarkBatchMaxIDs {
+		case s := <-in.pushed:
+			add(s)
+			if n >= unmarkBatchMaxIDs {
 				flush()
 			}
 		case <-ticker.C:
@@ -159,8 +212,8 @@ func (in *Ingestor) unmarkLoop() {
 		case <-in.stop:
 			for {
 				select {
-				case batch := <-in.pushed:
-					events = append(events, batch...)
+				case s := <-in.pushed:
+					add(s)
 				default:
 					flush()
 					return
@@ -169,6 +222,9 @@ func (in *Ingestor) unmarkLoop() {
 		}
 	}
 }
+
+// settleBatchChunk is the most pending batches one DELETE carries.
+const settleBatchChunk = 500
 
 // settle clears the pending marks of appended events, then acknowledges them to the queue.
 func (in *Ingestor) settle(events []queuedEvent) {
@@ -201,14 +257,23 @@ func (in *Ingestor) ack(events []queuedEvent) {
 	}
 }
 
-// unmarkPending clears the pending mark of events. The created_at bounds let Postgres confine
-// the update to the day partitions that hold them instead of probing every partition's index.
-//
-// On Postgres the ids go as one array parameter (id = ANY($1)), not one parameter each: the
-// statement is prepared once and cached, and after five runs Postgres keeps a generic plan.
-// For id IN ($1, …, $n) that plan scans the whole time range and compares every row with
-// every id, 150 ms for 1,000 ids against 9 ms for ANY($1), whose plan probes the primary key.
-func unmarkPending(tx *gorm.DB, events []queuedEvent) error {
+// ackIDs is ack for events of one tenant.
+func (in *Ingestor) ackIDs(tenant uint64, ids []string) {
+	if len(ids) == 0 || !in.breaker.Allow(in.clock.Now()) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), AppendTimeout)
+	defer cancel()
+	if err := in.queue.Ack(ctx, in.clock.Now(), tenant, ids); err != nil {
+		in.log.Warn("tracking: queue ack failed", "tenant_id", tenant, "events", len(ids), "err", err)
+	}
+}
+
+// unmarkPending clears the pending mark of events.
+func unmarkPending(tx *gorm.DB, events []queuedEvent) error { return setPending(tx, events, false) }
+
+// setPending sets the pending mark of events to pending.
+func setPending(tx *gorm.DB, events []queuedEvent, pending bool) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -216,13 +281,20 @@ func unmarkPending(tx *gorm.DB, events []queuedEvent) error {
 	first, last := events[0].at, events[0].at
 	for i, e := range events {
 		ids[i] = e.id
-		if e.at.Before(first) {
-			first = e.at
-		}
-		if e.at.After(last) {
-			last = e.at
-		}
+		first, last = earlier(first, e.at), later(last, e.at)
 	}
+	return markPending(tx, ids, first, last, pending)
+}
+
+// markPending sets the pending mark of the events of ids, created between first and last. The
+// created_at bounds let Postgres confine the update to the day partitions that hold them
+// instead of probing every partition's index.
+//
+// On Postgres the ids go as one array parameter (id = ANY($1)), not one parameter each: the
+// statement is prepared once and cached, and after five runs Postgres keeps a generic plan.
+// For id IN ($1, …, $n) that plan scans the whole time range and compares every row with
+// every id, 150 ms for 1,000 ids against 9 ms for ANY($1), whose plan probes the primary key.
+func markPending(tx *gorm.DB, ids []string, first, last time.Time, pending bool) error {
 	// A second of slack on each side: the database may store a coarser time than the row held.
 	first, last = first.UTC().Add(-time.Second), last.UTC().Add(time.Second)
 	q := tx.Model(&models.TrackedEvent{}).Where("created_at BETWEEN ? AND ?", first, last)
@@ -231,7 +303,7 @@ func unmarkPending(tx *gorm.DB, events []queuedEvent) error {
 	} else {
 		q = q.Where("id IN ?", ids)
 	}
-	return q.UpdateColumn("queue_pending", false).Error
+	return q.UpdateColumn("queue_pending", pending).Error
 }
 
 // textArray is a Postgres text[] parameter: gorm would spread a plain []string into one

@@ -109,7 +109,7 @@ func (e *ingestEnv) pendingRows(t *testing.T, tenant uint64, n int) []models.Tra
 		rows[i] = newRow(uuid.Must(uuid.NewV7()).String(), tenant, input("s", int64(i)), Client{}, e.Clock.Now().UTC())
 		rows[i].Queued, rows[i].QueuePending = true, true
 	}
-	if err := e.Ingest.store(context.Background(), rows); err != nil {
+	if err := storeRows(e.Ingest, rows); err != nil {
 		t.Fatal(err)
 	}
 	return rows
@@ -134,7 +134,7 @@ func TestUnmarkClearsExactlyTheGivenEvents(t *testing.T) {
 		row.Queued, row.QueuePending = true, true
 		rows = append(rows, row)
 	}
-	testenv.Must(t, e.Ingest.store(context.Background(), rows))
+	testenv.Must(t, storeRows(e.Ingest, rows))
 	cleared := map[string]bool{}
 	for i := 0; i < 50; i += 7 { // eight calls of seven, the odd ids among the first two
 		chunk := rows[i:min(i+7, 50)]

@@ -40,6 +40,11 @@ const requeueBatch = 500
 func (in *Ingestor) Requeue(ctx context.Context, minAge time.Duration) (int, error) {
 	total := 0
 	full := map[uint64]bool{} // tenants whose queue filled up during this call
+	// Pending batches as old are those whose pusher died or failed: their events are marked
+	// and pushed below, with the marked events of the same age.
+	if _, err := in.claimPendingBatches(ctx, 0, in.clock.Now().UTC().Add(-minAge)); err != nil {
+		return 0, err
+	}
 	held, err := in.queue.HeldTenants(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("tracking: requeue: %w", err)
@@ -79,6 +84,11 @@ func (in *Ingestor) drainHeld(ctx context.Context, tenant uint64, full map[uint6
 	mark, err := in.queue.HoldMark(ctx, tenant) // read before the rows: see ReleaseHold
 	if err != nil {
 		return 0, fmt.Errorf("tracking: requeue: %w", err)
+	}
+	// Every pending batch of the tenant, whatever its age, so that its events go in in order
+	// with the marked ones, and no pusher marks them again once they are drained.
+	if _, err := in.claimPendingBatches(ctx, tenant, in.clock.Now().UTC().Add(time.Hour)); err != nil {
+		return 0, err
 	}
 	total := 0
 	for {

@@ -32,10 +32,10 @@ type sqliteInserts struct {
 	write sync.Mutex
 }
 
-// insert writes rows in one statement, or in one transaction when they need more than one:
-// all of them or none.
-func (s *sqliteInserts) insert(ctx context.Context, rows []models.TrackedEvent) error {
-	return s.writing(func() error { return s.insertLocked(ctx, rows) })
+// insert writes rows and their pending batches in one statement, or in one transaction when
+// they need more than one: all of them or none.
+func (s *sqliteInserts) insert(ctx context.Context, rows []models.TrackedEvent, pending []models.PendingBatch) error {
+	return s.writing(func() error { return s.insertLocked(ctx, rows, pending) })
 }
 
 // writing runs fn as the process's one writer to tracked_events. On Postgres, where s is nil
@@ -50,8 +50,8 @@ func (s *sqliteInserts) writing(fn func() error) error {
 }
 
 // insertLocked is insert, its caller holding the write lock.
-func (s *sqliteInserts) insertLocked(ctx context.Context, rows []models.TrackedEvent) error {
-	if len(rows) <= sqliteInsertChunk { // one statement is atomic by itself: no BEGIN/COMMIT
+func (s *sqliteInserts) insertLocked(ctx context.Context, rows []models.TrackedEvent, pending []models.PendingBatch) error {
+	if len(rows) <= sqliteInsertChunk && len(pending) == 0 { // one statement is atomic by itself: no BEGIN/COMMIT
 		st, err := s.stmt(ctx, len(rows))
 		if err != nil {
 			return err
@@ -79,8 +79,16 @@ func (s *sqliteInserts) insertLocked(ctx context.Context, rows []models.TrackedE
 		}
 		rows = rows[n:]
 	}
+	for _, b := range pending {
+		if _, err := tx.ExecContext(ctx, insertPendingBatchSQL, b.ID, int64(b.TenantID), b.EventIDs, b.FirstAt, b.LastAt, b.CreatedAt); err != nil {
+			return err
+		}
+	}
 	return tx.Commit()
 }
+
+// insertPendingBatchSQL writes one models.PendingBatch.
+const insertPendingBatchSQL = "INSERT INTO pending_batches (id, tenant_id, event_ids, first_at, last_at, created_at) VALUES (?, ?, ?, ?, ?, ?)"
 
 // stmt is the prepared INSERT of n rows.
 func (s *sqliteInserts) stmt(ctx context.Context, n int) (*sql.Stmt, error) {

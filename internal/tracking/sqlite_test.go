@@ -21,8 +21,8 @@ import (
 	"github.com/eventq/eventq/models"
 )
 
-// The Ingestor's own writes on SQLite (the committer's INSERTs, the UPDATEs that clear
-// pending marks) never meet SQLite's write lock held by each other: they would wait in the
+// The Ingestor's own writes on SQLite (the committer's INSERTs, the DELETEs of pending
+// batches once their events are appended) never meet SQLite's write lock held by each other: they would wait in the
 // busy handler, which sleeps. On a database opened without a busy timeout, a write that met
 // the lock fails at once with SQLITE_BUSY instead; none may.
 func TestSQLiteWritesOfTheIngestorTakeTurns(t *testing.T) {
@@ -40,7 +40,7 @@ func TestSQLiteWritesOfTheIngestorTakeTurns(t *testing.T) {
 	t.Cleanup(in.Close)
 	tenant := testenv.MustTenant(t, db, true).ID
 
-	stored := make(chan []queuedEvent, 64)
+	stored := make(chan appendedBatch, 64)
 	var wg sync.WaitGroup
 	var storeErr error
 	wg.Add(2)
@@ -51,22 +51,23 @@ func TestSQLiteWritesOfTheIngestorTakeTurns(t *testing.T) {
 			rows := make([]models.TrackedEvent, 250)
 			for i := range rows {
 				rows[i] = newRow(uuid.Must(uuid.NewV7()).String(), tenant, input("s", int64(b*250+i)), Client{UserAgent: "ua", IPAddress: "127.0.0.1"}, time.Now().UTC())
-				rows[i].Queued, rows[i].QueuePending = true, true
+				rows[i].Queued = true
 			}
-			if storeErr = in.store(context.Background(), rows); storeErr != nil {
+			req := &commitRequest{tenant: tenant, rows: rows, queued: true}
+			if storeErr = in.store(context.Background(), []*commitRequest{req}, len(rows)); storeErr != nil {
 				return
 			}
-			stored <- appendQueued(nil, tenant, rows)
+			b := appendedBatch{id: req.pending, tenant: tenant}
+			for _, r := range rows {
+				b.appended = append(b.appended, r.ID)
+			}
+			stored <- b
 		}
 	}()
-	go func() { // the unmark loop's side, in its chunks
+	go func() { // the unmark loop's side
 		defer wg.Done()
-		for events := range stored {
-			for len(events) > 0 {
-				n := min(len(events), unmarkChunk(false))
-				in.settle(events[:n])
-				events = events[n:]
-			}
+		for b := range stored {
+			in.settleBatches([]appendedBatch{b})
 		}
 	}()
 	wg.Wait()
@@ -75,11 +76,11 @@ func TestSQLiteWritesOfTheIngestorTakeTurns(t *testing.T) {
 	}
 	logMu.Lock()
 	defer logMu.Unlock()
-	if strings.Contains(logs.String(), "could not clear pending marks") {
-		t.Fatalf("an unmark met the lock:\n%s", logs.String())
+	if strings.Contains(logs.String(), "could not delete pending batches") {
+		t.Fatalf("a delete met the lock:\n%s", logs.String())
 	}
-	var pending int64
-	testenv.Must(t, db.Model(&models.TrackedEvent{}).Where("tenant_id = ? AND queue_pending", tenant).Count(&pending).Error)
+	pending, err := PendingEvents(context.Background(), db, tenant)
+	testenv.Must(t, err)
 	if pending != 0 {
 		t.Fatalf("%d events still pending, want 0", pending)
 	}
