@@ -16,6 +16,7 @@ import (
 
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/tracking"
 )
 
 // userAgent is the User-Agent of every tracking request, so stored rows look like a browser's.
@@ -540,17 +541,9 @@ func waitPending(ctx context.Context, pending func(context.Context) (int64, erro
 	}
 }
 
-// pendingOf counts tenant's events still marked pending, through the pending-mark index.
+// pendingOf counts tenant's events not known to be in its queue yet.
 func (s *stack) pendingOf(tenantID uint64) func(context.Context) (int64, error) {
-	q := "SELECT count(*) FROM tracked_events WHERE queue_pending AND tenant_id = ?"
-	if !database.IsPostgres(s.db) { // the planner would walk the tenant's whole index
-		q = "SELECT count(*) FROM tracked_events INDEXED BY idx_tracked_events_queue_pending WHERE queue_pending = 1 AND tenant_id = ?"
-	}
-	return func(ctx context.Context) (int64, error) {
-		var n int64
-		err := s.db.WithContext(ctx).Raw(q, tenantID).Scan(&n).Error
-		return n, err
-	}
+	return func(ctx context.Context) (int64, error) { return tracking.PendingEvents(ctx, s.db, tenantID) }
 }
 
 // settle waits until the api answers one request within a second again (at most a minute):

@@ -207,15 +207,21 @@ func (in *Ingestor) claimPendingBatches(ctx context.Context, tenant uint64, cuto
 }
 
 // PendingEvents counts tenant's stored events (every tenant's, if it is 0) that are not known
-// to be in their queue yet: those marked pending and those of pending batches.
+// to be in their queue yet: those marked pending and those of pending batches. It reads the
+// marks through their index (SQLite's planner would rather walk the tenant's whole index).
 func PendingEvents(ctx context.Context, db *gorm.DB, tenant uint64) (int64, error) {
-	marked := db.WithContext(ctx).Model(&models.TrackedEvent{}).Where("queue_pending = ?", true)
+	q := "SELECT count(*) FROM tracked_events WHERE queue_pending"
+	if !database.IsPostgres(db) {
+		q = "SELECT count(*) FROM tracked_events INDEXED BY idx_tracked_events_queue_pending WHERE queue_pending = 1"
+	}
 	batches := db.WithContext(ctx).Model(&models.PendingBatch{})
+	var args []any
 	if tenant != 0 {
-		marked, batches = marked.Where("tenant_id = ?", tenant), batches.Where("tenant_id = ?", tenant)
+		q, args = q+" AND tenant_id = ?", append(args, tenant)
+		batches = batches.Where("tenant_id = ?", tenant)
 	}
 	var n int64
-	if err := marked.Count(&n).Error; err != nil {
+	if err := db.WithContext(ctx).Raw(q, args...).Scan(&n).Error; err != nil {
 		return 0, fmt.Errorf("tracking: count pending events: %w", err)
 	}
 	var lists []string
