@@ -97,10 +97,16 @@ type appendedBatch struct {
 // deleted, and acknowledges to the queue the appended events of each batch it deleted. A batch
 // already gone was claimed by someone else, who marked all of its events and pushes them.
 func (in *Ingestor) settleBatches(batches []appendedBatch) {
-	var whole []appendedBatch
+	var acks []queuedEvent // the appended events of the batches deleted here
+	owned := func(b appendedBatch) {
+		for _, id := range b.appended {
+			acks = append(acks, queuedEvent{tenant: b.tenant, id: id})
+		}
+	}
+	var whole []string // ids of the batches appended whole
 	for _, b := range batches {
 		if len(b.held) == 0 {
-			whole = append(whole, b)
+			whole = append(whole, b.id)
 			continue
 		}
 		var gone bool
@@ -119,31 +125,26 @@ func (in *Ingestor) settleBatches(batches []appendedBatch) {
 			continue
 		}
 		if gone {
-			in.ackIDs(b.tenant, b.appended)
+			owned(b)
 		}
 	}
-	if len(whole) == 0 {
-		return
-	}
-	ids := make([]string, len(whole))
-	for i, b := range whole {
-		ids[i] = b.id
-	}
-	var deleted map[string]bool
-	err := in.sqlite.writing(func() error {
-		var err error
-		deleted, err = deletePendingBatches(in.db, ids)
-		return err
-	})
-	if err != nil {
-		in.log.Warn("tracking: could not delete pending batches; the re-pusher claims them", "batches", len(ids), "err", err)
-		return
-	}
-	for _, b := range whole {
-		if deleted[b.id] {
-			in.ackIDs(b.tenant, b.appended)
+	if len(whole) > 0 {
+		var deleted map[string]bool
+		err := in.sqlite.writing(func() error {
+			var err error
+			deleted, err = deletePendingBatches(in.db, whole)
+			return err
+		})
+		if err != nil {
+			in.log.Warn("tracking: could not delete pending batches; the re-pusher claims them", "batches", len(whole), "err", err)
+		}
+		for _, b := range batches {
+			if deleted[b.id] {
+				owned(b)
+			}
 		}
 	}
+	in.ack(acks)
 }
 
 // deletePendingBatches deletes the pending batches of ids and returns those it found.

@@ -257,18 +257,6 @@ func (in *Ingestor) ack(events []queuedEvent) {
 	}
 }
 
-// ackIDs is ack for events of one tenant.
-func (in *Ingestor) ackIDs(tenant uint64, ids []string) {
-	if len(ids) == 0 || !in.breaker.Allow(in.clock.Now()) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), AppendTimeout)
-	defer cancel()
-	if err := in.queue.Ack(ctx, in.clock.Now(), tenant, ids); err != nil {
-		in.log.Warn("tracking: queue ack failed", "tenant_id", tenant, "events", len(ids), "err", err)
-	}
-}
-
 // unmarkPending clears the pending mark of events.
 func unmarkPending(tx *gorm.DB, events []queuedEvent) error { return setPending(tx, events, false) }
 
