@@ -13,11 +13,12 @@ import (
 	"github.com/eventq/eventq/models"
 )
 
-// A committed event marked pending reaches its queue through push, right after the commit,
-// or through Requeue, later. Both append with eventqueue.AppendOnce, so an event already in
-// its queue is never appended again, whoever tries and however often. After the append the
-// pending mark is cleared in the background (unmarkLoop), then the append is acknowledged to
-// the queue (Ack), which lets its deduplication entry expire.
+// A committed event pending (through its pending batch, or marked) reaches its queue through
+// push, right after the commit, or through Requeue, later. Both append with
+// eventqueue.AppendOnce, so an event already in its queue is never appended again, whoever
+// tries and however often. After the append the pending batch is deleted, or the mark
+// cleared, in the background (unmarkLoop), then the append is acknowledged to the queue (Ack),
+// which lets its deduplication entry expire.
 
 // AppendTimeout bounds a request's Redis round trip: past it the request is answered and its
 // events stay pending for the re-pusher. breakerCooldown is how long appends are not even
@@ -116,10 +117,10 @@ type settlement struct {
 func (s *settlement) add(tenant uint64, reqs []*commitRequest, n int) {
 	byID := map[string]int{} // pending batch id -> its index in s.batches
 	for _, r := range reqs {
-		in := min(n, len(r.rows))
-		n -= in
+		k := min(n, len(r.rows)) // r's events appended
+		n -= k
 		if r.pending == "" {
-			s.marks = appendQueued(s.marks, tenant, r.rows[:in])
+			s.marks = appendQueued(s.marks, tenant, r.rows[:k])
 			continue
 		}
 		i, ok := byID[r.pending]
@@ -129,10 +130,10 @@ func (s *settlement) add(tenant uint64, reqs []*commitRequest, n int) {
 			s.batches = append(s.batches, appendedBatch{id: r.pending, tenant: tenant})
 		}
 		b := &s.batches[i]
-		for _, row := range r.rows[:in] {
+		for _, row := range r.rows[:k] {
 			b.appended = append(b.appended, row.ID)
 		}
-		b.held = appendQueued(b.held, tenant, r.rows[in:])
+		b.held = appendQueued(b.held, tenant, r.rows[k:])
 	}
 }
 
