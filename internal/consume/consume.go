@@ -9,6 +9,8 @@ package consume
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -147,9 +149,10 @@ type Stats struct {
 const heldPage = 5000
 
 // Stats returns tenantID's queue statistics. HeldBack counts the stored events marked pending,
-// or in a pending batch, that are not in the queue: a pending event already appended (its mark
-// or batch is cleared just after the append) is recognised by its entry in the queue's
-// deduplication set, so a busy healthy tenant shows none.
+// or in a pending batch, that are not in the queue: a marked event already appended (its mark
+// is cleared just after the append) is recognised by its entry in the queue's deduplication
+// set, and a pending batch's appended events by its record (eventqueue.PendingAppended), so a
+// busy healthy tenant shows only the events of the batches not appended yet.
 func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 	out := Stats{TenantID: models.FormatID(tenantID)}
 	var err error
@@ -194,7 +197,7 @@ func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 		}
 		after = ids[len(ids)-1]
 	}
-	// The events of pending batches: those just appended have their deduplication entry.
+	// The events of pending batches.
 	after = ""
 	for {
 		var batches []models.PendingBatch
@@ -203,9 +206,29 @@ func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 		if err != nil {
 			return out, fmt.Errorf("consume: count held back events: %w", err)
 		}
+		unrecorded := map[string]int64{} // batch id -> its events
 		for _, b := range batches {
-			if err := count(strings.Split(b.EventIDs, ",")); err != nil {
+			// An appended batch's record says how many of its events went in (the first
+			// ones); without one, none did yet, or the batch was settled meanwhile.
+			events := int64(strings.Count(b.EventIDs, ",") + 1)
+			n, ok, err := s.Queue.PendingAppended(ctx, tenantID, b.ID)
+			if err != nil {
 				return out, err
+			}
+			if !ok {
+				unrecorded[b.ID] = events
+				continue
+			}
+			out.HeldBack += max(events-max(n, 0), 0)
+		}
+		if len(unrecorded) > 0 { // a batch settled meanwhile was deleted before its record
+			var still []string
+			err := s.DB.WithContext(ctx).Model(&models.PendingBatch{}).Where("id IN ?", slices.Collect(maps.Keys(unrecorded))).Pluck("id", &still).Error
+			if err != nil {
+				return out, fmt.Errorf("consume: count held back events: %w", err)
+			}
+			for _, id := range still {
+				out.HeldBack += unrecorded[id]
 			}
 		}
 		if len(batches) < heldPage/100 {

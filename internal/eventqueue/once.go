@@ -38,6 +38,24 @@ type Event struct {
 type Batch struct {
 	TenantID uint64
 	Events   []Event
+	// Pending, when set, names the pending batches the events were committed with, in the
+	// events' order, each with its number of events: the append is then deduplicated per
+	// pending batch (PendingKey), not per event, and records nothing per event.
+	Pending []Span
+}
+
+// Span is a run of a Batch's events committed with one pending batch.
+type Span struct {
+	ID string // the pending batch's id
+	N  int    // how many of the events are its
+}
+
+// PendingKey records what became of tenantID's pending batch id in its queue: the number of
+// its events appended (the first ones; the others were held), or -1 when it was claimed
+// (ClaimPending) before any append, after which no append of it goes in. It lives Retention
+// unless the batch is settled first (ForgetPending).
+func PendingKey(tenantID uint64, id string) string {
+	return fmt.Sprintf("eventqueue:{tenant:%d}:pending:%s", tenantID, id)
 }
 
 // AppendedKey is the sorted set of ids appended to tenantID's queue, in the queue's slot.
@@ -103,6 +121,59 @@ redis.call('PEXPIRE', KEYS[2], retention)
 return {#fresh, held, redis.call('EXISTS', KEYS[3])}
 `)
 
+// appendPending: KEYS list, hold mark, wake channel, rebuild lock, lease wait mark, then one
+// PendingKey per span; ARGV retention (ms), max length, each span's event count, then the
+// events' JSON. appendOnce for events committed with pending batches: a span whose key exists
+// (appended, or claimed) is skipped whole; the others are appended as appendOnce does (held
+// from the first that does not fit, or all during a rebuild or behind a hold mark), and each
+// one's key records how many of its events went in. Returns {appended, held, marked, then the
+// 1-based numbers of the skipped spans}.
+var appendPending = redis.NewScript(`
+local retention, maxlen = ARGV[1], tonumber(ARGV[2])
+local spans = #KEYS - 5
+local holdAll = redis.call('EXISTS', KEYS[4]) == 1 or redis.call('EXISTS', KEYS[2]) == 1
+local length = redis.call('LLEN', KEYS[1])
+local room = maxlen - length
+local fresh, held, skipped = {}, 0, {}
+local pos = 3 + spans
+for s = 1, spans do
+  local n = tonumber(ARGV[2 + s])
+  if redis.call('EXISTS', KEYS[5 + s]) == 1 then
+    skipped[#skipped + 1] = s
+  else
+    local c = 0
+    if not holdAll and held == 0 then
+      c = math.min(n, math.max(room - #fresh, 0))
+      for i = 0, c - 1 do
+        fresh[#fresh + 1] = ARGV[pos + i]
+      end
+    end
+    held = held + n - c
+    redis.call('SET', KEYS[5 + s], c, 'PX', retention)
+  end
+  pos = pos + n
+end
+if #fresh > 0 then
+  redis.call('RPUSH', KEYS[1], unpack(fresh))
+  if length == 0 or redis.call('EXISTS', KEYS[5]) == 1 then
+    redis.call('SPUBLISH', KEYS[3], '1')
+  end
+end
+if held > 0 then
+  redis.call('INCR', KEYS[2])
+end
+return {#fresh, held, redis.call('EXISTS', KEYS[2]), unpack(skipped)}
+`)
+
+// claimPending: KEYS a PendingKey; ARGV retention (ms). Returns the key's count, after setting
+// it to -1 if it had none.
+var claimPending = redis.NewScript(`
+if redis.call('SET', KEYS[1], -1, 'NX', 'PX', ARGV[1]) then
+  return -1
+end
+return tonumber(redis.call('GET', KEYS[1]))
+`)
+
 // releaseHold: KEYS hold mark; ARGV the mark's value when the caller found nothing held.
 // Deletes the mark only if no event was held since.
 var releaseHold = redis.NewScript(`
@@ -127,10 +198,11 @@ const maxScriptEvents = 1000
 
 // Outcome is what AppendOnce did with one batch.
 type Outcome struct {
-	Appended int   // events appended; the others were in the queue already, or held
-	Held     int   // the batch's last Held events were held back: they stay pending
-	Marked   bool  // the tenant has a hold mark: events of it wait in the database
-	Err      error // nil when every event of the batch is in the queue or held
+	Appended int      // events appended; the others were in the queue already, or held
+	Held     int      // the batch's last Held events were held back: they stay pending
+	Marked   bool     // the tenant has a hold mark: events of it wait in the database
+	Skipped  []string // pending batches not appended: they were appended or claimed before
+	Err      error    // nil when every event of the batch is in the queue or held
 }
 
 // AppendOnce appends each batch to its tenant's queue in order, skipping every event whose id
@@ -200,12 +272,42 @@ func (s *Store) appendOnce(ctx context.Context, now time.Time, batches []Batch, 
 		forceArg = 1
 	}
 	type call struct {
-		batch int
-		keys  []string
-		args  []any
+		batch  int
+		script *redis.Script
+		keys   []string
+		args   []any
+		spans  []Span // the spans of a pending call
 	}
 	var calls []call
 	for i, b := range batches {
+		base := []string{Key(b.TenantID), HeldKey(b.TenantID), WakeChannel(b.TenantID), RebuildKey(b.TenantID), LeaseWaitKey(b.TenantID)}
+		if len(b.Pending) > 0 {
+			// Whole spans per call: a span's key is written once, by the call that has it.
+			events := b.Events
+			for start := 0; start < len(b.Pending); {
+				end, n := start, 0
+				for end < len(b.Pending) && (end == start || n+b.Pending[end].N <= maxScriptEvents) {
+					n += b.Pending[end].N
+					end++
+				}
+				spans := b.Pending[start:end]
+				keys := append(append(make([]string, 0, len(base)+len(spans)), base...), make([]string, len(spans))...)
+				args := make([]any, 0, 2+len(spans)+n)
+				args = append(args, Retention.Milliseconds(), s.maxLength())
+				for j, sp := range spans {
+					keys[len(base)+j] = PendingKey(b.TenantID, sp.ID)
+					args = append(args, sp.N)
+				}
+				for _, e := range events[:n] {
+					args = append(args, e.JSON)
+				}
+				events = events[n:]
+				calls = append(calls, call{batch: i, script: appendPending, keys: keys, args: args, spans: spans})
+				start = end
+			}
+			continue
+		}
+		keys := []string{base[0], AppendedKey(b.TenantID), base[1], base[2], base[3], base[4]}
 		for start := 0; start < len(b.Events); start += maxScriptEvents {
 			part := b.Events[start:min(start+maxScriptEvents, len(b.Events))]
 			args := make([]any, 0, 4+2*len(part))
@@ -213,24 +315,24 @@ func (s *Store) appendOnce(ctx context.Context, now time.Time, batches []Batch, 
 			for _, e := range part {
 				args = append(args, e.ID, e.JSON)
 			}
-			calls = append(calls, call{batch: i, keys: []string{Key(b.TenantID), AppendedKey(b.TenantID), HeldKey(b.TenantID), WakeChannel(b.TenantID), RebuildKey(b.TenantID), LeaseWaitKey(b.TenantID)}, args: args})
+			calls = append(calls, call{batch: i, script: appendOnce, keys: keys, args: args})
 		}
 	}
 	out = make([]Outcome, len(batches))
 	cmds := make([]*redis.Cmd, len(calls))
 	s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // each command carries its own error
 		for i, c := range calls {
-			cmds[i] = appendOnce.EvalSha(ctx, p, c.keys, c.args...)
+			cmds[i] = c.script.EvalSha(ctx, p, c.keys, c.args...)
 		}
 		return nil
 	})
 	for i, c := range calls {
 		cmd := cmds[i]
 		if isNoScript(cmd.Err()) { // Redis restarted and forgot the script: send its source
-			cmd = appendOnce.Eval(ctx, s.rdb, c.keys, c.args...)
+			cmd = c.script.Eval(ctx, s.rdb, c.keys, c.args...)
 		}
 		res, err := cmd.Int64Slice()
-		if err == nil && len(res) != 3 {
+		if err == nil && (len(res) < 3 || c.spans == nil && len(res) != 3) {
 			err = fmt.Errorf("script answered %v", res)
 		}
 		if err != nil {
@@ -239,11 +341,59 @@ func (s *Store) appendOnce(ctx context.Context, now time.Time, batches []Batch, 
 			}
 			continue
 		}
-		out[c.batch].Appended += int(res[0])
-		out[c.batch].Held += int(res[1])
-		out[c.batch].Marked = out[c.batch].Marked || res[2] == 1
+		o := &out[c.batch]
+		o.Appended += int(res[0])
+		o.Held += int(res[1])
+		o.Marked = o.Marked || res[2] == 1
+		for _, k := range res[3:] {
+			if k < 1 || int(k) > len(c.spans) {
+				o.Err = fmt.Errorf("eventqueue: append: script skipped span %d of %d", k, len(c.spans))
+				break
+			}
+			o.Skipped = append(o.Skipped, c.spans[k-1].ID)
+		}
 	}
 	return out
+}
+
+// ClaimPending takes tenantID's pending batch id out of the appends' hands: it returns how
+// many of its events an append put in the queue (its first ones), or -1 if none did, after
+// which no append of it goes in (Outcome.Skipped).
+func (s *Store) ClaimPending(ctx context.Context, tenantID uint64, id string) (int64, error) {
+	n, err := claimPending.Run(ctx, s.rdb, []string{PendingKey(tenantID, id)}, Retention.Milliseconds()).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("eventqueue: claim pending batch: %w", err)
+	}
+	return n, nil
+}
+
+// PendingAppended reports how many events of tenantID's pending batch id an append put in the
+// queue: -1 if it was claimed first, and ok false if nothing is recorded (not appended yet).
+func (s *Store) PendingAppended(ctx context.Context, tenantID uint64, id string) (n int64, ok bool, err error) {
+	n, err = s.rdb.Get(ctx, PendingKey(tenantID, id)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("eventqueue: pending batch: %w", err)
+	}
+	return n, true, nil
+}
+
+// ForgetPending deletes the records of tenantID's pending batches ids, once they are settled
+// in the database: no append or claim of them comes any more.
+func (s *Store) ForgetPending(ctx context.Context, tenantID uint64, ids []string) error {
+	for start := 0; start < len(ids); start += maxScriptEvents {
+		part := ids[start:min(start+maxScriptEvents, len(ids))]
+		keys := make([]string, len(part))
+		for i, id := range part {
+			keys[i] = PendingKey(tenantID, id)
+		}
+		if err := s.rdb.Unlink(ctx, keys...).Err(); err != nil {
+			return fmt.Errorf("eventqueue: forget pending batches: %w", err)
+		}
+	}
+	return nil
 }
 
 // Ack records that the database no longer calls these appended events of tenantID pending:

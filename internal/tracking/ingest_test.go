@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -222,8 +221,9 @@ func TestRequeueDoesNotAppendAnEventAlreadyInItsQueue(t *testing.T) {
 	})
 }
 
-// The deduplication entries of settled events expire AckGrace after their mark is cleared;
-// those of unsettled ones after Retention.
+// Ingested events leave no deduplication entry of their own: their pending batch's record is
+// deleted once the batch is settled. The entries of marked events expire AckGrace after their
+// mark is cleared; those of unsettled ones after Retention.
 func TestDeduplicationMemoryIsBounded(t *testing.T) {
 	e := startIngest(t)
 	tenant := testenv.MustTenant(t, e.DB, true).ID
@@ -235,22 +235,40 @@ func TestDeduplicationMemoryIsBounded(t *testing.T) {
 		}
 		return n
 	}
+	records := func() int {
+		keys, err := rdb.Keys(context.Background(), eventqueue.PendingKey(tenant, "*")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(keys)
+	}
 	if _, err := e.Ingest.Ingest(context.Background(), tenant, []Input{input("s", 1), input("s", 2)}, Client{}); err != nil {
 		t.Fatal(err)
 	}
+	testenv.Eventually(t, 5*time.Second, "the two ingested events are settled", func() bool {
+		return e.pending(t) == 0 && records() == 0
+	})
+	if n := size(); n != 0 {
+		t.Fatalf("%d entries for ingested events, want 0", n)
+	}
 	crashed := e.pendingRow(t, tenant, "crashed")
 	e.appendOnce(t, tenant, crashed) // appended, mark never cleared, never acknowledged
-	// Settled means the mark cleared and then the ack (which moves the entry's score back by
-	// Retention - AckGrace) arrived: advancing the clock before the ack would let the ack
-	// stamp the advanced time.
-	acked := strconv.FormatInt(e.Clock.Now().Add(eventqueue.AckGrace-eventqueue.Retention).UnixMilli(), 10)
-	testenv.Eventually(t, 5*time.Second, "the two ingested events are settled", func() bool {
-		n, err := rdb.ZCount(context.Background(), eventqueue.AppendedKey(tenant), "-inf", acked).Result()
-		return e.pending(t) == 1 && err == nil && n == 2
-	})
-	if n := size(); n != 3 {
-		t.Fatalf("%d entries, want 3", n)
+	settled := e.pendingRow(t, tenant, "settled")
+	e.appendOnce(t, tenant, settled)
+	testenv.Must(t, e.Queue.Ack(context.Background(), e.Clock.Now(), tenant, []string{settled.ID}))
+	if n := size(); n != 2 {
+		t.Fatalf("%d entries, want 2", n)
 	}
+
+	t.Run("a pending batch's record lapses after Retention unless it is settled", func(t *testing.T) {
+		r := e.storeQueued(t, tenant, 2)
+		e.appendPending(t, r) // its pusher dies here
+		ttl, err := rdb.PTTL(context.Background(), eventqueue.PendingKey(tenant, r.pending)).Result()
+		if err != nil || ttl <= 0 || ttl > eventqueue.Retention {
+			t.Fatalf("record TTL %s (%v), want at most %s", ttl, err, eventqueue.Retention)
+		}
+		testenv.Must(t, e.DB.Where("id = ?", r.pending).Delete(&models.PendingBatch{}).Error)
+	})
 
 	e.Clock.Advance(eventqueue.AckGrace + time.Second)
 	e.appendOnce(t, tenant, e.pendingRow(t, tenant, "later"))

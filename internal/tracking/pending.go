@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/models"
@@ -89,21 +88,17 @@ func later(a, b time.Time) time.Time {
 type appendedBatch struct {
 	id       string
 	tenant   uint64
-	appended []string      // ids now in the queue
+	appended int           // how many are in the queue now (the first ones)
 	held     []queuedEvent // the queue was full: these are to be marked pending
 }
 
 // settleBatches deletes appended pending batches, marks the held events of each batch it
-// deleted, and acknowledges to the queue the appended events of each batch it deleted. A batch
-// already gone was claimed by someone else, who marked all of its events and pushes them.
+// deleted, and then lets the queue forget the batches it deleted (eventqueue.ForgetPending). A
+// batch already gone was claimed by someone else, who marked the events not appended and
+// pushes them.
 func (in *Ingestor) settleBatches(batches []appendedBatch) {
-	var acks []queuedEvent // the appended events of the batches deleted here
-	owned := func(b appendedBatch) {
-		for _, id := range b.appended {
-			acks = append(acks, queuedEvent{tenant: b.tenant, id: id})
-		}
-	}
-	var whole []string // ids of the batches appended whole
+	owned := map[uint64][]string{} // tenant -> the batches deleted here
+	var whole []string             // ids of the batches appended whole
 	for _, b := range batches {
 		if len(b.held) == 0 {
 			whole = append(whole, b.id)
@@ -125,7 +120,7 @@ func (in *Ingestor) settleBatches(batches []appendedBatch) {
 			continue
 		}
 		if gone {
-			owned(b)
+			owned[b.tenant] = append(owned[b.tenant], b.id)
 		}
 	}
 	if len(whole) > 0 {
@@ -140,11 +135,21 @@ func (in *Ingestor) settleBatches(batches []appendedBatch) {
 		}
 		for _, b := range batches {
 			if deleted[b.id] {
-				owned(b)
+				owned[b.tenant] = append(owned[b.tenant], b.id)
 			}
 		}
 	}
-	in.ack(acks)
+	if len(owned) == 0 || !in.breaker.Allow(in.clock.Now()) {
+		return // the records lapse after eventqueue.Retention
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), AppendTimeout)
+	defer cancel()
+	for tenant, ids := range owned {
+		if err := in.queue.ForgetPending(ctx, tenant, ids); err != nil {
+			in.log.Warn("tracking: could not forget settled pending batches; they lapse", "tenant_id", tenant, "batches", len(ids), "err", err)
+			return
+		}
+	}
 }
 
 // deletePendingBatches deletes the pending batches of ids and returns those it found.
@@ -161,49 +166,60 @@ func deletePendingBatches(tx *gorm.DB, ids []string) (map[string]bool, error) {
 }
 
 // claimPendingBatches turns the pending batches committed before cutoff (of tenant only, unless
-// it is 0) into pending marks on their events, and returns how many events it marked. On
-// Postgres, batches another transaction holds (a pusher deleting them) are skipped.
+// it is 0) into pending marks on those of their events no append put in the queue, and returns
+// how many events it marked. Each batch is first claimed in Redis (eventqueue.ClaimPending),
+// which says how many of its events an append put in, and from then on keeps any append of it
+// out; then, in one transaction, whoever deletes the batch marks the rest.
 func (in *Ingestor) claimPendingBatches(ctx context.Context, tenant uint64, cutoff time.Time) (int, error) {
 	total := 0
+	after := ""
 	for {
-		var n, found int
+		q := in.db.WithContext(ctx).Where("created_at < ? AND id > ?", cutoff, after).Order("id").Limit(claimChunk)
+		if tenant != 0 {
+			q = q.Where("tenant_id = ?", tenant)
+		}
+		var batches []models.PendingBatch
+		if err := q.Find(&batches).Error; err != nil {
+			return total, fmt.Errorf("tracking: claim pending batches: %w", err)
+		}
+		if len(batches) == 0 {
+			return total, nil
+		}
+		appended := make([]int64, len(batches))
+		for i, b := range batches {
+			n, err := in.queue.ClaimPending(ctx, b.TenantID, b.ID)
+			if err != nil {
+				return total, fmt.Errorf("tracking: %w", err)
+			}
+			appended[i] = max(n, 0)
+		}
 		err := in.sqlite.writing(func() error {
 			return in.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-				q := tx.Where("created_at < ?", cutoff).Order("created_at, id").Limit(claimChunk)
-				if tenant != 0 {
-					q = q.Where("tenant_id = ?", tenant)
-				}
-				if database.IsPostgres(tx) {
-					q = q.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"})
-				}
-				var batches []models.PendingBatch
-				if err := q.Find(&batches).Error; err != nil {
-					return fmt.Errorf("tracking: claim pending batches: %w", err)
-				}
-				found = len(batches)
-				ids := make([]string, len(batches))
 				for i, b := range batches {
-					ids[i] = b.ID
+					deleted, err := deletePendingBatches(tx, []string{b.ID})
+					if err != nil {
+						return err
+					}
 					events := strings.Split(b.EventIDs, ",")
+					if !deleted[b.ID] || appended[i] >= int64(len(events)) {
+						continue
+					}
+					events = events[appended[i]:]
 					if err := markPending(tx, events, b.FirstAt, b.LastAt, true); err != nil {
 						return fmt.Errorf("tracking: claim pending batches: %w", err)
 					}
-					n += len(events)
+					total += len(events)
 				}
-				if len(ids) == 0 {
-					return nil
-				}
-				_, err := deletePendingBatches(tx, ids)
-				return err
+				return nil
 			})
 		})
 		if err != nil {
 			return total, err
 		}
-		total += n
-		if found < claimChunk {
+		if len(batches) < claimChunk {
 			return total, nil
 		}
+		after = batches[len(batches)-1].ID
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -29,11 +30,20 @@ func (e *ingestEnv) storeQueued(t *testing.T, tenant uint64, n int) *commitReque
 	return r
 }
 
-// appended is the settlement of r once its first n events are in the queue.
-func appended(r *commitRequest, n int) appendedBatch {
+// appendPending appends r's events as its pusher does, deduplicated by its pending batch, and
+// returns the settlement it leaves (nil when the append skipped the batch: it was claimed).
+func (e *ingestEnv) appendPending(t *testing.T, r *commitRequest) *appendedBatch {
+	t.Helper()
+	b := batchOf(r.tenant, r.rows)
+	b.Pending = []eventqueue.Span{{ID: r.pending, N: len(r.rows)}}
+	res := e.Queue.AppendOnce(context.Background(), e.Clock.Now(), []eventqueue.Batch{b})[0]
+	testenv.Must(t, res.Err)
 	var s settlement
-	s.add(r.tenant, []*commitRequest{r}, n)
-	return s.batches[0]
+	s.add(r.tenant, []*commitRequest{r}, res)
+	if len(s.batches) == 0 {
+		return nil
+	}
+	return &s.batches[0]
 }
 
 // A request's events are pending until their batch is settled, which takes no UPDATE of the
@@ -45,8 +55,7 @@ func TestAnIngestedEventIsPendingThroughItsBatchAlone(t *testing.T) {
 	if p := e.pending(t); p != 5 {
 		t.Fatalf("%d events pending after the commit, want 5", p)
 	}
-	e.appendOnce(t, tenant, r.rows...)
-	e.Ingest.settleBatches([]appendedBatch{appended(r, 5)})
+	e.Ingest.settleBatches([]appendedBatch{*e.appendPending(t, r)})
 	if p := e.pending(t); p != 0 {
 		t.Fatalf("%d events pending after the settle, want 0", p)
 	}
@@ -64,7 +73,7 @@ func TestTheRePusherFinishesABatchWhosePusherDied(t *testing.T) {
 	e := startIngest(t)
 	tenant := testenv.MustTenant(t, e.DB, true).ID
 	in := e.storeQueued(t, tenant, 3) // appended, never settled
-	e.appendOnce(t, tenant, in.rows...)
+	e.appendPending(t, in)
 	out := e.storeQueued(t, tenant, 2) // never appended
 
 	if n := e.mustRequeue(t); n != 0 || e.pending(t) != 5 {
@@ -87,36 +96,48 @@ func TestTheRePusherFinishesABatchWhosePusherDied(t *testing.T) {
 }
 
 // Once a batch is claimed (a held tenant's drain marks its events and pushes them), its pusher
-// settling late neither marks its held events again, which would push them a second time after
-// their deduplication entries lapse, nor acknowledges them for the claimer.
+// settling late does not mark its held events again, which would push them a second time; and
+// a pusher appending late appends nothing of it.
 func TestALateSettleLeavesAClaimedBatchAlone(t *testing.T) {
 	e := startIngest(t)
+	e.Queue.MaxLength = 2
 	tenant := testenv.MustTenant(t, e.DB, true).ID
 	r := e.storeQueued(t, tenant, 4)
-	e.appendOnce(t, tenant, r.rows[:2]...) // two went in, two were held
-
+	settled := e.appendPending(t, r) // two went in, two were held
+	if settled == nil || settled.appended != 2 || len(settled.held) != 2 {
+		t.Fatalf("append left %+v, want two appended and two held", settled)
+	}
+	e.Queue.MaxLength = 0
 	if _, err := e.Ingest.DrainHeld(context.Background(), tenant); err != nil {
 		t.Fatal(err)
 	}
 	if p := e.pending(t); p != 0 {
 		t.Fatalf("%d events pending after the drain, want 0", p)
 	}
-	e.Ingest.settleBatches([]appendedBatch{appended(r, 2)}) // the pusher, late
+	e.Ingest.settleBatches([]appendedBatch{*settled}) // the pusher, late
 	if p := e.pending(t); p != 0 {
 		t.Fatalf("the late settle left %d events pending, want 0", p)
 	}
-	ids := e.queueIDs(t, tenant)
-	if len(ids) != 4 {
-		t.Fatalf("queue holds %d events, want 4", len(ids))
+	var want []string
+	for _, row := range r.rows {
+		want = append(want, row.ID)
 	}
-	// The drain acknowledged them; the late settle must not have: entries expire AckGrace on.
-	seen, err := e.Queue.Appended(context.Background(), tenant, ids)
-	testenv.Must(t, err)
-	for i, ok := range seen {
-		if !ok {
-			t.Fatalf("event %d lost its deduplication entry", i)
+	if got := e.queueIDs(t, tenant); !slices.Equal(got, want) {
+		t.Fatalf("queue %q\nwant %q", got, want)
+	}
+
+	t.Run("an append after the claim skips the batch", func(t *testing.T) {
+		late := e.storeQueued(t, tenant, 3)
+		if _, err := e.Ingest.DrainHeld(context.Background(), tenant); err != nil { // claims it, pushes it
+			t.Fatal(err)
 		}
-	}
+		if s := e.appendPending(t, late); s != nil {
+			t.Fatalf("a claimed batch was appended: %+v", s)
+		}
+		if n := e.QueueLen(t, tenant); n != 7 {
+			t.Fatalf("queue length %d, want 7", n)
+		}
+	})
 }
 
 // The pusher marks the events of its batch that did not fit in the queue, and deletes the

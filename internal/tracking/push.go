@@ -64,6 +64,14 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 		}
 		batches[i].Events = appendEvents(batches[i].Events, r.rows)
 		reqs[i] = append(reqs[i], r)
+		if r.pending != "" { // committed with a pending batch: the append is deduplicated by it
+			sp := batches[i].Pending
+			if k := len(sp) - 1; k >= 0 && sp[k].ID == r.pending {
+				sp[k].N += len(r.rows)
+			} else {
+				batches[i].Pending = append(sp, eventqueue.Span{ID: r.pending, N: len(r.rows)})
+			}
+		}
 	}
 	if len(batches) == 0 {
 		return
@@ -89,7 +97,7 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 			held += res.Held
 			heldTenants = append(heldTenants, b.TenantID)
 		}
-		done.add(b.TenantID, reqs[i], len(b.Events)-res.Held)
+		done.add(b.TenantID, reqs[i], res)
 	}
 	if failed > 0 {
 		in.breaker.Fail(in.clock.Now())
@@ -113,11 +121,26 @@ type settlement struct {
 	batches []appendedBatch // pending batches appended, wholly or in part
 }
 
-// add records tenant's requests, whose first n events were appended and the rest held.
-func (s *settlement) add(tenant uint64, reqs []*commitRequest, n int) {
+// add records tenant's requests after their append: the first events were appended or in
+// the queue before, the last res.Held were held, and the events of the pending batches
+// res.Skipped were left to whoever claimed them.
+func (s *settlement) add(tenant uint64, reqs []*commitRequest, res eventqueue.Outcome) {
+	skipped := map[string]bool{}
+	for _, id := range res.Skipped {
+		skipped[id] = true
+	}
+	n := -res.Held // events in the queue: all but the held and the skipped
+	for _, r := range reqs {
+		if !skipped[r.pending] || r.pending == "" {
+			n += len(r.rows)
+		}
+	}
 	byID := map[string]int{} // pending batch id -> its index in s.batches
 	for _, r := range reqs {
-		k := min(n, len(r.rows)) // r's events appended
+		if r.pending != "" && skipped[r.pending] {
+			continue
+		}
+		k := min(n, len(r.rows)) // r's events in the queue
 		n -= k
 		if r.pending == "" {
 			s.marks = appendQueued(s.marks, tenant, r.rows[:k])
@@ -130,9 +153,7 @@ func (s *settlement) add(tenant uint64, reqs []*commitRequest, n int) {
 			s.batches = append(s.batches, appendedBatch{id: r.pending, tenant: tenant})
 		}
 		b := &s.batches[i]
-		for _, row := range r.rows[:k] {
-			b.appended = append(b.appended, row.ID)
-		}
+		b.appended += k
 		b.held = appendQueued(b.held, tenant, r.rows[k:])
 	}
 }
@@ -141,7 +162,7 @@ func (s *settlement) add(tenant uint64, reqs []*commitRequest, n int) {
 func (s *settlement) events() int {
 	n := len(s.marks)
 	for _, b := range s.batches {
-		n += len(b.appended) + len(b.held)
+		n += b.appended + len(b.held)
 	}
 	return n
 }

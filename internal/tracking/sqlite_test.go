@@ -57,11 +57,7 @@ func TestSQLiteWritesOfTheIngestorTakeTurns(t *testing.T) {
 			if storeErr = in.store(context.Background(), []*commitRequest{req}, len(rows)); storeErr != nil {
 				return
 			}
-			b := appendedBatch{id: req.pending, tenant: tenant}
-			for _, r := range rows {
-				b.appended = append(b.appended, r.ID)
-			}
-			stored <- b
+			stored <- appendedBatch{id: req.pending, tenant: tenant, appended: len(rows)}
 		}
 	}()
 	go func() { // the unmark loop's side
