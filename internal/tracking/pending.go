@@ -19,14 +19,18 @@ import (
 // (a second heap tuple and index entries on Postgres, a fifth of the SQLite writer's time at
 // fifty events a request); deleting a batch is one row.
 //
-// Whoever deletes a pending batch owns its events' marks: the committer's pusher deletes it
-// after the append, and acknowledges the events to the queue only if the delete found it;
-// anyone else (the re-pusher for batches older than RequeueMinAge, a held tenant's drain)
-// claims it, which marks its events pending row by row in the same transaction, and from then
-// on the events are pushed as any marked event is. Events that did not fit in their queue
-// (held) are marked by the pusher when it deletes the batch.
+// The append of a pending batch's events is deduplicated by the batch, not by each event: the
+// append script records how many of the batch's events it put in the queue
+// (eventqueue.PendingKey), and appends nothing of a batch that has a record. Before anyone
+// else (the re-pusher, for batches older than RequeueMinAge; a held tenant's drain) takes a
+// batch over, it claims it in Redis (eventqueue.ClaimPending): that reads the count, or writes
+// -1 (none went in) so that no append of it goes in afterwards. Whoever then deletes the batch
+// owns its events: the pusher marks those it could not append (held), a claimer those after
+// the count, in the same transaction as the delete; from then on they are pushed as any marked
+// event is, deduplicated one by one. The pusher deletes the batch's record once it deleted the
+// batch; a claimer's record lapses after eventqueue.Retention.
 
-// claimChunk is how many pending batches one claiming transaction takes.
+// claimChunk is how many pending batches a claim reads at a time.
 const claimChunk = 100
 
 // newPendingBatches returns one pending batch for each tenant of the queued requests, and
