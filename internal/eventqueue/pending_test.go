@@ -124,6 +124,19 @@ func TestPendingBatchesAreHeldInOrder(t *testing.T) {
 	if n, _, _ := s.PendingAppended(ctx, tenant, "d"); n != 0 {
 		t.Fatalf("record of a held batch: %d, want 0", n)
 	}
+
+	const rebuilt = 10 // a tenant whose queue is being rebuilt, without a hold mark
+	testenv.Must(t, s.rdb.Set(ctx, RebuildKey(rebuilt), "1", time.Minute).Err())
+	e, _ := spanBatch(rebuilt, map[string]int{"e": 2}, "e")
+	if res := s.AppendOnce(ctx, time.Now(), []Batch{e})[0]; res.Err != nil || res.Appended != 0 || res.Held != 2 {
+		t.Fatalf("append during a rebuild: %+v", res)
+	}
+	if n, ok, _ := s.PendingAppended(ctx, rebuilt, "e"); !ok || n != 0 {
+		t.Fatalf("record of a batch held by a rebuild: %d %v, want 0", n, ok)
+	}
+	if got := mustLRange(t, s, rebuilt); len(got) != 0 {
+		t.Fatalf("queue %q during a rebuild", got)
+	}
 }
 
 // Spans go to the script whole, as many as fit in maxScriptEvents events a call: a batch of
