@@ -2,6 +2,7 @@ package models
 
 import (
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -42,6 +43,12 @@ type PendingBatch struct {
 	// minimum age (their process died or failed to append them).
 	CreatedAt time.Time `gorm:"not null;index"`
 }
+
+// Events is the ids of b's events, in order.
+func (b *PendingBatch) Events() []string { return strings.Split(b.EventIDs, ",") }
+
+// Len is how many events b stands for.
+func (b *PendingBatch) Len() int { return strings.Count(b.EventIDs, ",") + 1 }
 
 // QueueEvent is the JSON shape of an event in a queue and in every API response.
 type QueueEvent struct {

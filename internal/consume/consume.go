@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -210,7 +209,7 @@ func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 		for _, b := range batches {
 			// An appended batch's record says how many of its events went in (the first
 			// ones); without one, none did yet, or the batch was settled meanwhile.
-			events := int64(strings.Count(b.EventIDs, ",") + 1)
+			events := int64(b.Len())
 			n, ok, err := s.Queue.PendingAppended(ctx, tenantID, b.ID)
 			if err != nil {
 				return out, err

@@ -76,10 +76,13 @@ func rollback(ctx context.Context, pg *pgconn.PgConn, err error) error {
 	return err
 }
 
+// insertPendingBatches begins an INSERT of models.PendingBatch rows; their values follow.
+const insertPendingBatches = "INSERT INTO pending_batches (id, tenant_id, event_ids, first_at, last_at, created_at) VALUES "
+
 // pendingBatchInsert is the INSERT of pending batches, and its parameters in text form.
 func pendingBatchInsert(pending []models.PendingBatch) (string, [][]byte) {
 	var q strings.Builder
-	q.WriteString("INSERT INTO pending_batches (id, tenant_id, event_ids, first_at, last_at, created_at) VALUES ")
+	q.WriteString(insertPendingBatches)
 	params := make([][]byte, 0, 6*len(pending))
 	for i, b := range pending {
 		if i > 0 {

@@ -91,7 +91,7 @@ func (in *Ingestor) TenantBySiteKey(ctx context.Context, siteKey string) (uint64
 
 // Ingest commits events to the database and, when the tenant's UseQueueEvents is active,
 // appends them to its queue in the given order. It returns the new ids once both are done.
-// If the append fails after the commit, the events stay marked pending and Requeue pushes
+// If the append fails after the commit, the events stay pending and Requeue pushes
 // them later: no committed event is lost.
 func (in *Ingestor) Ingest(ctx context.Context, tenantID uint64, inputs []Input, client Client) ([]string, error) {
 	queued, err := in.queueing.Queues(ctx, tenantID)

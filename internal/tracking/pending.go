@@ -3,7 +3,6 @@ package tracking
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -170,12 +169,10 @@ func deletePendingBatches(tx *gorm.DB, ids []string) (map[string]bool, error) {
 }
 
 // claimPendingBatches turns the pending batches committed before cutoff (of tenant only, unless
-// it is 0) into pending marks on those of their events no append put in the queue, and returns
-// how many events it marked. Each batch is first claimed in Redis (eventqueue.ClaimPending),
+// it is 0) into pending marks on those of their events no append put in the queue. Each batch is first claimed in Redis (eventqueue.ClaimPending),
 // which says how many of its events an append put in, and from then on keeps any append of it
 // out; then, in one transaction, whoever deletes the batch marks the rest.
-func (in *Ingestor) claimPendingBatches(ctx context.Context, tenant uint64, cutoff time.Time) (int, error) {
-	total := 0
+func (in *Ingestor) claimPendingBatches(ctx context.Context, tenant uint64, cutoff time.Time) error {
 	after := ""
 	for {
 		q := in.db.WithContext(ctx).Where("created_at < ? AND id > ?", cutoff, after).Order("id").Limit(claimChunk)
@@ -184,16 +181,16 @@ func (in *Ingestor) claimPendingBatches(ctx context.Context, tenant uint64, cuto
 		}
 		var batches []models.PendingBatch
 		if err := q.Find(&batches).Error; err != nil {
-			return total, fmt.Errorf("tracking: claim pending batches: %w", err)
+			return fmt.Errorf("tracking: claim pending batches: %w", err)
 		}
 		if len(batches) == 0 {
-			return total, nil
+			return nil
 		}
 		appended := make([]int64, len(batches))
 		for i, b := range batches {
 			n, err := in.queue.ClaimPending(ctx, b.TenantID, b.ID)
 			if err != nil {
-				return total, fmt.Errorf("tracking: %w", err)
+				return fmt.Errorf("tracking: %w", err)
 			}
 			appended[i] = max(n, 0)
 		}
@@ -204,24 +201,22 @@ func (in *Ingestor) claimPendingBatches(ctx context.Context, tenant uint64, cuto
 					if err != nil {
 						return err
 					}
-					events := strings.Split(b.EventIDs, ",")
+					events := b.Events()
 					if !deleted[b.ID] || appended[i] >= int64(len(events)) {
 						continue
 					}
-					events = events[appended[i]:]
-					if err := markPending(tx, events, b.FirstAt, b.LastAt, true); err != nil {
+					if err := markPending(tx, events[appended[i]:], b.FirstAt, b.LastAt, true); err != nil {
 						return fmt.Errorf("tracking: claim pending batches: %w", err)
 					}
-					total += len(events)
 				}
 				return nil
 			})
 		})
 		if err != nil {
-			return total, err
+			return err
 		}
 		if len(batches) < claimChunk {
-			return total, nil
+			return nil
 		}
 		after = batches[len(batches)-1].ID
 	}
@@ -245,12 +240,12 @@ func PendingEvents(ctx context.Context, db *gorm.DB, tenant uint64) (int64, erro
 	if err := db.WithContext(ctx).Raw(q, args...).Scan(&n).Error; err != nil {
 		return 0, fmt.Errorf("tracking: count pending events: %w", err)
 	}
-	var lists []string
-	if err := batches.Pluck("event_ids", &lists).Error; err != nil {
+	var lists []models.PendingBatch
+	if err := batches.Select("event_ids").Find(&lists).Error; err != nil {
 		return 0, fmt.Errorf("tracking: count pending events: %w", err)
 	}
-	for _, l := range lists {
-		n += int64(strings.Count(l, ",") + 1)
+	for _, b := range lists {
+		n += int64(b.Len())
 	}
 	return n, nil
 }

@@ -17,8 +17,8 @@ import (
 // push, right after the commit, or through Requeue, later. Both append with
 // eventqueue.AppendOnce, so an event already in its queue is never appended again, whoever
 // tries and however often. After the append the pending batch is deleted, or the mark
-// cleared, in the background (unmarkLoop), then the append is acknowledged to the queue (Ack),
-// which lets its deduplication entry expire.
+// cleared, in the background (unmarkLoop); then the queue forgets the batch's record
+// (ForgetPending), or the marked event's deduplication entry is let expire (Ack).
 
 // AppendTimeout bounds a request's Redis round trip: past it the request is answered and its
 // events stay pending for the re-pusher. breakerCooldown is how long appends are not even
@@ -131,13 +131,13 @@ func (s *settlement) add(tenant uint64, reqs []*commitRequest, res eventqueue.Ou
 	}
 	n := -res.Held // events in the queue: all but the held and the skipped
 	for _, r := range reqs {
-		if !skipped[r.pending] || r.pending == "" {
+		if !skipped[r.pending] {
 			n += len(r.rows)
 		}
 	}
 	byID := map[string]int{} // pending batch id -> its index in s.batches
 	for _, r := range reqs {
-		if r.pending != "" && skipped[r.pending] {
+		if skipped[r.pending] {
 			continue
 		}
 		k := min(n, len(r.rows)) // r's events in the queue

@@ -42,7 +42,7 @@ func (in *Ingestor) Requeue(ctx context.Context, minAge time.Duration) (int, err
 	full := map[uint64]bool{} // tenants whose queue filled up during this call
 	// Pending batches as old are those whose pusher died or failed: their events are marked
 	// and pushed below, with the marked events of the same age.
-	if _, err := in.claimPendingBatches(ctx, 0, in.clock.Now().UTC().Add(-minAge)); err != nil {
+	if err := in.claimPendingBatches(ctx, 0, in.clock.Now().UTC().Add(-minAge)); err != nil {
 		return 0, err
 	}
 	held, err := in.queue.HeldTenants(ctx)
@@ -87,7 +87,7 @@ func (in *Ingestor) drainHeld(ctx context.Context, tenant uint64, full map[uint6
 	}
 	// Every pending batch of the tenant, whatever its age, so that its events go in in order
 	// with the marked ones, and no pusher marks them again once they are drained.
-	if _, err := in.claimPendingBatches(ctx, tenant, in.clock.Now().UTC().Add(time.Hour)); err != nil {
+	if err := in.claimPendingBatches(ctx, tenant, in.clock.Now().UTC().Add(time.Hour)); err != nil {
 		return 0, err
 	}
 	total := 0

@@ -23,8 +23,8 @@ const sqliteInsertChunk = 100
 // It also keeps the process's writes to tracked_events one at a time (write): SQLite has a
 // single writer, and a connection that finds the write lock taken sleeps in its busy handler
 // (1 ms, then 2, 5, … up to 100 ms a try) instead of being woken when the lock is free. The
-// committer's INSERTs and the UPDATEs that clear pending marks (settle) met that way; both
-// now go through writing.
+// committer's INSERTs and the statements that settle appended events (deleting pending
+// batches, clearing marks) met that way; all of them go through writing.
 type sqliteInserts struct {
 	db    *gorm.DB
 	mu    sync.Mutex
@@ -88,7 +88,7 @@ func (s *sqliteInserts) insertLocked(ctx context.Context, rows []models.TrackedE
 }
 
 // insertPendingBatchSQL writes one models.PendingBatch.
-const insertPendingBatchSQL = "INSERT INTO pending_batches (id, tenant_id, event_ids, first_at, last_at, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+const insertPendingBatchSQL = insertPendingBatches + "(?, ?, ?, ?, ?, ?)"
 
 // stmt is the prepared INSERT of n rows.
 func (s *sqliteInserts) stmt(ctx context.Context, n int) (*sql.Stmt, error) {
