@@ -68,13 +68,13 @@ with_db() {
 suite() {
 	local db=$1
 	shift
-	env EVENTQ_TEST_DB="$db" go test "${test_flags[@]}" "$@" $(with_db "$db") 2>&1 | sed -u "s/^/[$db] /"
+	env EVENTQ_TEST_DB="$db" go test "${test_flags[@]}" "$@" $(with_db "$db") 2>&1 | sed -u "s/^/[$db] /" | tee "$logs/$db.log"
 	return "${PIPESTATUS[0]}"
 }
 
 # no_database: the database-free packages, once, with the race detector.
 no_database() {
-	env EVENTQ_TEST_DB=none CGO_ENABLED=1 go test "${test_flags[@]}" -race "${db_free[@]}" 2>&1 | sed -u 's/^/[no database] /'
+	env EVENTQ_TEST_DB=none CGO_ENABLED=1 go test "${test_flags[@]}" -race "${db_free[@]}" 2>&1 | sed -u 's/^/[no database] /' | tee "$logs/none.log"
 	return "${PIPESTATUS[0]}"
 }
 
@@ -116,12 +116,29 @@ both_suites() {
 	return "$rc"
 }
 
+# failures LOG...: the lines of the logs that say what failed, repeated at the end, where a CI log
+# that keeps only its tail still shows them: each failing test with the output that follows
+# its --- FAIL line, each panic with the first lines of its trace, and each failing package.
+failures() {
+	grep -h -E -A25 '^\[[a-z ]+\] (--- FAIL|panic:|WARNING: DATA RACE)' "$@" | grep -v -E '^\[[a-z ]+\] (=== |ok  )' | head -n 300
+	grep -h -E '^\[[a-z ]+\] FAIL\s' "$@"
+}
+
+# The suites' output, one file per job, for failures.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
 step "gofmt -l ." check_gofmt
 step "go vet ./..." go vet ./...
 step "go test on SQLite (-race) and on Postgres, side by side" both_suites
 
 echo
 if ((${#failed[@]})); then
+	if compgen -G "$logs/*.log" >/dev/null; then
+		echo '==> what failed (repeated from above)'
+		failures "$logs"/*.log || true
+		echo
+	fi
 	printf 'make test: FAILED: %s\n' "${failed[@]}"
 	exit 1
 fi
