@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 
@@ -25,15 +24,24 @@ var trackedEventColumns = []string{"id", "tenant_id", "type", "session_id", "aud
 // work of a multi-row INSERT, and their pending batches with one INSERT, in one transaction.
 // The rows go in COPY's binary format, encoded here (appendCopyRow): pgx's own CopyFrom boxes
 // every value and encodes it through its type map, which took a seventh of the api's CPU at
-// fifty events a request. BEGIN and the INSERT go in one round trip, then the COPY, then
-// COMMIT; without pending batches the COPY alone is the transaction.
+// fifty events a request.
+//
+// The INSERT and the COPY go as one query string, in one round trip: Postgres runs the
+// statements of one simple query as one implicit transaction, so the batches and the rows
+// commit together or not at all, and a failed statement leaves the connection idle, with
+// nothing to roll back. With one event a request a commit carries a few rows, and the
+// BEGIN, the INSERT and the COMMIT as round trips of their own cost the api and Postgres more
+// than the COPY did.
 func copyEvents(ctx context.Context, db *gorm.DB, rows []models.TrackedEvent, pending []models.PendingBatch) error {
 	buf := append(make([]byte, 0, 64+len(rows)*512), copyHeader...)
 	for i := range rows {
 		buf = appendCopyRow(buf, &rows[i])
 	}
 	buf = binary.BigEndian.AppendUint16(buf, 0xffff) // the trailer: a field count of -1
-	insert, params := pendingBatchInsert(pending)
+	query := copySQL
+	if len(pending) > 0 {
+		query = pendingBatchInsert(pending) + "; " + copySQL
+	}
 	sqlDB, err := db.DB()
 	if err != nil {
 		return err
@@ -48,56 +56,52 @@ func copyEvents(ctx context.Context, db *gorm.DB, rows []models.TrackedEvent, pe
 		if !ok {
 			return fmt.Errorf("tracking: copy: driver connection is %T, not pgx", driverConn)
 		}
-		pg := c.Conn().PgConn()
-		if len(pending) == 0 {
-			_, err := pg.CopyFrom(ctx, bytes.NewReader(buf), copySQL)
-			return err
-		}
-		batch := &pgconn.Batch{}
-		batch.ExecParams("BEGIN", nil, nil, nil, nil)
-		batch.ExecParams(insert, params, nil, nil, nil)
-		if _, err := pg.ExecBatch(ctx, batch).ReadAll(); err != nil {
-			return rollback(ctx, pg, err)
-		}
-		if _, err := pg.CopyFrom(ctx, bytes.NewReader(buf), copySQL); err != nil {
-			return rollback(ctx, pg, err)
-		}
-		return pg.Exec(ctx, "COMMIT").Close()
+		_, err := c.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), query)
+		return err
 	})
-}
-
-// rollback ends the connection's failed transaction and returns err, so that the connection
-// goes back to the pool usable (pgx's database/sql adapter would discard one left inside a
-// transaction). If even that fails, the connection is closed.
-func rollback(ctx context.Context, pg *pgconn.PgConn, err error) error {
-	if rerr := pg.Exec(ctx, "ROLLBACK").Close(); rerr != nil {
-		pg.Close(ctx)
-	}
-	return err
 }
 
 // insertPendingBatches begins an INSERT of models.PendingBatch rows; their values follow.
 const insertPendingBatches = "INSERT INTO pending_batches (id, tenant_id, event_ids, first_at, last_at, created_at) VALUES "
 
-// pendingBatchInsert is the INSERT of pending batches, and its parameters in text form.
-func pendingBatchInsert(pending []models.PendingBatch) (string, [][]byte) {
-	var q strings.Builder
-	q.WriteString(insertPendingBatches)
-	params := make([][]byte, 0, 6*len(pending))
+// pendingBatchInsert is the INSERT of pending batches with their values written in it as
+// literals (a simple query has no parameters). Every value is the committer's own: ids it
+// generated, a tenant's number, timestamps; quoteLiteral quotes them all the same.
+func pendingBatchInsert(pending []models.PendingBatch) string {
+	q := []byte(insertPendingBatches)
 	for i, b := range pending {
 		if i > 0 {
-			q.WriteByte(',')
+			q = append(q, ", "...)
 		}
-		fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, $%d)", 6*i+1, 6*i+2, 6*i+3, 6*i+4, 6*i+5, 6*i+6)
-		params = append(params, []byte(b.ID), strconv.AppendUint(nil, b.TenantID, 10), []byte(b.EventIDs),
-			pgTime(b.FirstAt), pgTime(b.LastAt), pgTime(b.CreatedAt))
+		q = append(q, '(')
+		q = quoteLiteral(q, b.ID)
+		q = append(q, ", "...)
+		q = strconv.AppendUint(q, b.TenantID, 10)
+		for _, v := range []string{b.EventIDs, pgTime(b.FirstAt), pgTime(b.LastAt), pgTime(b.CreatedAt)} {
+			q = quoteLiteral(append(q, ", "...), v)
+		}
+		q = append(q, ')')
 	}
-	return q.String(), params
+	return string(q)
+}
+
+// quoteLiteral appends s to q as a Postgres string literal: in single quotes, each single
+// quote doubled. The values it quotes hold no backslash, which would need
+// standard_conforming_strings (on by default since Postgres 9.1) to stay as it is.
+func quoteLiteral(q []byte, s string) []byte {
+	q = append(q, '\'')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\'' {
+			q = append(q, '\'')
+		}
+		q = append(q, s[i])
+	}
+	return append(q, '\'')
 }
 
 // pgTime is t in Postgres's text form of timestamptz.
-func pgTime(t time.Time) []byte {
-	return t.UTC().AppendFormat(nil, "2006-01-02 15:04:05.999999Z07:00")
+func pgTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02 15:04:05.999999Z07:00")
 }
 
 // copySQL is the COPY of trackedEventColumns in the binary format.
