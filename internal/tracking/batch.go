@@ -39,11 +39,14 @@ type commitRequest struct {
 	done    chan error
 }
 
-// committers is how many batches may be in flight: one for SQLite (a single writer), a few for
-// Postgres so that one batch's round trips overlap the next one's.
+// committers is how many batches may be in flight: one for SQLite (a single writer), two for
+// Postgres, so that one batch's commit overlaps the next one's. More is not better: a commit
+// is one round trip (copyEvents), and with four committers at one event a request each
+// batch held about one request, whose commit, append and settle then cost it alone (api CPU
+// per request 62 → 103 µs, 0.60× → 0.28× of the HTTP floor in a bench run).
 func committers(isPostgres bool) int {
 	if isPostgres {
-		return 4
+		return 2
 	}
 	return 1
 }
