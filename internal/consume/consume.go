@@ -205,15 +205,20 @@ func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 		if err != nil {
 			return out, fmt.Errorf("consume: count held back events: %w", err)
 		}
+		ids := make([]string, len(batches))
+		for i, b := range batches {
+			ids[i] = b.ID
+		}
+		// An appended batch's record says how many of its events went in (the first ones);
+		// without one, none did yet, or the batch was settled meanwhile.
+		recorded, err := s.Queue.PendingAppended(ctx, tenantID, ids...)
+		if err != nil {
+			return out, err
+		}
 		unrecorded := map[string]int64{} // batch id -> its events
 		for _, b := range batches {
-			// An appended batch's record says how many of its events went in (the first
-			// ones); without one, none did yet, or the batch was settled meanwhile.
 			events := int64(b.Len())
-			n, ok, err := s.Queue.PendingAppended(ctx, tenantID, b.ID)
-			if err != nil {
-				return out, err
-			}
+			n, ok := recorded[b.ID]
 			if !ok {
 				unrecorded[b.ID] = events
 				continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -367,17 +368,35 @@ func (s *Store) ClaimPending(ctx context.Context, tenantID uint64, id string) (i
 	return n, nil
 }
 
-// PendingAppended reports how many events of tenantID's pending batch id an append put in the
-// queue: -1 if it was claimed first, and ok false if nothing is recorded (not appended yet).
-func (s *Store) PendingAppended(ctx context.Context, tenantID uint64, id string) (n int64, ok bool, err error) {
-	n, err = s.rdb.Get(ctx, PendingKey(tenantID, id)).Int64()
-	if errors.Is(err, redis.Nil) {
-		return 0, false, nil
+// PendingAppended reports, for each of tenantID's pending batches ids that has a record, how
+// many of its events an append put in the queue (-1 if it was claimed first). A batch missing
+// from the result has no record: it is not appended yet. The records are read with one MGET
+// for each maxScriptEvents ids (they share the tenant's slot).
+func (s *Store) PendingAppended(ctx context.Context, tenantID uint64, ids ...string) (map[string]int64, error) {
+	out := make(map[string]int64, len(ids))
+	for start := 0; start < len(ids); start += maxScriptEvents {
+		part := ids[start:min(start+maxScriptEvents, len(ids))]
+		keys := make([]string, len(part))
+		for i, id := range part {
+			keys[i] = PendingKey(tenantID, id)
+		}
+		vals, err := s.rdb.MGet(ctx, keys...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("eventqueue: pending batches: %w", err)
+		}
+		for i, v := range vals {
+			str, ok := v.(string)
+			if !ok {
+				continue // nil: no record
+			}
+			n, err := strconv.ParseInt(str, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("eventqueue: pending batch %s: record %q: %w", part[i], str, err)
+			}
+			out[part[i]] = n
+		}
 	}
-	if err != nil {
-		return 0, false, fmt.Errorf("eventqueue: pending batch: %w", err)
-	}
-	return n, true, nil
+	return out, nil
 }
 
 // ForgetPending deletes the records of tenantID's pending batches ids, once they are settled

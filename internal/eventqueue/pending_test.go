@@ -25,6 +25,13 @@ func spanBatch(tenant uint64, spans map[string]int, order ...string) (Batch, []s
 	return b, all
 }
 
+// appendedOf is PendingAppended of one batch: its count, and whether it has a record.
+func appendedOf(s *Store, tenant uint64, id string) (int64, bool, error) {
+	got, err := s.PendingAppended(context.Background(), tenant, id)
+	n, ok := got[id]
+	return n, ok, err
+}
+
 func mustLRange(t *testing.T, s *Store, tenant uint64) []string {
 	t.Helper()
 	got, err := s.rdb.LRange(context.Background(), Key(tenant), 0, -1).Result()
@@ -47,7 +54,7 @@ func TestPendingBatchesAreAppendedOnce(t *testing.T) {
 		t.Fatalf("first append: %+v", res)
 	}
 	for id, want := range map[string]int64{"a": 3, "b": 2} {
-		if n, ok, err := s.PendingAppended(ctx, tenant, id); err != nil || !ok || n != want {
+		if n, ok, err := appendedOf(s, tenant, id); err != nil || !ok || n != want {
 			t.Fatalf("record of %s: %d %v %v, want %d", id, n, ok, err, want)
 		}
 	}
@@ -87,7 +94,7 @@ func TestPendingBatchesAreAppendedOnce(t *testing.T) {
 			t.Fatalf("TTL %s %v", ttl, err)
 		}
 		testenv.Must(t, s.ForgetPending(ctx, tenant, []string{"a", "b"}))
-		if _, ok, err := s.PendingAppended(ctx, tenant, "b"); ok || err != nil {
+		if _, ok, err := appendedOf(s, tenant, "b"); ok || err != nil {
 			t.Fatalf("record of b after forget: %v %v", ok, err)
 		}
 	})
@@ -112,7 +119,7 @@ func TestPendingBatchesAreHeldInOrder(t *testing.T) {
 		t.Fatalf("queue %q, want %q", got, all[:4])
 	}
 	for id, want := range map[string]int64{"a": 3, "b": 1, "c": 0} {
-		if n, _, _ := s.PendingAppended(ctx, tenant, id); n != want {
+		if n, _, _ := appendedOf(s, tenant, id); n != want {
 			t.Fatalf("record of %s: %d, want %d", id, n, want)
 		}
 	}
@@ -121,7 +128,7 @@ func TestPendingBatchesAreHeldInOrder(t *testing.T) {
 	if res := s.AppendOnce(ctx, time.Now(), []Batch{d})[0]; res.Appended != 0 || res.Held != 1 {
 		t.Fatalf("append behind the hold mark: %+v", res)
 	}
-	if n, _, _ := s.PendingAppended(ctx, tenant, "d"); n != 0 {
+	if n, _, _ := appendedOf(s, tenant, "d"); n != 0 {
 		t.Fatalf("record of a held batch: %d, want 0", n)
 	}
 
@@ -131,7 +138,7 @@ func TestPendingBatchesAreHeldInOrder(t *testing.T) {
 	if res := s.AppendOnce(ctx, time.Now(), []Batch{e})[0]; res.Err != nil || res.Appended != 0 || res.Held != 2 {
 		t.Fatalf("append during a rebuild: %+v", res)
 	}
-	if n, ok, _ := s.PendingAppended(ctx, rebuilt, "e"); !ok || n != 0 {
+	if n, ok, _ := appendedOf(s, rebuilt, "e"); !ok || n != 0 {
 		t.Fatalf("record of a batch held by a rebuild: %d %v, want 0", n, ok)
 	}
 	if got := mustLRange(t, s, rebuilt); len(got) != 0 {
@@ -162,8 +169,40 @@ func TestManyPendingBatchesInOneAppend(t *testing.T) {
 		t.Fatalf("queue out of order (%d events)", len(got))
 	}
 	for _, id := range order {
-		if n, _, _ := s.PendingAppended(ctx, tenant, id); n != int64(spans[id]) {
+		if n, _, _ := appendedOf(s, tenant, id); n != int64(spans[id]) {
 			t.Fatalf("record of %s: %d, want %d", id, n, spans[id])
 		}
+	}
+}
+
+// The records of more batches than one MGET carries are read in several, each with its count,
+// and a batch without a record is left out.
+func TestPendingAppendedReadsManyRecords(t *testing.T) {
+	r := testenv.StartRedis(t)
+	s := New(r.Client())
+	defer s.Close()
+	ctx := context.Background()
+	const tenant, n = 7, 2*maxScriptEvents + 5
+	ids := make([]string, 0, n+1)
+	for i := range n {
+		id := fmt.Sprintf("b-%d", i)
+		ids = append(ids, id)
+		testenv.Must(t, r.Client().Set(ctx, PendingKey(tenant, id), i-1, time.Hour).Err())
+	}
+	ids = append(ids, "unrecorded")
+	got, err := s.PendingAppended(ctx, tenant, ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("%d records read, want %d", len(got), n)
+	}
+	for i := range n {
+		if c, ok := got[ids[i]]; !ok || c != int64(i-1) {
+			t.Fatalf("batch %s: %d (recorded %v), want %d", ids[i], c, ok, i-1)
+		}
+	}
+	if _, ok := got["unrecorded"]; ok {
+		t.Fatal("a batch without a record was reported")
 	}
 }
