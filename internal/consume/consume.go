@@ -164,18 +164,6 @@ func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 	if out.Leased, out.DeadLetters, err = s.Queue.LeaseCounts(ctx, tenantID); err != nil {
 		return out, err
 	}
-	count := func(ids []string) error {
-		in, err := s.Queue.Appended(ctx, tenantID, ids)
-		if err != nil {
-			return err
-		}
-		for _, queued := range in {
-			if !queued {
-				out.HeldBack++
-			}
-		}
-		return nil
-	}
 	after := ""
 	for {
 		var ids []string
@@ -188,8 +176,14 @@ func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 		if len(ids) == 0 {
 			break
 		}
-		if err := count(ids); err != nil {
+		in, err := s.Queue.Appended(ctx, tenantID, ids)
+		if err != nil {
 			return out, err
+		}
+		for _, queued := range in {
+			if !queued {
+				out.HeldBack++
+			}
 		}
 		if len(ids) < heldPage {
 			break

@@ -374,15 +374,10 @@ func (s *Store) ClaimPending(ctx context.Context, tenantID uint64, id string) (i
 // for each maxScriptEvents ids (they share the tenant's slot).
 func (s *Store) PendingAppended(ctx context.Context, tenantID uint64, ids ...string) (map[string]int64, error) {
 	out := make(map[string]int64, len(ids))
-	for start := 0; start < len(ids); start += maxScriptEvents {
-		part := ids[start:min(start+maxScriptEvents, len(ids))]
-		keys := make([]string, len(part))
-		for i, id := range part {
-			keys[i] = PendingKey(tenantID, id)
-		}
+	err := pendingChunks(tenantID, ids, func(part, keys []string) error {
 		vals, err := s.rdb.MGet(ctx, keys...).Result()
 		if err != nil {
-			return nil, fmt.Errorf("eventqueue: pending batches: %w", err)
+			return fmt.Errorf("eventqueue: pending batches: %w", err)
 		}
 		for i, v := range vals {
 			str, ok := v.(string)
@@ -391,10 +386,14 @@ func (s *Store) PendingAppended(ctx context.Context, tenantID uint64, ids ...str
 			}
 			n, err := strconv.ParseInt(str, 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("eventqueue: pending batch %s: record %q: %w", part[i], str, err)
+				return fmt.Errorf("eventqueue: pending batch %s: record %q: %w", part[i], str, err)
 			}
 			out[part[i]] = n
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -402,14 +401,25 @@ func (s *Store) PendingAppended(ctx context.Context, tenantID uint64, ids ...str
 // ForgetPending deletes the records of tenantID's pending batches ids, once they are settled
 // in the database: no append or claim of them comes any more.
 func (s *Store) ForgetPending(ctx context.Context, tenantID uint64, ids []string) error {
+	return pendingChunks(tenantID, ids, func(_, keys []string) error {
+		if err := s.rdb.Unlink(ctx, keys...).Err(); err != nil {
+			return fmt.Errorf("eventqueue: forget pending batches: %w", err)
+		}
+		return nil
+	})
+}
+
+// pendingChunks calls fn with each run of at most maxScriptEvents of ids and their PendingKeys,
+// one command's worth, and stops at its first error.
+func pendingChunks(tenantID uint64, ids []string, fn func(part, keys []string) error) error {
 	for start := 0; start < len(ids); start += maxScriptEvents {
 		part := ids[start:min(start+maxScriptEvents, len(ids))]
 		keys := make([]string, len(part))
 		for i, id := range part {
 			keys[i] = PendingKey(tenantID, id)
 		}
-		if err := s.rdb.Unlink(ctx, keys...).Err(); err != nil {
-			return fmt.Errorf("eventqueue: forget pending batches: %w", err)
+		if err := fn(part, keys); err != nil {
+			return err
 		}
 	}
 	return nil
