@@ -17,6 +17,7 @@ import (
 	"github.com/eventq/eventq/app"
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
+	"github.com/eventq/eventq/internal/gctune"
 	"github.com/eventq/eventq/internal/profiling"
 	"github.com/eventq/eventq/routes"
 )
@@ -28,6 +29,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "api:", err)
 		os.Exit(2)
 	}
+	gc := gctune.Apply(os.LookupEnv)                 // GOGC and GOMEMLIMIT, unless the environment sets them
 	prof, err := profiling.Start(cfg.PprofAddr, log) // off unless PPROF_ADDR is set
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "api: PPROF_ADDR: %v\n", err)
@@ -41,7 +43,7 @@ func main() {
 		log.Error("api: start failed", "err", err)
 		os.Exit(1)
 	}
-	log.Info("api: listening", "addr", m.Addr(), "url", cfg.AppURL)
+	log.Info("api: listening", "addr", m.Addr(), "url", cfg.AppURL, "gogc", gc.Percent, "gomemlimit", gc.MemoryLimit)
 	if err := m.Run(ctx); err != nil {
 		log.Error("api: stopped with error", "err", err)
 		os.Exit(1)

@@ -17,6 +17,7 @@ import (
 	"github.com/eventq/eventq/app"
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
+	"github.com/eventq/eventq/internal/gctune"
 	"github.com/eventq/eventq/internal/profiling"
 	"github.com/eventq/eventq/jobs"
 )
@@ -28,6 +29,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(2)
 	}
+	gc := gctune.Apply(os.LookupEnv)                 // GOGC and GOMEMLIMIT, unless the environment sets them
 	prof, err := profiling.Start(cfg.PprofAddr, log) // off unless PPROF_ADDR is set
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "worker: PPROF_ADDR: %v\n", err)
@@ -41,7 +43,7 @@ func main() {
 		log.Error("worker: start failed", "err", err)
 		os.Exit(1)
 	}
-	log.Info("worker: running")
+	log.Info("worker: running", "gogc", gc.Percent, "gomemlimit", gc.MemoryLimit)
 	if err := m.Run(ctx); err != nil {
 		log.Error("worker: stopped with error", "err", err)
 		os.Exit(1)
