@@ -25,9 +25,17 @@ type TrackedEvent struct {
 	IPAddress        string    `gorm:"size:45;not null"`
 	EventSequence    int64     `gorm:"not null"`
 	Queued           bool      `gorm:"not null;default:false"`
-	QueuePending     bool      `gorm:"not null;default:false;index"`
+	QueuePending     bool      `gorm:"not null;default:false"` // indexed where true: PendingIndex
 	CreatedAt        time.Time `gorm:"index:tracked_events_tenant_created,priority:2"`
 }
+
+// PendingIndex is the index of the events marked QueuePending, and of those alone: the
+// re-pusher and a held tenant's drain find them through it, oldest first. Rows not marked
+// (nearly all of them) have no entry. Queries must say `queue_pending` as written in its
+// predicate, not `queue_pending = ?`: the planner uses a partial index only for a query whose
+// condition implies the index's, which a parameter does not (Postgres's cached generic plan)
+// and `= 1` does not (SQLite).
+const PendingIndex = "idx_tracked_events_pending"
 
 // PendingBatch stands for the pending marks of one tenant's queued events that were committed
 // together, in the same transaction as the batch. It is deleted once they are in their queue,

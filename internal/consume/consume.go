@@ -168,7 +168,7 @@ func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 	for {
 		var ids []string
 		err := s.DB.WithContext(ctx).Model(&models.TrackedEvent{}).
-			Where("tenant_id = ? AND queue_pending = ? AND id > ?", tenantID, true, after).
+			Where("queue_pending AND tenant_id = ? AND id > ?", tenantID, after). // models.PendingIndex
 			Order("id").Limit(heldPage).Pluck("id", &ids).Error
 		if err != nil {
 			return out, fmt.Errorf("consume: count held back events: %w", err)

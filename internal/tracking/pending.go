@@ -228,7 +228,7 @@ func (in *Ingestor) claimPendingBatches(ctx context.Context, tenant uint64, cuto
 func PendingEvents(ctx context.Context, db *gorm.DB, tenant uint64) (int64, error) {
 	q := "SELECT count(*) FROM tracked_events WHERE queue_pending"
 	if !database.IsPostgres(db) {
-		q = "SELECT count(*) FROM tracked_events INDEXED BY idx_tracked_events_queue_pending WHERE queue_pending = 1"
+		q = "SELECT count(*) FROM tracked_events INDEXED BY " + models.PendingIndex + " WHERE queue_pending"
 	}
 	batches := db.WithContext(ctx).Model(&models.PendingBatch{})
 	var args []any

@@ -128,7 +128,8 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 		run = func(f func(*gorm.DB) error, _ ...*sql.TxOptions) error { return f(in.db.WithContext(ctx)) }
 	}
 	err = run(func(tx *gorm.DB) error {
-		q := tx.Where("queue_pending = ? AND created_at < ?", true, scope.cutoff).
+		// queue_pending as written, so that models.PendingIndex serves the query.
+		q := tx.Where("queue_pending AND created_at < ?", scope.cutoff).
 			Order("created_at, id").Limit(requeueBatch)
 		if scope.tenant != 0 {
 			q = q.Where("tenant_id = ?", scope.tenant)
