@@ -68,7 +68,11 @@ const insertPendingBatches = "INSERT INTO pending_batches (id, tenant_id, event_
 // literals (a simple query has no parameters). Every value is the committer's own: ids it
 // generated, a tenant's number, timestamps; quoteLiteral quotes them all the same.
 func pendingBatchInsert(pending []models.PendingBatch) string {
-	q := []byte(insertPendingBatches)
+	size := len(insertPendingBatches)
+	for _, b := range pending {
+		size += len(b.EventIDs) + 200 // its id, tenant, times, quotes and separators take under 200
+	}
+	q := append(make([]byte, 0, size), insertPendingBatches...)
 	for i, b := range pending {
 		if i > 0 {
 			q = append(q, ", "...)
@@ -90,13 +94,15 @@ func pendingBatchInsert(pending []models.PendingBatch) string {
 // standard_conforming_strings (on by default since Postgres 9.1) to stay as it is.
 func quoteLiteral(q []byte, s string) []byte {
 	q = append(q, '\'')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\'' {
-			q = append(q, '\'')
+	for {
+		i := strings.IndexByte(s, '\'')
+		if i < 0 {
+			break
 		}
-		q = append(q, s[i])
+		q = append(append(q, s[:i+1]...), '\'') // up to the quote, and the quote again
+		s = s[i+1:]
 	}
-	return append(q, '\'')
+	return append(append(q, s...), '\'')
 }
 
 // pgTime is t in Postgres's text form of timestamptz.

@@ -4,6 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/eventq/eventq/models"
 )
 
 // trackBody is a POST /api/track body of n events as a Go client's encoding/json writes it
@@ -39,5 +44,29 @@ func BenchmarkParsePublic(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkPendingBatchInsert is what a Postgres commit of 20 requests of n events builds
+// besides the COPY: the pending batch of their tenant and its INSERT.
+func BenchmarkPendingBatchInsert(b *testing.B) {
+	for _, n := range []int{1, 50} {
+		reqs := make([]*commitRequest, 20)
+		for i := range reqs {
+			reqs[i] = &commitRequest{tenant: 7, queued: true, rows: make([]models.TrackedEvent, n)}
+			for j := range reqs[i].rows {
+				reqs[i].rows[j] = models.TrackedEvent{ID: uuid.NewString(), CreatedAt: time.Now()}
+			}
+		}
+		b.Run(fmt.Sprintf("%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				pending, err := newPendingBatches(reqs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = pendingBatchInsert(pending)
+			}
+		})
 	}
 }

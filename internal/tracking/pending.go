@@ -53,7 +53,7 @@ func newPendingBatches(reqs []*commitRequest) ([]models.PendingBatch, error) {
 			byTenant[r.tenant] = i
 			at := r.rows[0].CreatedAt
 			out = append(out, models.PendingBatch{ID: id.String(), TenantID: r.tenant, FirstAt: at, LastAt: at})
-			ids = append(ids, nil)
+			ids = append(ids, make([]byte, 0, idsSize(reqs, r.tenant)))
 		}
 		b := &out[i]
 		r.pending = b.ID
@@ -71,6 +71,19 @@ func newPendingBatches(reqs []*commitRequest) ([]models.PendingBatch, error) {
 		out[i].EventIDs, out[i].CreatedAt = string(ids[i]), out[i].FirstAt
 	}
 	return out, nil
+}
+
+// idsSize is the length of the comma-separated ids of tenant's queued rows in reqs.
+func idsSize(reqs []*commitRequest, tenant uint64) int {
+	n := 0
+	for _, r := range reqs {
+		if r.queued && r.tenant == tenant {
+			for _, row := range r.rows {
+				n += len(row.ID) + 1
+			}
+		}
+	}
+	return n
 }
 
 func earlier(a, b time.Time) time.Time {
