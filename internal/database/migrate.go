@@ -74,23 +74,6 @@ func migrations() []*gormigrate.Migration {
 	}}
 }
 
-// pendingIndex replaces the index of queue_pending over every row, which each insert wrote
-// and which a query with the value as a parameter could not use (Postgres's generic plan then
-// read the whole table: 150–320 ms at a million rows, each time the re-pusher looked), with
-// models.PendingIndex. On Postgres the index of the partitioned table is made on every
-// partition, and each partition made later gets its own.
-func pendingIndex(tx *gorm.DB) error {
-	for _, q := range []string{
-		"DROP INDEX IF EXISTS idx_tracked_events_queue_pending",
-		"CREATE INDEX IF NOT EXISTS " + models.PendingIndex + " ON tracked_events (tenant_id, created_at, id) WHERE queue_pending",
-	} {
-		if err := tx.Exec(q).Error; err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Migrate brings the schema up to date. It is idempotent: migrations already applied are
 // skipped.
 func Migrate(db *gorm.DB) error {

@@ -1,6 +1,7 @@
 package database_test
 
 import (
+	"context"
 	"reflect"
 	"strings"
 	"testing"
@@ -67,4 +68,56 @@ func TestMigrateIndexesOnlyTheEventsMarkedPending(t *testing.T) {
 		t.Errorf("marked events %v, want %v", marked, wantMarked)
 	}
 	testenv.Must(t, database.Migrate(db)) // idempotent
+}
+
+// unindexedPartitions lists the partitions of tracked_events without an index attached to
+// models.PendingIndex, and says whether that index is valid.
+func unindexedPartitions(t *testing.T, db *gorm.DB) (missing []string, valid bool) {
+	t.Helper()
+	testenv.Must(t, db.Raw(`SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = 'tracked_events'::regclass AND NOT EXISTS (
+			SELECT 1 FROM pg_inherits j JOIN pg_index x ON x.indexrelid = j.inhrelid
+			WHERE j.inhparent = ?::regclass AND x.indrelid = c.oid) ORDER BY 1`, models.PendingIndex).Scan(&missing).Error)
+	testenv.Must(t, db.Raw("SELECT indisvalid FROM pg_index WHERE indexrelid = ?::regclass", models.PendingIndex).Scan(&valid).Error)
+	return missing, valid
+}
+
+// On Postgres the index is built partition by partition (concurrently, so that ingestion goes
+// on) and attached: afterwards every partition has its own and the partitioned table's is
+// valid; a partition made later gets one too; and a migration that stopped half-way (the
+// partitioned table's index made, one partition's built but not attached) finishes.
+func TestPendingIndexIsBuiltOnEveryPartitionAndResumes(t *testing.T) {
+	for _, stopped := range []bool{false, true} {
+		db := openEmpty(t)
+		if !database.IsPostgres(db) {
+			t.Skip("partitions are Postgres's")
+		}
+		testenv.Must(t, database.MigrateTo(db, "2026112601_pending_batches"))
+		now := time.Now().UTC()
+		for n := 1; n <= 6; n++ {
+			ev := event(n, 1, now.AddDate(0, 0, -n), true, n%2 == 0)
+			testenv.Must(t, db.Create(&ev).Error)
+		}
+		if stopped {
+			part := database.PartitionName(database.Day(now))
+			testenv.Must(t, db.Exec("CREATE INDEX "+models.PendingIndex+" ON ONLY tracked_events (tenant_id, created_at, id) WHERE queue_pending").Error)
+			testenv.Must(t, db.Exec("CREATE INDEX "+part+"_pending ON "+part+" (tenant_id, created_at, id) WHERE queue_pending").Error)
+			if missing, valid := unindexedPartitions(t, db); valid || len(missing) == 0 {
+				t.Fatalf("half-way state: valid %v, partitions without the index %v", valid, missing)
+			}
+		}
+		testenv.Must(t, database.Migrate(db))
+		if missing, valid := unindexedPartitions(t, db); !valid || len(missing) > 0 {
+			t.Errorf("stopped %v: %s valid %v, partitions without it %v", stopped, models.PendingIndex, valid, missing)
+		}
+		if def := indexDef(t, db, oldPendingIndex); def != "" {
+			t.Errorf("stopped %v: %s still there: %s", stopped, oldPendingIndex, def)
+		}
+		later := now.AddDate(0, 0, 20)
+		_, err := database.EnsurePartitions(context.Background(), db, later, later)
+		testenv.Must(t, err)
+		if missing, valid := unindexedPartitions(t, db); !valid || len(missing) > 0 {
+			t.Errorf("stopped %v: after a new partition, %s valid %v, partitions without it %v", stopped, models.PendingIndex, valid, missing)
+		}
+	}
 }
