@@ -147,6 +147,10 @@ type Stats struct {
 // heldPage is how many pending rows Stats checks against the queue at a time.
 const heldPage = 5000
 
+// markPage is how many marked events Stats checks against the queue at a time (heldPage; the
+// tests make it small to cross pages).
+var markPage = heldPage
+
 // Stats returns tenantID's queue statistics. HeldBack counts the stored events marked pending,
 // or in a pending batch, that are not in the queue: a marked event already appended (its mark
 // is cleared just after the append) is recognised by its entry in the queue's deduplication
@@ -164,17 +168,27 @@ func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 	if out.Leased, out.DeadLetters, err = s.Queue.LeaseCounts(ctx, tenantID); err != nil {
 		return out, err
 	}
-	after := ""
+	var afterAt time.Time // the last page's last marked event, in the order of models.PendingIndex
+	afterID := ""
 	for {
-		var ids []string
-		err := s.DB.WithContext(ctx).Model(&models.TrackedEvent{}).
-			Where("queue_pending AND tenant_id = ? AND id > ?", tenantID, after). // models.PendingIndex
-			Order("id").Limit(heldPage).Pluck("id", &ids).Error
-		if err != nil {
+		var rows []struct {
+			ID        string
+			CreatedAt time.Time
+		}
+		q := s.DB.WithContext(ctx).Model(&models.TrackedEvent{}).Select("id", "created_at").
+			Where("queue_pending AND tenant_id = ?", tenantID) // models.PendingIndex, in its order
+		if afterID != "" {
+			q = q.Where("(created_at, id) > (?, ?)", afterAt, afterID)
+		}
+		if err := q.Order("created_at, id").Limit(markPage).Scan(&rows).Error; err != nil {
 			return out, fmt.Errorf("consume: count held back events: %w", err)
 		}
-		if len(ids) == 0 {
+		if len(rows) == 0 {
 			break
+		}
+		ids := make([]string, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
 		}
 		in, err := s.Queue.Appended(ctx, tenantID, ids)
 		if err != nil {
@@ -185,13 +199,13 @@ func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 				out.HeldBack++
 			}
 		}
-		if len(ids) < heldPage {
+		if len(rows) < markPage {
 			break
 		}
-		after = ids[len(ids)-1]
+		afterAt, afterID = rows[len(rows)-1].CreatedAt, rows[len(rows)-1].ID
 	}
 	// The events of pending batches.
-	after = ""
+	after := ""
 	for {
 		var batches []models.PendingBatch
 		err := s.DB.WithContext(ctx).Select("id", "event_ids").Where("tenant_id = ? AND id > ?", tenantID, after).
