@@ -47,18 +47,19 @@ func BenchmarkParsePublic(b *testing.B) {
 	}
 }
 
-// BenchmarkPendingBatchInsert is what a Postgres commit of 20 requests of n events builds
-// besides the COPY: the pending batch of their tenant and its INSERT.
+// BenchmarkPendingBatchInsert is what a Postgres commit builds besides the COPY: the pending
+// batches of its requests' tenants and their INSERT, for 20 requests of one tenant with 1 or 50
+// events each, and for 1,000 one-event requests of as many tenants.
 func BenchmarkPendingBatchInsert(b *testing.B) {
-	for _, n := range []int{1, 50} {
-		reqs := make([]*commitRequest, 20)
+	for _, c := range []struct{ requests, events, tenants int }{{20, 1, 1}, {20, 50, 1}, {1000, 1, 1000}} {
+		reqs := make([]*commitRequest, c.requests)
 		for i := range reqs {
-			reqs[i] = &commitRequest{tenant: 7, queued: true, rows: make([]models.TrackedEvent, n)}
+			reqs[i] = &commitRequest{tenant: uint64(7 + i%c.tenants), queued: true, rows: make([]models.TrackedEvent, c.events)}
 			for j := range reqs[i].rows {
 				reqs[i].rows[j] = models.TrackedEvent{ID: uuid.NewString(), CreatedAt: time.Now()}
 			}
 		}
-		b.Run(fmt.Sprintf("%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%dx%d/tenants=%d", c.requests, c.events, c.tenants), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				pending, err := newPendingBatches(reqs)

@@ -38,6 +38,7 @@ func newPendingBatches(reqs []*commitRequest) ([]models.PendingBatch, error) {
 	var out []models.PendingBatch
 	byTenant := map[uint64]int{}
 	var ids [][]byte // ids[i]: the comma-separated ids of out[i]
+	size := idsSizes(reqs)
 	for _, r := range reqs {
 		r.pending = ""
 		if !r.queued || len(r.rows) == 0 {
@@ -53,7 +54,7 @@ func newPendingBatches(reqs []*commitRequest) ([]models.PendingBatch, error) {
 			byTenant[r.tenant] = i
 			at := r.rows[0].CreatedAt
 			out = append(out, models.PendingBatch{ID: id.String(), TenantID: r.tenant, FirstAt: at, LastAt: at})
-			ids = append(ids, make([]byte, 0, idsSize(reqs, r.tenant)))
+			ids = append(ids, make([]byte, 0, size[r.tenant]))
 		}
 		b := &out[i]
 		r.pending = b.ID
@@ -73,14 +74,17 @@ func newPendingBatches(reqs []*commitRequest) ([]models.PendingBatch, error) {
 	return out, nil
 }
 
-// idsSize is the length of the comma-separated ids of tenant's queued rows in reqs.
-func idsSize(reqs []*commitRequest, tenant uint64) int {
-	n := 0
+// idsSizes is, for each tenant of the queued rows of reqs, the length of their comma-separated
+// ids: one pass, whatever the number of tenants in the batch.
+func idsSizes(reqs []*commitRequest) map[uint64]int {
+	n := map[uint64]int{}
 	for _, r := range reqs {
-		if r.queued && r.tenant == tenant {
+		if r.queued {
+			k := 0
 			for _, row := range r.rows {
-				n += len(row.ID) + 1
+				k += len(row.ID) + 1
 			}
+			n[r.tenant] += k
 		}
 	}
 	return n
