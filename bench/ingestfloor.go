@@ -29,6 +29,10 @@ type FixedRate struct {
 	// the machine can answer is its cores divided by the first.
 	MachineCPUMicrosPerReq float64 `json:"machine_cpu_us_per_request"`
 	LoadCPUMicrosPerReq    float64 `json:"load_generator_cpu_us_per_request"`
+	// Postgres's CPU time (the postmaster and every process it started; on SQLite, which runs
+	// inside the api, what the idle server spent) and the worker's, per answered request.
+	PostgresCPUMicrosPerReq float64 `json:"postgres_cpu_us_per_request"`
+	WorkerCPUMicrosPerReq   float64 `json:"worker_cpu_us_per_request"`
 }
 
 // machineBusySeconds is the CPU time all cores have spent busy so far (/proc/stat: every
@@ -82,10 +86,12 @@ func atFraction(ctx context.Context, s *stack, label string, batch int, rate flo
 	d := 2 * plan.stepDur
 	cpu0 := procCPUSeconds(s.api.pid())
 	cmds0, rcpu0 := redisCounters(ctx, s)
+	pg0, worker0 := treeCPUSeconds(s.pg.PID()), procCPUSeconds(s.worker.pid())
 	busy0, load0 := machineBusySeconds(), procCPUSeconds(os.Getpid())
 	r := openLoop{Rate: rate, N: max(20, int(rate*d.Seconds())), MaxInFlight: 1024, Do: post}.run(ctx)
 	busy, load := machineBusySeconds()-busy0, procCPUSeconds(os.Getpid())-load0
 	cpu := procCPUSeconds(s.api.pid()) - cpu0
+	pg, worker := treeCPUSeconds(s.pg.PID())-pg0, procCPUSeconds(s.worker.pid())-worker0
 	cmds1, rcpu1 := redisCounters(ctx, s)
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -98,6 +104,8 @@ func atFraction(ctx context.Context, s *stack, label string, batch int, rate flo
 		res.RedisCPUMicrosPerReq = (rcpu1 - rcpu0) / float64(r.OK) * 1e6
 		res.MachineCPUMicrosPerReq = busy / float64(r.OK) * 1e6
 		res.LoadCPUMicrosPerReq = load / float64(r.OK) * 1e6
+		res.PostgresCPUMicrosPerReq = pg / float64(r.OK) * 1e6
+		res.WorkerCPUMicrosPerReq = worker / float64(r.OK) * 1e6
 	}
 	s.logf("  %s %d/req at %.0f req/s (80%%): p50 %.1f ms, p99 %.1f ms, api CPU %.0f µs/request, Redis %.2f commands and %.0f µs CPU/request, %d failed, %d dropped",
 		label, batch, rate, res.Latency.P50, res.Latency.P99, res.APICPUMicrosPerReq, res.RedisCommandsPerReq, res.RedisCPUMicrosPerReq, r.Failed, r.Dropped)
@@ -109,19 +117,56 @@ func atFraction(ctx context.Context, s *stack, label string, batch int, rate flo
 
 // procCPUSeconds is the user + system CPU time of process pid so far, 0 if unknown.
 func procCPUSeconds(pid int) float64 {
+	f := procStat(pid)
+	if len(f) < 13 {
+		return 0
+	}
+	return (statTicks(f, 11) + statTicks(f, 12)) / 100 // USER_HZ, 100 on Linux
+}
+
+// treeCPUSeconds is the CPU time of process pid, of its live children and of the children
+// it has reaped (Postgres's postmaster and its backends), 0 if unknown. A child that exits
+// between two readings moves from the second term to the third, so differences stay right.
+func treeCPUSeconds(pid int) float64 {
+	f := procStat(pid)
+	if pid == 0 || len(f) < 15 {
+		return 0
+	}
+	ticks := statTicks(f, 11) + statTicks(f, 12) + statTicks(f, 13) + statTicks(f, 14) // utime stime cutime cstime
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, dir := range dirs {
+		child, err := strconv.Atoi(filepath.Base(dir))
+		if err != nil || child == pid {
+			continue
+		}
+		if c := procStat(child); len(c) >= 13 && c[1] == strconv.Itoa(pid) { // c[1]: the parent
+			ticks += statTicks(c, 11) + statTicks(c, 12)
+		}
+	}
+	return ticks / 100
+}
+
+// procStat is /proc/PID/stat's fields from the state (field 3) on, nil if unknown: they follow
+// the command name, which may hold spaces.
+func procStat(pid int) []string {
+	if pid == 0 {
+		return nil
+	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return nil
 	}
-	// The fields after the command name (which may hold spaces), from the state (field 3) on.
 	_, rest, ok := strings.Cut(string(b), ") ")
-	f := strings.Fields(rest)
-	if !ok || len(f) < 13 {
-		return 0
+	if !ok {
+		return nil
 	}
-	utime, _ := strconv.ParseFloat(f[11], 64)
-	stime, _ := strconv.ParseFloat(f[12], 64)
-	return (utime + stime) / 100 // USER_HZ, 100 on Linux
+	return strings.Fields(rest)
+}
+
+// statTicks is field i of procStat's fields as a number of clock ticks.
+func statTicks(f []string, i int) float64 {
+	v, _ := strconv.ParseFloat(f[i], 64)
+	return v
 }
 
 // profileIngest records a CPU profile of the api while post, then noop, run at 80% of
@@ -177,6 +222,10 @@ func (in *Ingest) rows(add func(scenario, metric string, value float64, floor, r
 		n := in.NoopAt80
 		add(name, "machine CPU µs/request at 80% (beside: no-op)", a.MachineCPUMicrosPerReq, f(n.MachineCPUMicrosPerReq), f(a.MachineCPUMicrosPerReq/n.MachineCPUMicrosPerReq), "", nil)
 		add(name, "load generator CPU µs/request at 80% (beside: no-op)", a.LoadCPUMicrosPerReq, f(n.LoadCPUMicrosPerReq), nil, "", nil)
+		if in.Database == "postgres" {
+			add(name, "Postgres CPU µs/request at 80% (all its processes)", a.PostgresCPUMicrosPerReq, nil, nil, "", nil)
+		}
+		add(name, "worker CPU µs/request at 80%", a.WorkerCPUMicrosPerReq, nil, nil, "", nil)
 		if a.MachineCPUMicrosPerReq > 0 && in.HTTPFloor != nil {
 			// The rate the machine could answer with every core busy, against the floor.
 			busy := float64(runtime.NumCPU()) / a.MachineCPUMicrosPerReq * 1e6 * float64(in.EventsPerRequest)

@@ -163,6 +163,14 @@ type Postgres struct {
 	pool        dbPool
 }
 
+// PID is the postmaster's process id: its children are the server's other processes.
+func (s *Postgres) PID() int {
+	if s == nil || s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 type sharedPostgres struct {
 	once sync.Once
 	srv  *Postgres
