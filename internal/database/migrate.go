@@ -1,6 +1,7 @@
 package database
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -75,8 +76,14 @@ func migrations() []*gormigrate.Migration {
 }
 
 // Migrate brings the schema up to date. It is idempotent: migrations already applied are
-// skipped.
+// skipped. Migrations of one database run one at a time, whichever process starts them
+// (lockMigrations): a second waits for the first.
 func Migrate(db *gorm.DB) error {
+	unlock, err := lockMigrations(context.Background(), db)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	m := gormigrate.New(db, gormigrate.DefaultOptions, migrations())
 	if err := m.Migrate(); err != nil {
 		return fmt.Errorf("database: migrate: %w", err)
