@@ -3,6 +3,7 @@ package routes
 import (
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,29 +21,80 @@ const (
 	lingerMaxBytes = 64 << 20
 )
 
-// LingeringListener wraps ln so that connections closed after a 413 close lingeringly; every
-// other close is immediate.
-func LingeringListener(ln net.Listener) net.Listener { return lingerListener{ln} }
+// Listener is the api's listener: connections closed after a 413 close lingeringly (every
+// other close is immediate), and CloseUnused closes those that never sent a byte.
+type Listener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns map[*lingerConn]struct{} // open, not yet closed by the server
+}
 
-type lingerListener struct{ net.Listener }
+// LingeringListener wraps ln.
+func LingeringListener(ln net.Listener) *Listener {
+	return &Listener{Listener: ln, conns: map[*lingerConn]struct{}{}}
+}
 
-func (l lingerListener) Accept() (net.Conn, error) {
+// Accept returns the next connection, tracked until it is closed.
+func (l *Listener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if tcp, ok := c.(*net.TCPConn); ok && err == nil {
-		return &lingerConn{TCPConn: tcp}, nil
+		lc := &lingerConn{TCPConn: tcp, ln: l}
+		l.mu.Lock()
+		l.conns[lc] = struct{}{}
+		l.mu.Unlock()
+		return lc, nil
 	}
 	return c, err
+}
+
+// CloseUnused closes the connections on which the client has sent nothing yet (not a byte read,
+// none waiting in the socket) and reports how many. A graceful shutdown calls it once the
+// listener is closed: the server waits for every connection that is not idle between two
+// requests, and a connection that a client opened and never used (browsers open them
+// speculatively, HTTP clients keep one they dialled and then did not need) counts as busy
+// until it sends a request, so the shutdown waited its whole timeout for it.
+func (l *Listener) CloseUnused() int {
+	l.mu.Lock()
+	var unused []*lingerConn
+	for c := range l.conns {
+		if !c.used.Load() && !waiting(c.TCPConn) {
+			unused = append(unused, c)
+		}
+	}
+	l.mu.Unlock()
+	for _, c := range unused {
+		c.Close()
+	}
+	return len(unused)
 }
 
 // lingerConn is a TCP connection whose Close lingers once linger is set.
 type lingerConn struct {
 	*net.TCPConn
+	ln     *Listener
 	linger atomic.Bool
+	used   atomic.Bool // a byte was read
+	closed atomic.Bool
+}
+
+// Read reads from the connection and notes that it was used.
+func (c *lingerConn) Read(b []byte) (int, error) {
+	n, err := c.TCPConn.Read(b)
+	if n > 0 && !c.used.Load() {
+		c.used.Store(true)
+	}
+	return n, err
 }
 
 // Close closes at once, or, after lingerOnClose, in the background once the client has sent
 // everything (at most lingerMaxBytes, for at most lingerTimeout).
 func (c *lingerConn) Close() error {
+	if c.closed.Swap(true) {
+		return net.ErrClosed
+	}
+	c.ln.mu.Lock()
+	delete(c.ln.conns, c)
+	c.ln.mu.Unlock()
 	if !c.linger.Load() {
 		return c.TCPConn.Close()
 	}

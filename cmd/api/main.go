@@ -59,7 +59,7 @@ type Main struct {
 	App    *app.App
 
 	http *fiber.App
-	ln   net.Listener
+	ln   *routes.Listener
 }
 
 // NewMain returns a Main with the real clock; tests may replace fields before Open.
@@ -80,11 +80,12 @@ func (m *Main) Open() error {
 		TrustedProxies: m.Config.TrustedProxies, Payments: a.Payments, Metrics: a.Metrics, Limiter: a.Limiter,
 		Limits: m.Config.Limits, BenchNoop: m.Config.BenchNoopRoute,
 	})
-	m.ln, err = net.Listen("tcp", m.Config.HTTPAddr)
+	ln, err := net.Listen("tcp", m.Config.HTTPAddr)
 	if err != nil {
 		m.Close()
 		return fmt.Errorf("api: listen on HTTP_ADDR %s: %w", m.Config.HTTPAddr, err)
 	}
+	m.ln = routes.LingeringListener(ln)
 	return nil
 }
 
@@ -94,7 +95,7 @@ func (m *Main) Addr() string { return m.ln.Addr().String() }
 // Run serves until ctx is done, then drains in-flight requests for up to 10 s and closes.
 func (m *Main) Run(ctx context.Context) error {
 	errc := make(chan error, 1)
-	go func() { errc <- m.http.Listener(routes.LingeringListener(m.ln)) }()
+	go func() { errc <- m.http.Listener(m.ln) }()
 	select {
 	case err := <-errc:
 		m.Close()
@@ -104,6 +105,9 @@ func (m *Main) Run(ctx context.Context) error {
 	return m.Close()
 }
 
+// unusedCloseEvery is how often a shutdown closes the connections that never sent a byte.
+const unusedCloseEvery = 50 * time.Millisecond
+
 // Close stops the server, then closes the application. Safe to call more than once.
 func (m *Main) Close() error {
 	var errs []error
@@ -111,7 +115,23 @@ func (m *Main) Close() error {
 		m.App.Waiter.Close()
 	}
 	if m.http != nil {
+		// While the shutdown waits for busy connections, those a client opened and never
+		// used are closed: the server would count them busy until its timeout.
+		stop := make(chan struct{})
+		go func() {
+			tick := time.NewTicker(unusedCloseEvery)
+			defer tick.Stop()
+			for {
+				m.ln.CloseUnused()
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+			}
+		}()
 		errs = append(errs, m.http.ShutdownWithTimeout(10*time.Second))
+		close(stop)
 		m.http = nil
 	}
 	if m.App != nil { // after the server: in-flight requests finish their commits and trims

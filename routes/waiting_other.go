@@ -1,0 +1,8 @@
+//go:build !unix
+
+package routes
+
+import "net"
+
+// waiting reports true where the socket cannot be peeked: CloseUnused then closes nothing.
+func waiting(*net.TCPConn) bool { return true }
