@@ -48,11 +48,11 @@ func (l *Listener) Accept() (net.Conn, error) {
 }
 
 // CloseUnused closes the connections on which the client has sent nothing yet (not a byte read,
-// none waiting in the socket) and reports how many. A graceful shutdown calls it once the
-// listener is closed: the server waits for every connection that is not idle between two
-// requests, and a connection that a client opened and never used (browsers open them
-// speculatively, HTTP clients keep one they dialled and then did not need) counts as busy
-// until it sends a request, so the shutdown waited its whole timeout for it.
+// none waiting in the socket) and reports how many. A graceful shutdown calls it while it
+// waits: the server waits for every connection that is not idle between two requests, and a
+// connection that a client opened and never used (browsers open them speculatively, HTTP
+// clients keep one they dialled and then did not need) counts as busy until it sends a
+// request, so the shutdown waited its whole timeout for it.
 func (l *Listener) CloseUnused() int {
 	l.mu.Lock()
 	var unused []*lingerConn

@@ -28,11 +28,12 @@ const lockRetry = 100 * time.Millisecond
 // no transaction, so that CREATE INDEX CONCURRENTLY does not wait for it). A migration waiting
 // for it tries again every lockRetry rather than block in pg_advisory_lock: a blocked
 // statement holds a snapshot, which the running migration's CREATE INDEX CONCURRENTLY would
-// wait for, while the blocked one waits for it (they did, in the test of four migrations). On SQLite it is an
-// exclusive lock on a file beside the database (PATH-migrate.lock, left in place: removing
-// it would race with the next migration's open): not on the database file itself, whose
-// closing would drop the locks SQLite holds on it in this process. An in-memory SQLite
-// database has one process: nothing to lock.
+// wait for while the blocked one waits for it (they did, in the test of four migrations).
+//
+// On SQLite it is an exclusive lock on a file beside the database (PATH-migrate.lock, left in
+// place: removing it would race with the next migration's open), not on the database file
+// itself, whose closing would drop the locks SQLite holds on it in this process. An
+// in-memory SQLite database has one process: nothing to lock.
 func lockMigrations(ctx context.Context, db *gorm.DB) (unlock func(), err error) {
 	if IsPostgres(db) {
 		return advisoryLock(ctx, db)
