@@ -72,6 +72,14 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 			body.Message = "Bad Request."
 			status = fiber.StatusBadRequest
 		}
+	case errors.As(err, &fe) && fe.Code == fiber.StatusBadGateway:
+		// Fiber's name for a request that could not be read, the connection having failed
+		// (the client went away, or a shutdown closed a connection that never carried a
+		// request): the client's side or nobody's, not the server's fault. The answer is as
+		// before; the log is at debug level, not an error for every such connection.
+		status = fiber.StatusInternalServerError
+		s.log(c).Debug("request not read: connection failed", "err", err)
+		body.Message = "Server Error."
 	default:
 		status = fiber.StatusInternalServerError
 		s.log(c).Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
