@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +23,7 @@ func TestShutdownDoesNotWaitForAnUnusedConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	m := NewMain(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	testenv.Must(t, m.Open())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -61,22 +59,4 @@ func TestShutdownDoesNotWaitForAnUnusedConnection(t *testing.T) {
 	if out := logs.String(); strings.Contains(out, "level=ERROR") {
 		t.Fatalf("the shutdown logged an error:\n%s", out)
 	}
-}
-
-// syncBuffer is a bytes.Buffer that the server's goroutines may write to at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
