@@ -1,6 +1,9 @@
 package payments
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Test-only access to the fulfilment and the revocation that HandleEvent and Return perform,
 // for the tests that do not go through an event.
@@ -15,3 +18,10 @@ func (svc *Service) Revoke(ctx context.Context, r Reversal) (string, error) {
 
 // Fulfil is fulfil.
 func (svc *Service) Fulfil(ctx context.Context, s Session) (Result, error) { return svc.fulfil(ctx, s) }
+
+// FulfilInTransaction makes svc store fulfilments in a transaction of several statements on
+// Postgres too, as on SQLite.
+func (svc *Service) FulfilInTransaction() { svc.noOneStatement = true }
+
+// EventID is eventID.
+func EventID(typ string, at time.Time, sessionID string) string { return eventID(typ, at, sessionID) }

@@ -44,96 +44,155 @@ func (svc *Service) fulfil(ctx context.Context, s Session) (Result, error) {
 }
 
 func (svc *Service) fulfilSession(ctx context.Context, s Session) (Result, error) {
-	tenant, member, product, err := svc.resolve(ctx, s)
+	r, err := refsOf(s)
 	if err != nil {
 		return Result{}, err
 	}
 	if s.PaymentStatus != "paid" && s.PaymentStatus != "no_payment_required" {
+		if err := svc.resolve(ctx, s, r); err != nil {
+			return Result{}, err
+		}
 		var p models.Purchase
 		if err := svc.DB.WithContext(ctx).Where("psp_checkout_session_id = ?", s.ID).Take(&p).Error; err == nil {
 			return Result{Status: StatusAlreadyFulfilled, PurchaseID: p.ID}, nil
 		}
 		return Result{Status: StatusPending}, nil
 	}
-	queued, err := svc.Queueing.Queues(ctx, tenant.ID)
+	queued, err := svc.Queueing.Queues(ctx, r.tenant)
 	if err != nil {
 		return Result{}, err
 	}
 
-	var (
-		res      Result
-		event    models.TrackedEvent
-		reversal *models.TrackedEvent
-		purchase models.Purchase
-	)
-	err = svc.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		p := models.Purchase{
-			TenantID: tenant.ID, AudienceMemberID: member.ID, ProductID: product.ID,
-			PSPCheckoutSessionID: s.ID, PSPPaymentIntentID: s.PaymentIntent,
-			AmountTotal: s.AmountTotal, Currency: s.Currency,
-		}
-		ins := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "psp_checkout_session_id"}}, DoNothing: true}).Create(&p)
-		if ins.Error != nil {
-			return fmt.Errorf("fulfil: purchase: %w", ins.Error)
-		}
-		if ins.RowsAffected == 0 { // another fulfilment committed it first, with all its parts
-			if err := tx.Where("psp_checkout_session_id = ?", s.ID).Take(&p).Error; err != nil {
-				return fmt.Errorf("fulfil: load purchase: %w", err)
-			}
-			res = Result{Status: StatusAlreadyFulfilled, PurchaseID: p.ID}
-			return nil
-		}
-		res = Result{Status: StatusFulfilled, PurchaseID: p.ID}
-		ent := models.Entitlement{TenantID: tenant.ID, AudienceMemberID: member.ID, ProductID: product.ID, PurchaseID: p.ID}
-		if err := tx.Create(&ent).Error; err != nil {
-			return fmt.Errorf("fulfil: entitlement: %w", err)
-		}
-		event = svc.purchaseEvent(tenant, member, &p, s)
-		event.Queued, event.QueuePending = queued, queued
-		if err := tx.Create(&event).Error; err != nil {
-			return fmt.Errorf("fulfil: event: %w", err)
-		}
-		purchase = p
-		// A refund or dispute that arrived before this fulfilment applies now, atomically.
-		reversal, err = svc.applyReversalsTx(tx, &purchase, tenant, queued)
-		return err
-	})
+	st, err := svc.store(ctx, s, r, queued)
 	if err != nil {
 		return Result{}, err
 	}
+	res := st.res
 	if res.Status == StatusFulfilled && queued {
-		pushed := []models.TrackedEvent{event}
-		if reversal != nil {
-			pushed = append(pushed, *reversal)
+		pushed := []models.TrackedEvent{st.event}
+		if st.reversal != nil {
+			pushed = append(pushed, *st.reversal)
 		}
-		svc.Ingest.PushPending(ctx, tenant.ID, pushed)
+		svc.Ingest.PushPending(ctx, r.tenant, pushed)
 	}
 	// A reversal recorded while this transaction ran (it could not see the purchase, nor this
 	// transaction the reversal) is applied here; applying is idempotent.
-	if purchase.ID == 0 {
-		if err := svc.DB.WithContext(ctx).Take(&purchase, res.PurchaseID).Error; err != nil {
-			return Result{}, fmt.Errorf("fulfil: load purchase: %w", err)
-		}
-	}
-	if _, err := svc.applyReversals(ctx, &purchase, tenant); err != nil {
+	if _, err := svc.applyReversals(ctx, &st.purchase, r.tenantOn(s.Account)); err != nil {
 		return Result{}, err
 	}
 	return res, nil
 }
 
-// resolve finds the tenant, member and product that s's metadata names, in one round trip.
-// The member and product are returned with their ids only: fulfilment needs nothing else of
-// them. A name that does not resolve, or a session on another account than the tenant's, is a
-// permanent failure.
-func (svc *Service) resolve(ctx context.Context, s Session) (*models.Tenant, *models.AudienceMember, *models.Product, error) {
-	ids := make(map[string]uint64, 3)
-	for _, key := range []string{MetaTenant, MetaMember, MetaProduct} {
+// refs are the ids of the tenant, member and product that a session's metadata names.
+type refs struct{ tenant, member, product uint64 }
+
+// refsOf reads s's metadata; a missing or malformed id is a permanent failure.
+func refsOf(s Session) (refs, error) {
+	var ids [3]uint64
+	for i, key := range []string{MetaTenant, MetaMember, MetaProduct} {
 		id, ok := models.ParseID(s.Metadata[key])
 		if !ok {
-			return nil, nil, nil, fmt.Errorf("fulfil: %w: session %s: metadata %s missing or invalid", ErrRejected, s.ID, key)
+			return refs{}, fmt.Errorf("fulfil: %w: session %s: metadata %s missing or invalid", ErrRejected, s.ID, key)
 		}
-		ids[key] = id
+		ids[i] = id
 	}
+	return refs{tenant: ids[0], member: ids[1], product: ids[2]}, nil
+}
+
+// tenantOn is r's tenant with its id and connected account ("" for the platform): all that
+// fulfilment needs of it once resolve, or the statement that stores it, has checked that the
+// tenant is on account.
+func (r refs) tenantOn(account string) *models.Tenant {
+	t := &models.Tenant{ID: r.tenant}
+	if account != "" {
+		t.PSPAccountID = &account
+	}
+	return t
+}
+
+// stored is what storing a fulfilment found or wrote: the purchase, and, when this fulfilment
+// stored it, its purchase_completed event and the event of a reversal that it applied.
+type stored struct {
+	res      Result
+	purchase models.Purchase
+	event    models.TrackedEvent
+	reversal *models.TrackedEvent
+}
+
+// store checks that the tenant, member and product of r exist and that s is on the tenant's
+// account, then writes s's purchase, entitlement and purchase_completed event in one
+// transaction, and applies a reversal recorded before it in the same transaction. On Postgres
+// the common case, no reversal waiting, is one statement (storeOneStatement); otherwise, and on
+// SQLite, it is resolve and a transaction of several (storeTx).
+func (svc *Service) store(ctx context.Context, s Session, r refs, queued bool) (stored, error) {
+	if svc.DB.Dialector.Name() == "postgres" && !svc.noOneStatement {
+		st, ok, err := svc.storeOneStatement(ctx, s, r, queued)
+		if err != nil || ok {
+			return st, err
+		}
+	}
+	if err := svc.resolve(ctx, s, r); err != nil {
+		return stored{}, err
+	}
+	return svc.storeTx(ctx, s, r, queued)
+}
+
+// newPurchase is the purchase of s, stamped now, and its purchase_completed event.
+func (svc *Service) newPurchase(s Session, r refs, queued bool) (models.Purchase, models.TrackedEvent) {
+	now := svc.Clock.Now().UTC()
+	p := models.Purchase{
+		TenantID: r.tenant, AudienceMemberID: r.member, ProductID: r.product,
+		PSPCheckoutSessionID: s.ID, PSPPaymentIntentID: s.PaymentIntent,
+		AmountTotal: s.AmountTotal, Currency: s.Currency, Status: models.PurchasePaid,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	ev := svc.trackedEvent(EventPurchaseCompleted, r.tenant, r.member, s.ID, now)
+	ev.Queued, ev.QueuePending = queued, queued
+	return p, ev
+}
+
+// storeTx is store's transaction of one statement a row, once resolve has checked r.
+func (svc *Service) storeTx(ctx context.Context, s Session, r refs, queued bool) (stored, error) {
+	var st stored
+	err := svc.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		p, ev := svc.newPurchase(s, r, queued)
+		ins := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "psp_checkout_session_id"}}, DoNothing: true}).Create(&p)
+		if ins.Error != nil {
+			return fmt.Errorf("fulfil: purchase: %w", ins.Error)
+		}
+		if ins.RowsAffected == 0 { // another fulfilment committed it first, with all its parts
+			return svc.alreadyStored(tx, s, &st)
+		}
+		ent := models.Entitlement{TenantID: r.tenant, AudienceMemberID: r.member, ProductID: r.product, PurchaseID: p.ID, CreatedAt: p.CreatedAt, UpdatedAt: p.CreatedAt}
+		if err := tx.Create(&ent).Error; err != nil {
+			return fmt.Errorf("fulfil: entitlement: %w", err)
+		}
+		if err := tx.Create(&ev).Error; err != nil {
+			return fmt.Errorf("fulfil: event: %w", err)
+		}
+		st = stored{res: Result{Status: StatusFulfilled, PurchaseID: p.ID}, purchase: p, event: ev}
+		// A refund or dispute that arrived before this fulfilment applies now, atomically.
+		var err error
+		st.reversal, err = svc.applyReversalsTx(tx, &st.purchase, r.tenantOn(s.Account), queued)
+		return err
+	})
+	return st, err
+}
+
+// alreadyStored fills st with the purchase of s that another fulfilment stored.
+func (svc *Service) alreadyStored(db *gorm.DB, s Session, st *stored) error {
+	var p models.Purchase
+	if err := db.Where("psp_checkout_session_id = ?", s.ID).Take(&p).Error; err != nil {
+		return fmt.Errorf("fulfil: load purchase: %w", err)
+	}
+	*st = stored{res: Result{Status: StatusAlreadyFulfilled, PurchaseID: p.ID}, purchase: p}
+	return nil
+}
+
+// resolve checks, in one round trip, that the tenant, member and product of r exist, the
+// member and product on that tenant, and that s is on the tenant's account; anything else is
+// a permanent failure.
+func (svc *Service) resolve(ctx context.Context, s Session, r refs) error {
 	var row struct {
 		models.Tenant
 		MemberID  *uint64
@@ -142,26 +201,24 @@ func (svc *Service) resolve(ctx context.Context, s Session) (*models.Tenant, *mo
 	res := svc.DB.WithContext(ctx).Raw(`SELECT t.*,
 		(SELECT m.id FROM audience_members m WHERE m.id = ? AND m.tenant_id = t.id) AS member_id,
 		(SELECT p.id FROM products p WHERE p.id = ? AND p.tenant_id = t.id) AS product_id
-		FROM tenants t WHERE t.id = ?`, ids[MetaMember], ids[MetaProduct], ids[MetaTenant]).Scan(&row)
+		FROM tenants t WHERE t.id = ?`, r.member, r.product, r.tenant).Scan(&row)
 	if res.Error != nil {
-		return nil, nil, nil, fmt.Errorf("fulfil: %w", res.Error)
+		return fmt.Errorf("fulfil: %w", res.Error)
 	}
 	t := &row.Tenant
 	if res.RowsAffected == 0 {
-		return nil, nil, nil, notFound(t, ids[MetaTenant])
+		return notFound(t, r.tenant)
 	}
 	if account := t.Account(); account != s.Account {
-		return nil, nil, nil, fmt.Errorf("fulfil: %w: session %s on account %q, tenant %d has %q", ErrRejected, s.ID, s.Account, t.ID, account)
+		return fmt.Errorf("fulfil: %w: session %s on account %q, tenant %d has %q", ErrRejected, s.ID, s.Account, t.ID, account)
 	}
-	m := &models.AudienceMember{ID: ids[MetaMember], TenantID: t.ID}
 	if row.MemberID == nil {
-		return nil, nil, nil, notFound(m, m.ID, t.ID)
+		return notFound(&models.AudienceMember{}, r.member, t.ID)
 	}
-	p := &models.Product{ID: ids[MetaProduct], TenantID: t.ID}
 	if row.ProductID == nil {
-		return nil, nil, nil, notFound(p, p.ID, t.ID)
+		return notFound(&models.Product{}, r.product, t.ID)
 	}
-	return t, m, p, nil
+	return nil
 }
 
 // notFound is the permanent failure of a metadata id that names no row of dst's kind.
@@ -169,35 +226,26 @@ func notFound(dst any, ids ...any) error {
 	return fmt.Errorf("fulfil: %w: %T not found (%v)", ErrRejected, dst, ids)
 }
 
-// purchaseEvent builds the purchase_completed event. Its id is derived from the purchase, so
-// it is the same whoever builds it, and it sorts by the purchase's time.
-func (svc *Service) purchaseEvent(t *models.Tenant, m *models.AudienceMember, p *models.Purchase, s Session) models.TrackedEvent {
-	now := svc.Clock.Now().UTC()
-	if !p.CreatedAt.IsZero() {
-		now = p.CreatedAt.UTC()
-	}
-	return svc.trackedEvent(EventPurchaseCompleted, t.ID, m.ID, p.ID, s.ID, now)
-}
-
-// trackedEvent is an event eventq records about purchase purchaseID of memberID, made by
-// checkout session sessionID: its page is the session's return page, and its id depends only on
-// type, time and purchase, so every caller building it builds the same row.
-func (svc *Service) trackedEvent(typ string, tenantID, memberID, purchaseID uint64, sessionID string, at time.Time) models.TrackedEvent {
+// trackedEvent is an event eventq records about the purchase of memberID made by checkout
+// session sessionID: its page is the session's return page, and its id depends only on type,
+// time and session (one purchase a session), so every caller building it builds the same row.
+func (svc *Service) trackedEvent(typ string, tenantID, memberID uint64, sessionID string, at time.Time) models.TrackedEvent {
 	page := ReturnURL(svc.AppURL, tenantID, sessionID)
 	u, _ := url.Parse(page)
 	member := models.FormatID(memberID)
 	return models.TrackedEvent{
-		ID: eventID(typ, at, purchaseID), TenantID: tenantID, Type: typ, SessionID: sessionID,
+		ID: eventID(typ, at, sessionID), TenantID: tenantID, Type: typ, SessionID: sessionID,
 		AudienceMemberID: &member, URL: page, PageHostname: u.Hostname(), PagePath: u.EscapedPath(),
 		UserAgent: "eventq", IPAddress: "", EventSequence: 0, CreatedAt: at,
 	}
 }
 
 // eventID is a version-7 UUID whose time is at and whose other bits come from the event type
-// and the purchase id.
-func eventID(typ string, at time.Time, purchaseID uint64) string {
+// and the checkout session. (Versions before 2026-11-26 hashed the purchase id instead; no
+// caller rebuilds the id of a stored event, so the change needs no migration.)
+func eventID(typ string, at time.Time, sessionID string) string {
 	var u uuid.UUID
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%s:%d", typ, purchaseID)))
+	sum := sha256.Sum256([]byte(typ + ":" + sessionID))
 	copy(u[:], sum[:])
 	ms := uint64(at.UnixMilli())
 	for i := 0; i < 6; i++ {

@@ -48,6 +48,10 @@ type Service struct {
 	Log    *slog.Logger
 	// Metrics counts fulfilment and revocation outcomes; may be nil.
 	Metrics *metrics.Metrics
+
+	// noOneStatement makes Postgres store a fulfilment as SQLite does (storeTx), for the test
+	// that compares the two ways.
+	noOneStatement bool
 }
 
 // Pusher appends committed events marked pending to their tenant's queue (and clears their

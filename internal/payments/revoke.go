@@ -178,11 +178,11 @@ func (svc *Service) applyReversalsTx(tx *gorm.DB, p *models.Purchase, t *models.
 }
 
 // reversalEvent builds the purchase_refunded or purchase_disputed event of p. Its id is derived
-// from the purchase and the kind, so it is the same whoever builds it.
+// from the purchase's checkout session and the kind, so it is the same whoever builds it.
 func (svc *Service) reversalEvent(t *models.Tenant, p *models.Purchase, kind string, at time.Time) models.TrackedEvent {
 	typ := EventPurchaseRefunded
 	if kind == models.PurchaseDisputed {
 		typ = EventPurchaseDisputed
 	}
-	return svc.trackedEvent(typ, t.ID, p.AudienceMemberID, p.ID, p.PSPCheckoutSessionID, at)
+	return svc.trackedEvent(typ, t.ID, p.AudienceMemberID, p.PSPCheckoutSessionID, at)
 }

@@ -1,0 +1,99 @@
+package payments_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/payments"
+	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/models"
+)
+
+// statements records the SQL statements a gorm.DB runs (not BEGIN and COMMIT, which gorm does
+// not log).
+type statements struct {
+	logger.Interface
+	mu  sync.Mutex
+	sql []string
+}
+
+func (s *statements) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
+	sql, _ := fc()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sql = append(s.sql, sql)
+}
+
+func (s *statements) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.sql
+	s.sql = nil
+	return out
+}
+
+// TestFulfilStatements checks how many statements a fulfilment runs: on Postgres one to check
+// tenant, member and product and store the purchase with its entitlement and event, and one to
+// look for a reversal recorded meanwhile; in a transaction (SQLite, or a reversal waiting) four
+// more: the check on its own, then one a row. Both ways store the same rows.
+func TestFulfilStatements(t *testing.T) {
+	e := newEnv(t, true)
+	rec := &statements{Interface: logger.Discard}
+	e.Svc.DB = e.DB.Session(&gorm.Session{Logger: rec})
+	now := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour) // stored exactly
+	e.Svc.Clock = clock.NewFake(now)
+	inTx := *e.Svc
+	inTx.FulfilInTransaction()
+
+	postgres := e.DB.Dialector.Name() == "postgres"
+	want := 6
+	if postgres {
+		want = 2
+	}
+	sh := e.MustShop(t, "acct_statements")
+	s := e.Session(sh)
+	res, err := e.Svc.Fulfil(context.Background(), s)
+	if err != nil || res.Status != payments.StatusFulfilled {
+		t.Fatalf("Fulfil = %+v, %v", res, err)
+	}
+	if got := rec.take(); len(got) != want {
+		t.Errorf("%d statements, want %d:\n%s", len(got), want, strings.Join(got, "\n"))
+	}
+	assertFulfilled(t, e, sh, s, res.PurchaseID)
+
+	other := e.MustShop(t, "acct_statements_tx")
+	s2 := e.Session(other)
+	res2, err := inTx.Fulfil(context.Background(), s2)
+	if err != nil || res2.Status != payments.StatusFulfilled {
+		t.Fatalf("Fulfil in a transaction = %+v, %v", res2, err)
+	}
+	if got := rec.take(); len(got) != 6 {
+		t.Errorf("in a transaction: %d statements, want 6:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	assertFulfilled(t, e, other, s2, res2.PurchaseID)
+
+	// Both ways stamp purchase, entitlement and event with the service's clock, and derive the
+	// event's id from that time and the session.
+	for _, sess := range []payments.Session{s, s2} {
+		var p models.Purchase
+		var ent models.Entitlement
+		var ev models.TrackedEvent
+		testenv.Must(t, e.DB.Take(&p, "psp_checkout_session_id = ?", sess.ID).Error)
+		testenv.Must(t, e.DB.Take(&ent, "purchase_id = ?", p.ID).Error)
+		testenv.Must(t, e.DB.Take(&ev, "session_id = ?", sess.ID).Error)
+		if !p.CreatedAt.Equal(now) || !p.UpdatedAt.Equal(now) || !ent.CreatedAt.Equal(p.CreatedAt) || !ent.UpdatedAt.Equal(p.CreatedAt) || !ev.CreatedAt.Equal(p.CreatedAt) {
+			t.Errorf("session %s: purchase %v/%v, entitlement %v/%v, event %v; want all %v", sess.ID,
+				p.CreatedAt, p.UpdatedAt, ent.CreatedAt, ent.UpdatedAt, ev.CreatedAt, now)
+		}
+		if ev.ID != payments.EventID(payments.EventPurchaseCompleted, ev.CreatedAt, sess.ID) {
+			t.Errorf("session %s: event id %s, want %s", sess.ID, ev.ID, payments.EventID(payments.EventPurchaseCompleted, ev.CreatedAt, sess.ID))
+		}
+	}
+}
