@@ -10,6 +10,7 @@ import (
 	"github.com/stripe/stripe-go/v76"
 	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/models"
 )
 
@@ -82,8 +83,8 @@ type work interface {
 // tenant, member, product or account that does not match): retrying is pointless. Any other
 // error is transient.
 func (svc *Service) HandleEvent(ctx context.Context, payload []byte) (string, error) {
-	var ev stripe.Event
-	if err := json.Unmarshal(payload, &ev); err != nil || ev.Data == nil {
+	ev, err := psp.DecodeEvent(payload)
+	if err != nil || ev.Data == nil {
 		return "", fmt.Errorf("event: %w: the payload is not a provider event", ErrRejected)
 	}
 	w, err := workOf(&ev)

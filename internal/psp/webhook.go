@@ -42,7 +42,8 @@ func NewVerifier(secrets []string, clk clock.Clock) *Verifier {
 	return &Verifier{secrets: secrets, clock: clk}
 }
 
-// Verify authenticates payload (the raw body) against header and decodes the event.
+// Verify authenticates payload (the raw body) against header and decodes the event as
+// DecodeEvent does.
 func (v *Verifier) Verify(payload []byte, header string) (stripe.Event, error) {
 	if len(v.secrets) == 0 {
 		return stripe.Event{}, ErrNoSecret
@@ -54,20 +55,23 @@ func (v *Verifier) Verify(payload []byte, header string) (stripe.Event, error) {
 	if !ok {
 		return stripe.Event{}, ErrBadSignature
 	}
-	opts := webhook.ConstructEventOptions{IgnoreTolerance: true, IgnoreAPIVersionMismatch: true}
 	for _, secret := range v.secrets {
-		ev, err := webhook.ConstructEventWithOptions(payload, header, secret, opts)
+		err := webhook.ValidatePayloadIgnoringTolerance(payload, header, secret)
 		switch {
 		case err == nil:
 			if d := v.clock.Now().Sub(ts); d > Tolerance || d < -Tolerance {
 				return stripe.Event{}, ErrStale
 			}
+			ev, err := DecodeEvent(payload)
+			if err != nil { // signature matched, the body is not an event
+				return stripe.Event{}, fmt.Errorf("%w: %v", ErrMalformedBody, err)
+			}
 			return ev, nil
 		case errors.Is(err, webhook.ErrNoValidSignature), errors.Is(err, webhook.ErrInvalidHeader),
 			errors.Is(err, webhook.ErrNotSigned):
 			continue
-		default: // signature matched, the body is not an event
-			return stripe.Event{}, fmt.Errorf("%w: %v", ErrMalformedBody, err)
+		default:
+			return stripe.Event{}, fmt.Errorf("%w: %v", ErrBadSignature, err)
 		}
 	}
 	return stripe.Event{}, ErrBadSignature
