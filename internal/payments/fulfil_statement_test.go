@@ -2,6 +2,8 @@ package payments_test
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -95,5 +97,77 @@ func TestFulfilStatements(t *testing.T) {
 		if ev.ID != payments.EventID(payments.EventPurchaseCompleted, ev.CreatedAt, sess.ID) {
 			t.Errorf("session %s: event id %s, want %s", sess.ID, ev.ID, payments.EventID(payments.EventPurchaseCompleted, ev.CreatedAt, sess.ID))
 		}
+	}
+}
+
+// TestFulfilAppliesAReversalRecordedWhileItRan makes a refund arrive while a fulfilment
+// stores its purchase on Postgres: the purchase's insert waits on another transaction's
+// uncommitted purchase of the same session, and the refund, which cannot see either, is
+// parked meanwhile. When that transaction rolls back, the fulfilment must end the purchase it
+// stores. The one statement took its snapshot before the refund and cannot see it: the query
+// after its commit finds it (without that query the purchase stays paid, checked). The
+// transaction's later statements see it and apply it before the commit. SQLite has one
+// writer: such a race cannot happen there.
+func TestFulfilAppliesAReversalRecordedWhileItRan(t *testing.T) {
+	for _, inTx := range []bool{false, true} {
+		t.Run(fmt.Sprintf("in a transaction %v", inTx), func(t *testing.T) { testReversalDuringFulfil(t, inTx) })
+	}
+}
+
+func testReversalDuringFulfil(t *testing.T, inTx bool) {
+	e := newEnv(t, true)
+	if e.DB.Dialector.Name() != "postgres" {
+		t.Skip("a race of two writers: Postgres only (SQLite has one writer)")
+	}
+	if inTx {
+		e.Svc.FulfilInTransaction()
+	}
+	ctx := context.Background()
+	sh := e.MustShop(t, "acct_race_refund")
+	s := e.Session(sh)
+
+	blocker := e.DB.Begin()
+	testenv.Must(t, blocker.Error)
+	defer blocker.Rollback()
+	testenv.Must(t, blocker.Create(&models.Purchase{
+		TenantID: sh.Tenant.ID, AudienceMemberID: sh.Member.ID, ProductID: sh.Product.ID,
+		PSPCheckoutSessionID: s.ID, AmountTotal: 1, Currency: "usd",
+	}).Error)
+
+	type outcome struct {
+		res payments.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := e.Svc.Fulfil(ctx, s)
+		done <- outcome{res, err}
+	}()
+	testenv.Eventually(t, 10*time.Second, "the fulfilment waits for the uncommitted purchase", func() bool {
+		var n int64
+		testenv.Must(t, e.DB.Raw(`SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%INSERT INTO%purchases%'`).Scan(&n).Error)
+		return n == 1
+	})
+
+	r := payments.Reversal{Kind: models.PurchaseRefunded, PaymentIntent: s.PaymentIntent, Account: s.Account, EventID: "evt_race"}
+	if out, err := e.Svc.Revoke(ctx, r); err != nil || out != payments.RevokeParked {
+		t.Fatalf("Revoke = %q, %v; want %s (the purchase is not committed)", out, err, payments.RevokeParked)
+	}
+	testenv.Must(t, blocker.Rollback().Error)
+
+	got := <-done
+	if got.err != nil || got.res.Status != payments.StatusFulfilled {
+		t.Fatalf("Fulfil = %+v, %v; want fulfilled", got.res, got.err)
+	}
+	var p models.Purchase
+	testenv.Must(t, e.DB.Take(&p, got.res.PurchaseID).Error)
+	inForce := e.Count(t, &models.Entitlement{}, "purchase_id = ? AND revoked_at IS NULL", p.ID)
+	if p.Status != models.PurchaseRefunded || inForce != 0 {
+		t.Errorf("purchase %s with %d entitlements in force, want refunded and none", p.Status, inForce)
+	}
+	want := []string{payments.EventPurchaseCompleted, payments.EventPurchaseRefunded}
+	if got := e.Pusher.types(); !reflect.DeepEqual(got, want) {
+		t.Errorf("pushed %v, want %v", got, want)
 	}
 }
