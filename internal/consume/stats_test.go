@@ -61,6 +61,43 @@ func TestStatsHeldBackIsExact(t *testing.T) {
 			t.Fatalf("a full queue, counted in pages of %d: %+v", markPage, st)
 		}
 	})
+	t.Run("a batch settled between the two readings is counted once", func(t *testing.T) {
+		e := startConsume(t)
+		e.Queue.MaxLength = 30
+		defer func() { betweenStatsReads = nil }()
+		// Stats reads the tenant's pending batch, then, while the hook waits, the batch is
+		// settled (deleted, its 20 held events marked), then Stats reads the marks. A batch
+		// settled before Stats starts does not test this: another tenant tries again.
+		for attempt := 1; ; attempt++ {
+			full := testenv.MustTenant(t, e.DB, true).ID
+			e.mustIngest(t, full, 50)
+			caught := false
+			betweenStatsReads = func() {
+				var batches int64
+				testenv.Must(t, e.DB.Model(&models.PendingBatch{}).Where("tenant_id = ?", full).Count(&batches).Error)
+				if caught = batches > 0; !caught {
+					return
+				}
+				testenv.Eventually(t, 10*time.Second, "the batch is settled", func() bool {
+					var marked int64
+					testenv.Must(t, e.DB.Model(&models.PendingBatch{}).Where("tenant_id = ?", full).Count(&batches).Error)
+					testenv.Must(t, e.DB.Model(&models.TrackedEvent{}).Where("queue_pending AND tenant_id = ?", full).Count(&marked).Error)
+					return batches == 0 && marked == 20
+				})
+			}
+			st := mustStats(t, e.Consume, full)
+			if !caught {
+				if attempt == 20 {
+					t.Fatal("20 batches were settled before Stats read them")
+				}
+				continue
+			}
+			if st.HeldBack != 20 || st.Length != 30 {
+				t.Fatalf("a full queue whose batch was settled while Stats ran: %+v", st)
+			}
+			return
+		}
+	})
 	t.Run("a busy healthy tenant shows no more than the events being appended", func(t *testing.T) {
 		e := startConsume(t)
 		tenant := testenv.MustTenant(t, e.DB, true).ID
