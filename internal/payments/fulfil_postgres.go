@@ -2,7 +2,9 @@ package payments
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"time"
 )
 
 // storeStatement is a fulfilment on Postgres in one statement, so in one round trip and one
@@ -11,23 +13,24 @@ import (
 // otherwise). From v it writes the purchase, unless a reversal of its payment is waiting or
 // another fulfilment stored it first, and with the purchase's new id the entitlement and the
 // purchase_completed event. It answers whether v held a row, the new purchase's id (NULL when
-// none was stored) and whether a reversal is waiting.
+// none was stored) and whether a reversal is waiting. Its parameters, $1 to $20, are in the
+// order of storeOneStatement's args.
 const storeStatement = `WITH v AS (
-	SELECT t.id AS tenant, m.id AS member, p.id AS product, CAST(@at AS timestamptz) AS at,
-		CAST(@session AS text) AS session, CAST(@payment_intent AS text) AS payment_intent
+	SELECT t.id AS tenant, m.id AS member, p.id AS product, CAST($4 AS timestamptz) AS at,
+		CAST($5 AS text) AS session, CAST($6 AS text) AS payment_intent
 	FROM tenants t
-	JOIN audience_members m ON m.id = @member AND m.tenant_id = t.id
-	JOIN products p ON p.id = @product AND p.tenant_id = t.id
-	WHERE t.id = @tenant AND COALESCE(t.psp_account_id, '') = @account
+	JOIN audience_members m ON m.id = $2 AND m.tenant_id = t.id
+	JOIN products p ON p.id = $3 AND p.tenant_id = t.id
+	WHERE t.id = $1 AND COALESCE(t.psp_account_id, '') = $7
 ), reversal AS (
 	SELECT 1 FROM purchase_reversals, v
-	WHERE psp_payment_intent_id = v.payment_intent AND account = @account AND applied_at IS NULL
+	WHERE psp_payment_intent_id = v.payment_intent AND account = $7 AND applied_at IS NULL
 	LIMIT 1
 ), purchase AS (
 	INSERT INTO purchases (tenant_id, audience_member_id, product_id, psp_checkout_session_id,
 		psp_payment_intent_id, amount_total, currency, status, created_at, updated_at)
-	SELECT tenant, member, product, session, payment_intent, CAST(@amount AS bigint),
-		CAST(@currency AS text), CAST(@status AS text), at, at
+	SELECT tenant, member, product, session, payment_intent, CAST($8 AS bigint),
+		CAST($9 AS text), CAST($10 AS text), at, at
 	FROM v WHERE NOT EXISTS (SELECT 1 FROM reversal)
 	ON CONFLICT (psp_checkout_session_id) DO NOTHING
 	RETURNING id
@@ -37,10 +40,10 @@ const storeStatement = `WITH v AS (
 ), event AS (
 	INSERT INTO tracked_events (id, tenant_id, type, session_id, audience_member_id, url, page_hostname,
 		page_path, user_agent, ip_address, event_sequence, queued, queue_pending, created_at)
-	SELECT CAST(@event_id AS text), tenant, CAST(@event_type AS text), session,
-		CAST(@event_member AS text), CAST(@url AS text), CAST(@hostname AS text), CAST(@path AS text),
-		CAST(@user_agent AS text), CAST(@ip AS text), CAST(@sequence AS bigint),
-		CAST(@queued AS boolean), CAST(@queued AS boolean), at
+	SELECT CAST($11 AS text), tenant, CAST($12 AS text), session,
+		CAST($13 AS text), CAST($14 AS text), CAST($15 AS text), CAST($16 AS text),
+		CAST($17 AS text), CAST($18 AS text), CAST($19 AS bigint),
+		CAST($20 AS boolean), CAST($20 AS boolean), at
 	FROM v, purchase
 )
 SELECT EXISTS (SELECT 1 FROM v) AS resolved, (SELECT id FROM purchase) AS purchase_id,
@@ -53,26 +56,28 @@ SELECT EXISTS (SELECT 1 FROM v) AS resolved, (SELECT id FROM purchase) AS purcha
 // costs one more round trip, to load it.
 func (svc *Service) storeOneStatement(ctx context.Context, s Session, r refs, queued bool) (st stored, ok bool, err error) {
 	p, ev := svc.newPurchase(s, r, queued)
-	args := map[string]any{
-		"tenant": r.tenant, "member": r.member, "product": r.product, "account": s.Account,
-		"session": p.PSPCheckoutSessionID, "payment_intent": p.PSPPaymentIntentID,
-		"amount": p.AmountTotal, "currency": p.Currency, "status": p.Status, "at": p.CreatedAt,
-		"event_id": ev.ID, "event_type": ev.Type, "event_member": ev.AudienceMemberID, "url": ev.URL,
-		"hostname": ev.PageHostname, "path": ev.PagePath, "user_agent": ev.UserAgent, "ip": ev.IPAddress,
-		"sequence": ev.EventSequence, "queued": queued,
+	args := []any{ // in the order of storeStatement's parameters
+		r.tenant, r.member, r.product, p.CreatedAt, p.PSPCheckoutSessionID, p.PSPPaymentIntentID, s.Account,
+		p.AmountTotal, p.Currency, p.Status, ev.ID, ev.Type, ev.AudienceMemberID, ev.URL,
+		ev.PageHostname, ev.PagePath, ev.UserAgent, ev.IPAddress, ev.EventSequence, queued,
 	}
 	var row struct {
 		Resolved        bool
-		PurchaseID      *uint64
+		PurchaseID      sql.NullInt64
 		ReversalWaiting bool
 	}
+	// Straight to the connection pool, not through gorm, whose building of the statement from
+	// its parameters cost as much CPU as the round trip; gorm's logger still sees it.
 	db := svc.DB.WithContext(ctx)
-	if err := db.Raw(storeStatement, args).Scan(&row).Error; err != nil {
+	begin := time.Now()
+	err = db.Statement.ConnPool.QueryRowContext(ctx, storeStatement, args...).Scan(&row.Resolved, &row.PurchaseID, &row.ReversalWaiting)
+	db.Logger.Trace(ctx, begin, func() (string, int64) { return storeStatement, 1 }, err)
+	if err != nil {
 		return stored{}, false, fmt.Errorf("fulfil: store: %w", err)
 	}
 	switch {
-	case row.PurchaseID != nil:
-		p.ID = *row.PurchaseID
+	case row.PurchaseID.Valid:
+		p.ID = uint64(row.PurchaseID.Int64)
 		return stored{res: Result{Status: StatusFulfilled, PurchaseID: p.ID}, purchase: p, event: ev}, true, nil
 	case !row.Resolved || row.ReversalWaiting:
 		return stored{}, false, nil
