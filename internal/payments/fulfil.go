@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/models"
 )
 
@@ -125,7 +126,7 @@ type stored struct {
 // the common case, no reversal waiting, is one statement (storeOneStatement); otherwise, and on
 // SQLite, it is resolve and a transaction of several (storeTx).
 func (svc *Service) store(ctx context.Context, s Session, r refs, queued bool) (stored, error) {
-	if svc.DB.Dialector.Name() == "postgres" && !svc.noOneStatement {
+	if database.IsPostgres(svc.DB) && !svc.noOneStatement {
 		st, ok, err := svc.storeOneStatement(ctx, s, r, queued)
 		if err != nil || ok {
 			return st, err

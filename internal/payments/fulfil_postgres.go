@@ -61,25 +61,24 @@ func (svc *Service) storeOneStatement(ctx context.Context, s Session, r refs, qu
 		p.AmountTotal, p.Currency, p.Status, ev.ID, ev.Type, ev.AudienceMemberID, ev.URL,
 		ev.PageHostname, ev.PagePath, ev.UserAgent, ev.IPAddress, ev.EventSequence, queued,
 	}
-	var row struct {
-		Resolved        bool
-		PurchaseID      sql.NullInt64
-		ReversalWaiting bool
-	}
+	var (
+		resolved, reversalWaiting bool
+		purchaseID                sql.NullInt64
+	)
 	// Straight to the connection pool, not through gorm, whose building of the statement from
 	// its parameters cost as much CPU as the round trip; gorm's logger still sees it.
 	db := svc.DB.WithContext(ctx)
 	begin := time.Now()
-	err = db.Statement.ConnPool.QueryRowContext(ctx, storeStatement, args...).Scan(&row.Resolved, &row.PurchaseID, &row.ReversalWaiting)
+	err = db.Statement.ConnPool.QueryRowContext(ctx, storeStatement, args...).Scan(&resolved, &purchaseID, &reversalWaiting)
 	db.Logger.Trace(ctx, begin, func() (string, int64) { return storeStatement, 1 }, err)
 	if err != nil {
 		return stored{}, false, fmt.Errorf("fulfil: store: %w", err)
 	}
 	switch {
-	case row.PurchaseID.Valid:
-		p.ID = uint64(row.PurchaseID.Int64)
+	case purchaseID.Valid:
+		p.ID = uint64(purchaseID.Int64)
 		return stored{res: Result{Status: StatusFulfilled, PurchaseID: p.ID}, purchase: p, event: ev}, true, nil
-	case !row.Resolved || row.ReversalWaiting:
+	case !resolved || reversalWaiting:
 		return stored{}, false, nil
 	}
 	err = svc.alreadyStored(db, s, &st)

@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
@@ -54,7 +55,7 @@ func TestFulfilStatements(t *testing.T) {
 	inTx := *e.Svc
 	inTx.FulfilInTransaction()
 
-	postgres := e.DB.Dialector.Name() == "postgres"
+	postgres := database.IsPostgres(e.DB)
 	want := 6
 	if postgres {
 		want = 2
@@ -116,7 +117,7 @@ func TestFulfilAppliesAReversalRecordedWhileItRan(t *testing.T) {
 
 func testReversalDuringFulfil(t *testing.T, inTx bool) {
 	e := newEnv(t, true)
-	if e.DB.Dialector.Name() != "postgres" {
+	if !database.IsPostgres(e.DB) {
 		t.Skip("a race of two writers: Postgres only (SQLite has one writer)")
 	}
 	if inTx {
