@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -111,15 +112,26 @@ func (tr *tracker) p99(from, to time.Time) (time.Duration, int) {
 	return in[(len(in)*99)/100], len(in)
 }
 
+// chaosQueueLength is the queue's cap (EVENTQUEUE_MAX_LENGTH) in the tests that track at full
+// speed and read the whole queue at the end. The default, 1,000,000, is within reach of a
+// 30-second run here (SQLite runs acknowledged 820,000 to 980,000 events): once it is reached,
+// the rest is held in the database until a consumer trims the queue, which these tests never do.
+const chaosQueueLength = 50_000_000
+
 // settle waits until no stored event is pending any more (the worker's re-pusher has run),
-// then counts the acknowledged events missing from the queue and the ids queued twice.
+// then counts the acknowledged events missing from the queue and the ids queued twice. It fails
+// at once if the queue filled up (its tenant is held): nothing would drain it.
 func (tr *tracker) settle(t *testing.T, tenant uint64) (acked, lost, duplicated int) {
 	t.Helper()
+	rdb := tr.s.Redis.Client()
 	testenv.Eventually(t, 3*time.Minute, "every pending event is pushed", func() bool {
+		if held, _ := rdb.Exists(context.Background(), eventqueue.HeldKey(tenant)).Result(); held > 0 {
+			n, _ := rdb.LLen(context.Background(), eventqueue.Key(tenant)).Result()
+			t.Fatalf("the queue is full (%d events, tenant held): the run tracked more than its cap", n)
+		}
 		n, err := tracking.PendingEvents(context.Background(), tr.s.DB, 0)
 		return err == nil && n == 0
 	})
-	rdb := tr.s.Redis.Client()
 	all, err := rdb.LRange(context.Background(), eventqueue.Key(tenant), 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +161,7 @@ func (tr *tracker) settle(t *testing.T, tenant uint64) (acked, lost, duplicated 
 // SIGKILLed and restarted twice (its append-only file fsyncs every write). Every acknowledged
 // event must reach the queue, and at most 0.1% may be queued twice.
 func TestChaosCrashesLoseAndDuplicateNothing(t *testing.T) {
-	s := startStack(t)
+	s := startStack(t, withEnv(fmt.Sprintf("EVENTQUEUE_MAX_LENGTH=%d", chaosQueueLength)))
 	sh := s.MustShop(t, "", true)
 	tr := newTracker(s, sh.Tenant.SiteKey)
 	ctx, stop := context.WithCancel(context.Background())
@@ -196,7 +208,7 @@ func TestChaosCrashesLoseAndDuplicateNothing(t *testing.T) {
 // is still answered 202 within a second at p99, /readyz says 503, and once Redis is back every
 // acknowledged event reaches the queue once.
 func TestChaosRedisOutageDoesNotStallIngestion(t *testing.T) {
-	s := startStack(t)
+	s := startStack(t, withEnv(fmt.Sprintf("EVENTQUEUE_MAX_LENGTH=%d", chaosQueueLength)))
 	sh := s.MustShop(t, "", true)
 	tr := newTracker(s, sh.Tenant.SiteKey)
 	ctx, stop := context.WithCancel(context.Background())
