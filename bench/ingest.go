@@ -428,7 +428,8 @@ func poster(s *stack, path string, bodies [][]byte) func(context.Context, int) e
 
 // searchRate finds the highest open-loop rate post sustains: steps of plan.stepDur, the rate
 // multiplied by plan.factor after each sustained step, until a step fails (it answers below
-// 95% of the offered rate, any error or drop, p99 over 500 ms, or, when pending is given,
+// 95% of the offered rate, any error or drop, p99 over 500 ms, a median latency that grows
+// through the step as a backlog does (loadResult.backlog), or, when pending is given,
 // events of the step still pending settleWithin after it), then plan.refine bisection steps
 // between the last sustained rate and the first failed one. If the first step fails the rate
 // is halved instead, up to three times. Without pending (the HTTP floor), a rate fails only
@@ -448,6 +449,7 @@ func searchRate(ctx context.Context, s *stack, label string, batch int, plan ing
 				return IngestStep{}, err
 			}
 		}
+		early, late, growing := r.backlog() // before summarize sorts r.Lat
 		st := IngestStep{
 			OfferedRequestsPerSec: rate, OfferedEventsPerSec: rate * float64(batch),
 			AchievedEventsPerSec: r.Achieved * float64(batch), Due: r.Due, OK: r.OK, Failed: r.Failed,
@@ -462,6 +464,8 @@ func searchRate(ctx context.Context, s *stack, label string, batch int, plan ing
 			st.Why = fmt.Sprintf("achieved %.0f req/s < 95%% of %.0f offered", r.Achieved, rate)
 		case st.Latency.P99 > 500:
 			st.Why = fmt.Sprintf("p99 %.0f ms > 500 ms", st.Latency.P99)
+		case growing:
+			st.Why = fmt.Sprintf("p50 grew from %.1f to %.1f ms during the step: a backlog", early, late)
 		case left > 0:
 			st.Why = fmt.Sprintf("%d events still pending %s after the step", left, settleWithin)
 		default:

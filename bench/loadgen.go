@@ -155,6 +155,37 @@ func (r loadResult) p99BySecond() []float64 {
 	return out
 }
 
+// backlogGrowth is how much a run's median latency may grow from its first quarter to its last
+// (by the requests' due times) and still count as steady: both more than double and 20 ms more
+// mean requests queue faster than they are answered. Offered above the service rate, the wait
+// grows by (1 - service/offered) of the elapsed time, so a step of 3.4 s at 5% over capacity
+// ends about 160 ms behind: within the search's 500 ms p99, yet not sustainable for longer.
+const backlogGrowth = 20 * time.Millisecond
+
+// backlog compares the median latency of the requests due in the first and in the last quarter
+// of the run and reports whether it grew as a backlog does (backlogGrowth). Call it before
+// summarize sorts r.Lat.
+func (r loadResult) backlog() (early, late float64, growing bool) {
+	if len(r.DueAt) < 8 {
+		return 0, 0, false
+	}
+	end := slices.Max(r.DueAt)
+	var first, last []time.Duration
+	for i, at := range r.DueAt {
+		switch {
+		case at < end/4:
+			first = append(first, r.Lat[i])
+		case at >= end-end/4:
+			last = append(last, r.Lat[i])
+		}
+	}
+	if len(first) == 0 || len(last) == 0 {
+		return 0, 0, false
+	}
+	early, late = summarize(first).P50, summarize(last).P50
+	return early, late, late > 2*early && late-early > ms(backlogGrowth)
+}
+
 // Latency summarises durations in milliseconds.
 type Latency struct {
 	N    int     `json:"n"`
