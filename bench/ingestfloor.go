@@ -18,8 +18,11 @@ type FixedRate struct {
 	Failed                int     `json:"failed"`
 	Dropped               int     `json:"dropped"`
 	Latency               Latency `json:"latency"`
-	APICPUSeconds         float64 `json:"api_cpu_seconds"`
-	APICPUMicrosPerReq    float64 `json:"api_cpu_us_per_request"`
+	// The p99 (ms) of the requests due in each second: a tail that is one stall shows as one
+	// second, a queue that builds as several.
+	P99BySecond        []float64 `json:"p99_ms_by_second"`
+	APICPUSeconds      float64   `json:"api_cpu_seconds"`
+	APICPUMicrosPerReq float64   `json:"api_cpu_us_per_request"`
 	// Redis's commands and CPU (INFO) per answered request, the load generator and other
 	// scenarios idle: what each request costs the Redis server beside the api.
 	RedisCommandsPerReq  float64 `json:"redis_commands_per_request"`
@@ -97,7 +100,8 @@ func atFraction(ctx context.Context, s *stack, label string, batch int, rate flo
 		return nil, err
 	}
 	res := &FixedRate{OfferedRequestsPerSec: rate, OK: r.OK, Failed: r.Failed, Dropped: r.Dropped,
-		Latency: summarize(r.Lat), APICPUSeconds: cpu}
+		P99BySecond: r.p99BySecond(), APICPUSeconds: cpu}
+	res.Latency = summarize(r.Lat) // after p99BySecond: it sorts r.Lat
 	if r.OK > 0 {
 		res.APICPUMicrosPerReq = cpu / float64(r.OK) * 1e6
 		res.RedisCommandsPerReq = (cmds1 - cmds0 - 2) / float64(r.OK) // less the two INFOs
@@ -107,8 +111,8 @@ func atFraction(ctx context.Context, s *stack, label string, batch int, rate flo
 		res.PostgresCPUMicrosPerReq = pg / float64(r.OK) * 1e6
 		res.WorkerCPUMicrosPerReq = worker / float64(r.OK) * 1e6
 	}
-	s.logf("  %s %d/req at %.0f req/s (80%%): p50 %.1f ms, p99 %.1f ms, api CPU %.0f µs/request, Redis %.2f commands and %.0f µs CPU/request, %d failed, %d dropped",
-		label, batch, rate, res.Latency.P50, res.Latency.P99, res.APICPUMicrosPerReq, res.RedisCommandsPerReq, res.RedisCPUMicrosPerReq, r.Failed, r.Dropped)
+	s.logf("  %s %d/req at %.0f req/s (80%%): p50 %.1f ms, p99 %.1f ms (each second: %.0f), api CPU %.0f µs/request, Redis %.2f commands and %.0f µs CPU/request, %d failed, %d dropped",
+		label, batch, rate, res.Latency.P50, res.Latency.P99, res.P99BySecond, res.APICPUMicrosPerReq, res.RedisCommandsPerReq, res.RedisCPUMicrosPerReq, r.Failed, r.Dropped)
 	if err := sleepCtx(ctx, 300*time.Millisecond); err != nil {
 		return nil, err
 	}
