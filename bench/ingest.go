@@ -449,7 +449,7 @@ func searchRate(ctx context.Context, s *stack, label string, batch int, plan ing
 				return IngestStep{}, err
 			}
 		}
-		early, late, growing := r.backlog() // before summarize sorts r.Lat
+		early, late, growing := r.backlog()
 		st := IngestStep{
 			OfferedRequestsPerSec: rate, OfferedEventsPerSec: rate * float64(batch),
 			AchievedEventsPerSec: r.Achieved * float64(batch), Due: r.Due, OK: r.OK, Failed: r.Failed,

@@ -100,8 +100,7 @@ func atFraction(ctx context.Context, s *stack, label string, batch int, rate flo
 		return nil, err
 	}
 	res := &FixedRate{OfferedRequestsPerSec: rate, OK: r.OK, Failed: r.Failed, Dropped: r.Dropped,
-		P99BySecond: r.p99BySecond(), APICPUSeconds: cpu}
-	res.Latency = summarize(r.Lat) // after p99BySecond: it sorts r.Lat
+		Latency: summarize(r.Lat), P99BySecond: r.p99BySecond(), APICPUSeconds: cpu}
 	if r.OK > 0 {
 		res.APICPUMicrosPerReq = cpu / float64(r.OK) * 1e6
 		res.RedisCommandsPerReq = (cmds1 - cmds0 - 2) / float64(r.OK) // less the two INFOs

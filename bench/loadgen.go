@@ -150,7 +150,7 @@ func (r loadResult) p99BySecond() []float64 {
 	}
 	out := make([]float64, len(buckets))
 	for i, b := range buckets {
-		out[i] = summarize(slices.Clone(b)).P99
+		out[i] = summarize(b).P99
 	}
 	return out
 }
@@ -163,8 +163,7 @@ func (r loadResult) p99BySecond() []float64 {
 const backlogGrowth = 20 * time.Millisecond
 
 // backlog compares the median latency of the requests due in the first and in the last quarter
-// of the run and reports whether it grew as a backlog does (backlogGrowth). Call it before
-// summarize sorts r.Lat.
+// of the run and reports whether it grew as a backlog does (backlogGrowth).
 func (r loadResult) backlog() (early, late float64, growing bool) {
 	if len(r.DueAt) < 8 {
 		return 0, 0, false
@@ -195,12 +194,13 @@ type Latency struct {
 	Mean float64 `json:"mean_ms"`
 }
 
-// summarize sorts ds (in place) and returns its quantiles (nearest rank).
+// summarize returns the quantiles of ds (nearest rank). It sorts a copy: ds keeps its order,
+// which loadResult.DueAt pairs with.
 func summarize(ds []time.Duration) Latency {
 	if len(ds) == 0 {
 		return Latency{}
 	}
-	slices.Sort(ds)
+	ds = slices.Sorted(slices.Values(ds))
 	var sum time.Duration
 	for _, d := range ds {
 		sum += d

@@ -119,7 +119,7 @@ type LoadRun struct {
 
 func loadRunOf(r loadResult, d time.Duration) LoadRun {
 	return LoadRun{Seconds: d.Seconds(), Due: r.Due, OK: r.OK, Failed: r.Failed, Dropped: r.Dropped,
-		EventsPerSec: min(r.Achieved, r.Offered), Latency: summarize(append([]time.Duration(nil), r.Lat...))}
+		EventsPerSec: min(r.Achieved, r.Offered), Latency: summarize(r.Lat)}
 }
 
 // DropVsDelete is the time to drop a day partition against the time to DELETE an identical
