@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -112,11 +111,12 @@ func (tr *tracker) p99(from, to time.Time) (time.Duration, int) {
 	return in[(len(in)*99)/100], len(in)
 }
 
-// chaosQueueLength is the queue's cap (EVENTQUEUE_MAX_LENGTH) in the tests that track at full
-// speed and read the whole queue at the end. The default, 1,000,000, is within reach of a
-// 30-second run here (SQLite runs acknowledged 820,000 to 980,000 events): once it is reached,
-// the rest is held in the database until a consumer trims the queue, which these tests never do.
-const chaosQueueLength = 50_000_000
+// roomyQueue raises the queue's cap (EVENTQUEUE_MAX_LENGTH) to 50,000,000 for the tests that
+// track at full speed and read the whole queue at the end. The default, 1,000,000, is within
+// reach of a 30-second run here (SQLite runs acknowledged 820,000 to 999,430 events): once it
+// is reached, the rest is held in the database until a consumer trims the queue, which these
+// tests never do.
+var roomyQueue = withEnv("EVENTQUEUE_MAX_LENGTH=50000000")
 
 // settle waits until no stored event is pending any more (the worker's re-pusher has run),
 // then counts the acknowledged events missing from the queue and the ids queued twice. It fails
@@ -161,7 +161,7 @@ func (tr *tracker) settle(t *testing.T, tenant uint64) (acked, lost, duplicated 
 // SIGKILLed and restarted twice (its append-only file fsyncs every write). Every acknowledged
 // event must reach the queue, and at most 0.1% may be queued twice.
 func TestChaosCrashesLoseAndDuplicateNothing(t *testing.T) {
-	s := startStack(t, withEnv(fmt.Sprintf("EVENTQUEUE_MAX_LENGTH=%d", chaosQueueLength)))
+	s := startStack(t, roomyQueue)
 	sh := s.MustShop(t, "", true)
 	tr := newTracker(s, sh.Tenant.SiteKey)
 	ctx, stop := context.WithCancel(context.Background())
@@ -208,7 +208,7 @@ func TestChaosCrashesLoseAndDuplicateNothing(t *testing.T) {
 // is still answered 202 within a second at p99, /readyz says 503, and once Redis is back every
 // acknowledged event reaches the queue once.
 func TestChaosRedisOutageDoesNotStallIngestion(t *testing.T) {
-	s := startStack(t, withEnv(fmt.Sprintf("EVENTQUEUE_MAX_LENGTH=%d", chaosQueueLength)))
+	s := startStack(t, roomyQueue)
 	sh := s.MustShop(t, "", true)
 	tr := newTracker(s, sh.Tenant.SiteKey)
 	ctx, stop := context.WithCancel(context.Background())
