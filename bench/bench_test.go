@@ -135,16 +135,21 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 	}
 	if l := rep.Limits; l == nil {
 		t.Error("no rate_limits")
-	} else if n := quickPlan.limits.turns; len(l.IngestOn) != n || len(l.IngestOff) != n || len(l.IngestPairRatios) != n {
-		t.Errorf("rate_limits turns: %d on, %d off, %d pairs, want %d each in -quick", len(l.IngestOn), len(l.IngestOff), len(l.IngestPairRatios), n)
+	} else if n := quickPlan.limits.turns; len(l.IngestOn) != n || len(l.IngestOff) != n || len(l.IngestPairRatios) != n ||
+		len(l.ReadOnP50) != 2*n || len(l.ReadOffP50) != 2*n || len(l.ReadPairRatios) != 2*n {
+		t.Errorf("rate_limits turns: %d on, %d off, %d pairs, want %d each in -quick; reads %d on, %d off, %d pairs, want %d (both in every turn)",
+			len(l.IngestOn), len(l.IngestOff), len(l.IngestPairRatios), n, len(l.ReadOnP50), len(l.ReadOffP50), len(l.ReadPairRatios), 2*n)
 	} else {
 		for i := range n {
 			positive("rate_limits.ingest_on", l.IngestOn[i])
 			positive("rate_limits.ingest_off", l.IngestOff[i])
+		}
+		for i := range 2 * n {
 			positive("rate_limits.read_on_median", l.ReadOnP50[i])
 			positive("rate_limits.read_off_median", l.ReadOffP50[i])
 		}
 		positive("rate_limits.ingest_ratio", l.IngestRatio)
+		positive("rate_limits.read_ratio", l.ReadRatio)
 	}
 	if l := rep.LongPoll; l == nil {
 		t.Error("no long_poll")

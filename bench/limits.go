@@ -30,7 +30,10 @@ type limitsPlan struct {
 // LimitsCost is scenario 6: ingestion throughput (50 events a request, closed loop) and the
 // queue read's median latency on Postgres with the rate limits off and on. Many short turns
 // alternate the two modes so that the machine's drift falls on both; each side is reported as
-// the median of its turns with its range, beside the ratio of the medians.
+// the median of its turns with its range, beside the ratio of the medians. The reads do not
+// need turns of their own: each turn also starts a second api in the other mode, and the
+// reads alternate between the two, so that every read with the limits on has one without
+// them next to it.
 type LimitsCost struct {
 	EnvOn         []string  `json:"env_on"`
 	Clients       int       `json:"clients"`
@@ -38,8 +41,12 @@ type LimitsCost struct {
 	ReadsPerTurn  int       `json:"reads_per_turn"`
 	IngestOff     []float64 `json:"ingest_off_events_per_second"` // per turn, in order
 	IngestOn      []float64 `json:"ingest_on_events_per_second"`
-	ReadOffP50    []float64 `json:"read_off_median_ms"`
-	ReadOnP50     []float64 `json:"read_on_median_ms"`
+	// ReadOffP50 and ReadOnP50 are each turn's median read through the api without and with
+	// the limits (one of them the turn's api, the other its second api).
+	ReadOffP50 []float64 `json:"read_off_median_ms"`
+	ReadOnP50  []float64 `json:"read_on_median_ms"`
+	// ReadPairRatios are on ÷ off of each turn's medians.
+	ReadPairRatios []float64 `json:"read_pair_ratios"`
 	// CPUOff and CPUOn are the api's CPU time (user + system) per request while ingestion
 	// counted, in µs: less disturbed by other work on the machine than the throughput.
 	CPUOff []float64 `json:"api_cpu_off_us_per_request"`
@@ -47,7 +54,7 @@ type LimitsCost struct {
 	// IngestPairRatios are on ÷ off of each adjacent pair of turns (off i, on i).
 	IngestPairRatios []float64 `json:"ingest_pair_ratios"`
 	IngestRatio      float64   `json:"ingest_ratio"` // median on ÷ median off
-	ReadRatio        float64   `json:"read_ratio"`   // median on ÷ median off
+	ReadRatio        float64   `json:"read_ratio"`   // median of ReadPairRatios
 	Target           float64   `json:"target_overhead_max"`
 	Met              bool      `json:"met"`
 }
@@ -70,58 +77,61 @@ func benchLimits(ctx context.Context, s *stack, p limitsPlan) (*LimitsCost, erro
 		if err := s.startServices(ctx, url); err != nil {
 			return nil, err
 		}
-		ingest, read, cpu, err := limitsTurn(ctx, s, p)
+		t, err := limitsTurn(ctx, s, p, on)
 		s.stopServices()
 		if err != nil {
 			return nil, err
 		}
-		s.logf("  limits %s, turn %d: %.0f events/s at 50/req, api CPU %.0f µs a request, queue read median %.2f ms", mode, turn/2+1, ingest, cpu, read)
+		s.logf("  limits %s, turn %d: %.0f events/s at 50/req, api CPU %.0f µs a request; queue read median %.2f ms with the limits on, %.2f off",
+			mode, turn/2+1, t.ingest, t.cpu, t.readOn, t.readOff)
+		res.ReadOnP50, res.ReadOffP50 = append(res.ReadOnP50, t.readOn), append(res.ReadOffP50, t.readOff)
+		res.ReadPairRatios = append(res.ReadPairRatios, t.readOn/t.readOff)
 		if on {
-			res.CPUOn = append(res.CPUOn, cpu)
-			res.IngestOn, res.ReadOnP50 = append(res.IngestOn, ingest), append(res.ReadOnP50, read)
-			res.IngestPairRatios = append(res.IngestPairRatios, ingest/res.IngestOff[len(res.IngestOff)-1])
+			res.CPUOn, res.IngestOn = append(res.CPUOn, t.cpu), append(res.IngestOn, t.ingest)
+			res.IngestPairRatios = append(res.IngestPairRatios, t.ingest/res.IngestOff[len(res.IngestOff)-1])
 		} else {
-			res.CPUOff = append(res.CPUOff, cpu)
-			res.IngestOff, res.ReadOffP50 = append(res.IngestOff, ingest), append(res.ReadOffP50, read)
+			res.CPUOff, res.IngestOff = append(res.CPUOff, t.cpu), append(res.IngestOff, t.ingest)
 		}
 	}
 	res.IngestRatio = medianOf(res.IngestOn) / medianOf(res.IngestOff)
-	res.ReadRatio = medianOf(res.ReadOnP50) / medianOf(res.ReadOffP50)
+	res.ReadRatio = medianOf(res.ReadPairRatios)
 	res.Met = res.IngestRatio >= 1-res.Target && res.ReadRatio <= 1+res.Target
 	return res, nil
 }
 
-// limitsTurn measures one turn on freshly started services: the median of p.reads reads of a
-// full queue, then ingestion by p.clients closed-loop clients for p.warmUp + p.ingestFor, of
-// which the last p.ingestFor counts, with the api's CPU time per request meanwhile.
-func limitsTurn(ctx context.Context, s *stack, p limitsPlan) (eventsPerSec, readMedianMs, cpuUsPerRequest float64, err error) {
+// limitsTurn is one turn's figures: ingestion in the turn's mode, and the median reads with
+// the limits on and off.
+type limitsTurnResult struct {
+	ingest, cpu     float64 // events/s; the api's CPU µs a request
+	readOn, readOff float64 // ms
+}
+
+// limitsTurn measures one turn on freshly started services in mode on: p.reads reads of a full
+// queue through the turn's api and as many through a second api in the other mode, one after
+// the other by turns, then ingestion by p.clients closed-loop clients for p.warmUp +
+// p.ingestFor, of which the last p.ingestFor counts, with the api's CPU time per request
+// meanwhile. The second api is stopped before the ingestion.
+func limitsTurn(ctx context.Context, s *stack, p limitsPlan, on bool) (limitsTurnResult, error) {
+	var t limitsTurnResult
 	// Each turn starts from an empty events table, so that the table's growth does not drift.
 	if err := s.db.WithContext(ctx).Exec("TRUNCATE tracked_events").Error; err != nil {
-		return 0, 0, 0, err
+		return t, err
 	}
 	reader, err := s.seedTenant(ctx, "", true)
 	if err != nil {
-		return 0, 0, 0, err
+		return t, err
 	}
 	if err := fillQueue(ctx, s.rdb, reader.ID, queuePayloads(reader.ID, queueEvents)); err != nil {
-		return 0, 0, 0, err
+		return t, err
 	}
-	var body bytes.Buffer
-	var reads []time.Duration
-	for i := -2; i < p.reads; i++ { // two warm-up reads
-		start := time.Now()
-		if _, err := s.readAPI(ctx, reader.Token, &body); err != nil {
-			return 0, 0, 0, err
-		}
-		if i >= 0 {
-			reads = append(reads, time.Since(start))
-		}
+	if t.readOn, t.readOff, err = limitsReads(ctx, s, p.reads, reader.Token, on); err != nil {
+		return t, err
 	}
 	s.rdb.Del(ctx, eventqueue.Key(reader.ID))
 
 	tn, err := s.seedTenant(ctx, "", true)
 	if err != nil {
-		return 0, 0, 0, err
+		return t, err
 	}
 	bodies := trackBodies(tn.SiteKey, 50, 64)
 	n, cpu, err := ingestFor(ctx, p, s.api.pid(), func(ctx context.Context, i int) error {
@@ -131,10 +141,45 @@ func limitsTurn(ctx context.Context, s *stack, p limitsPlan) (eventsPerSec, read
 		return expect(s.http, req, 202)
 	})
 	if err != nil {
-		return 0, 0, 0, err
+		return t, err
 	}
 	s.rdb.Del(ctx, eventqueue.Key(tn.ID))
-	return float64(n*50) / p.ingestFor.Seconds(), summarize(reads).P50, float64(cpu.Microseconds()) / float64(max(n, 1)), nil
+	t.ingest, t.cpu = float64(n*50)/p.ingestFor.Seconds(), float64(cpu.Microseconds())/float64(max(n, 1))
+	return t, nil
+}
+
+// limitsReads starts a second api in the mode other than on and reads the queue n times
+// through each api, alternating which goes first (after two warm-up reads of each), and
+// returns the median with the limits on and off, in ms.
+func limitsReads(ctx context.Context, s *stack, n int, token string, on bool) (onMs, offMs float64, err error) {
+	var extra []string
+	if !on {
+		extra = limitsOn
+	}
+	side, sideBase, err := s.startSideAPI(ctx, map[bool]string{false: "limits-off", true: "limits-on"}[!on], extra)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer side.stop()
+	bases := map[bool]string{on: s.base, !on: sideBase}
+	var body bytes.Buffer
+	var reads [2][]time.Duration // [0]: limits off, [1]: on
+	for i := -2; i < n; i++ {
+		for _, mode := range [2]bool{i%2 == 0, i%2 != 0} {
+			start := time.Now()
+			if _, err := s.readURL(ctx, bases[mode], "/api/platform/events", token, &body); err != nil {
+				return 0, 0, err
+			}
+			if i >= 0 {
+				k := 0
+				if mode {
+					k = 1
+				}
+				reads[k] = append(reads[k], time.Since(start))
+			}
+		}
+	}
+	return summarize(reads[1]).P50, summarize(reads[0]).P50, nil
 }
 
 // ingestFor runs p.clients closed-loop clients calling post for p.warmUp + p.ingestFor and
@@ -228,8 +273,9 @@ func (l *LimitsCost) rows(add func(scenario, metric string, value float64, floor
 	add(name, "ingest events/s, max (beside: limits off)", maxOf(l.IngestOn), f(maxOf(l.IngestOff)), nil, "", nil)
 	add(name, "ingest on/off of each turn pair, min (beside: max)", minOf(l.IngestPairRatios), f(maxOf(l.IngestPairRatios)), nil, "", nil)
 	add(name, "api CPU µs per request, median (beside: limits off)", medianOf(l.CPUOn), f(medianOf(l.CPUOff)), f(medianOf(l.CPUOn)/medianOf(l.CPUOff)), "", nil)
-	add(name, "queue read ms, median of turns (floor: limits off)", medianOf(l.ReadOnP50), f(medianOf(l.ReadOffP50)), f(l.ReadRatio),
+	reads := fmt.Sprintf("queue read, limits on vs off (%d turns)", len(l.ReadPairRatios))
+	add(reads, "read ms on/off, median of the turns' ratios", l.ReadRatio, nil, nil,
 		fmt.Sprintf("≤ %.2f×", 1+l.Target), b(l.ReadRatio <= 1+l.Target))
-	add(name, "queue read ms, min (beside: limits off)", minOf(l.ReadOnP50), f(minOf(l.ReadOffP50)), nil, "", nil)
-	add(name, "queue read ms, max (beside: limits off)", maxOf(l.ReadOnP50), f(maxOf(l.ReadOffP50)), nil, "", nil)
+	add(reads, "read ms with the limits on, median of turns (beside: off)", medianOf(l.ReadOnP50), f(medianOf(l.ReadOffP50)), f(medianOf(l.ReadOnP50)/medianOf(l.ReadOffP50)), "", nil)
+	add(reads, "read ms on/off of each turn, min (beside: max)", minOf(l.ReadPairRatios), f(maxOf(l.ReadPairRatios)), nil, "", nil)
 }

@@ -146,7 +146,12 @@ func (s *stack) readAPI(ctx context.Context, token string, buf *bytes.Buffer) (i
 
 // readPath GETs path with token ("" for none) into buf and returns the body's size.
 func (s *stack) readPath(ctx context.Context, path, token string, buf *bytes.Buffer) (int, error) {
-	res, err := s.http.Do(s.request(ctx, "GET", path, token, nil))
+	return s.readURL(ctx, s.base, path, token, buf)
+}
+
+// readURL is readPath from the api at base.
+func (s *stack) readURL(ctx context.Context, base, path, token string, buf *bytes.Buffer) (int, error) {
+	res, err := s.http.Do(s.requestTo(ctx, base, "GET", path, token, nil))
 	if err != nil {
 		return 0, err
 	}

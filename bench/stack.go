@@ -175,10 +175,7 @@ func (s *stack) startServices(ctx context.Context, dbURL string) error {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	s.base = "http://" + addr
-	env := append(os.Environ(), "DATABASE_URL="+dbURL, "REDIS_URL="+s.redisURL,
-		"PSP_WEBHOOK_SECRET="+webhookSecret, "APP_URL="+s.base)
-	env = append(env, testenv.NoRateLimits...) // the load comes from one address, far above the defaults
-	env = append(env, s.extraEnv...)
+	env := s.serviceEnv(s.extraEnv)
 	apiEnv, workerEnv := append(env[:len(env):len(env)], "HTTP_ADDR="+addr, "BENCH_NOOP_ROUTE=on"), env[:len(env):len(env)] // the no-op route: the HTTP floor
 	if s.profile {
 		if s.pprofAPI, s.pprofWorker, err = twoFreeAddrs(); err != nil {
@@ -188,27 +185,60 @@ func (s *stack) startServices(ctx context.Context, dbURL string) error {
 	}
 	s.api = &proc{name: "api", path: filepath.Join(s.binDir, "api"), env: apiEnv,
 		logPath: filepath.Join(s.dir, "api-"+phase+".log")}
-	if err := s.api.start(); err != nil {
+	if err := s.startAPI(ctx, s.api, s.base); err != nil {
+		return err
+	}
+	s.workerEnv, s.phase = workerEnv, phase
+	return s.startWorker()
+}
+
+// serviceEnv is the environment of an api or worker on the current database, with extra last.
+func (s *stack) serviceEnv(extra []string) []string {
+	env := append(os.Environ(), "DATABASE_URL="+s.dbURL, "REDIS_URL="+s.redisURL,
+		"PSP_WEBHOOK_SECRET="+webhookSecret, "APP_URL="+s.base)
+	env = append(env, testenv.NoRateLimits...) // the load comes from one address, far above the defaults
+	return append(env, extra...)
+}
+
+// startAPI starts p, an api listening at base, and waits until it answers /readyz.
+func (s *stack) startAPI(ctx context.Context, p *proc, base string) error {
+	if err := p.start(); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		res, err := s.http.Get(s.base + "/readyz")
+		res, err := s.http.Get(base + "/readyz")
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == 200 {
-				break
+				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the api did not become ready within 20s:\n%s", s.api.tail())
+			return fmt.Errorf("the api did not become ready within 20s:\n%s", p.tail())
 		}
 		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
 			return err
 		}
 	}
-	s.workerEnv, s.phase = workerEnv, phase
-	return s.startWorker()
+}
+
+// startSideAPI starts a second api on the running services' database and Redis, with extra
+// added to its environment, and returns it with its base URL: the same work through two
+// configurations at once. The caller stops it.
+func (s *stack) startSideAPI(ctx context.Context, name string, extra []string) (*proc, string, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	s.starts++
+	p := &proc{name: "api " + name, path: filepath.Join(s.binDir, "api"), env: append(s.serviceEnv(extra), "HTTP_ADDR="+addr),
+		logPath: filepath.Join(s.dir, fmt.Sprintf("api-%s-%s-%d.log", name, s.phase, s.starts))}
+	if err := s.startAPI(ctx, p, "http://"+addr); err != nil {
+		return nil, "", err
+	}
+	return p, "http://" + addr, nil
 }
 
 // startWorker starts a worker with the environment of the last startServices, after a stopped
@@ -383,7 +413,12 @@ func (s *stack) seedTenant(ctx context.Context, account string, queued bool) (*t
 
 // request builds a request to the api with the token's Authorization, if any.
 func (s *stack) request(ctx context.Context, method, path, token string, body []byte) *http.Request {
-	req, _ := http.NewRequestWithContext(ctx, method, s.base+path, bytes.NewReader(body))
+	return s.requestTo(ctx, s.base, method, path, token, body)
+}
+
+// requestTo is request to the api at base.
+func (s *stack) requestTo(ctx context.Context, base, method, path, token string, body []byte) *http.Request {
+	req, _ := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
 	if body == nil {
 		req.Body, req.ContentLength = http.NoBody, 0
 	}
