@@ -101,6 +101,7 @@ type plan struct {
 	fulfilFloorFor   time.Duration
 	fulfilWaitAtMost time.Duration
 	limits           limitsPlan
+	checkpoint       checkpointPlan
 	longPollWaiters  int // consumers waiting beside the measured one
 	longPollWakeups  int
 	codingIterations int // full-queue reads per content coding
@@ -116,7 +117,7 @@ type plan struct {
 }
 
 // scenarios are the names -only accepts.
-var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits", "longpoll", "compression", "rebuild", "retention", "leases"}
+var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits", "longpoll", "compression", "rebuild", "retention", "leases", "checkpoint"}
 
 // set is a set of scenario names.
 type set map[string]bool
@@ -149,7 +150,8 @@ var (
 		fulfilLowRate: 200, fulfilLowSessions: 2000, capacitySessions: 5000,
 		longPollWaiters: 1000, longPollWakeups: 300, codingIterations: 30, rebuildEvents: 100000,
 		retention: fullRetention, leases: fullLeases,
-		limits: limitsPlan{turns: 8, clients: 64, warmUp: time.Second, ingestFor: 3 * time.Second, reads: 30},
+		limits:     limitsPlan{turns: 8, clients: 64, warmUp: time.Second, ingestFor: 3 * time.Second, reads: 30},
+		checkpoint: checkpointPlan{turns: 2, commits: 1500, rows: 1000, perSecond: 140},
 	}
 	quickPlan = plan{
 		readIterations: 20, readers: 20, readersFor: time.Second, trimIterations: 10,
@@ -160,7 +162,8 @@ var (
 		fulfilLowRate: 200, fulfilLowSessions: 200, capacitySessions: 500,
 		longPollWaiters: 100, longPollWakeups: 30, codingIterations: 5, rebuildEvents: 5000,
 		retention: quickRetention, leases: quickLeases,
-		limits: limitsPlan{turns: 2, clients: 64, warmUp: 300 * time.Millisecond, ingestFor: time.Second, reads: 5},
+		limits:     limitsPlan{turns: 2, clients: 64, warmUp: 300 * time.Millisecond, ingestFor: time.Second, reads: 5},
+		checkpoint: checkpointPlan{turns: 1, commits: 100, rows: 1000, perSecond: 140},
 	}
 )
 
@@ -203,6 +206,13 @@ func run(ctx context.Context, o options) (*Report, error) {
 	if p.runs("retention") {
 		s.logf("retention: prune under load, drop vs DELETE, partitioned inserts, export, migration")
 		if rep.Retention, err = benchRetention(ctx, s, p.retention); err != nil {
+			return nil, err
+		}
+	}
+	if p.runs("checkpoint") {
+		s.logf("checkpoint: SQLite commits of %d rows at %d a second beside the checkpoint loop, against every %s",
+			p.checkpoint.rows, p.checkpoint.perSecond, oldCheckpointEvery)
+		if rep.Checkpoint, err = benchCheckpoint(ctx, s, p.checkpoint); err != nil {
 			return nil, err
 		}
 	}

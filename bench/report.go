@@ -36,6 +36,7 @@ type Report struct {
 	Rebuild         []*Rebuild           `json:"rebuild"`
 	Retention       *Retention           `json:"retention"`
 	Leases          *Leases              `json:"leases"`
+	Checkpoint      *CheckpointTail      `json:"checkpoint"`
 	Rows            []Row                `json:"table"`
 }
 
@@ -227,6 +228,9 @@ func (r *Report) buildRows() {
 	}
 	if l := r.Leases; l != nil {
 		l.rows(add)
+	}
+	if c := r.Checkpoint; c != nil {
+		c.rows(add)
 	}
 	r.Rows = rows
 }

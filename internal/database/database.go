@@ -29,7 +29,8 @@ func Open(databaseURL string) (*gorm.DB, error) {
 		db  *gorm.DB
 		err error
 	)
-	if path, ok := strings.CutPrefix(databaseURL, "sqlite://"); ok {
+	path, isSQLite := strings.CutPrefix(databaseURL, "sqlite://")
+	if isSQLite {
 		if dir := filepath.Dir(path); dir != "." {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, fmt.Errorf("database: create %s: %w", dir, err)
@@ -61,8 +62,8 @@ func Open(databaseURL string) (*gorm.DB, error) {
 	sqlDB.SetMaxOpenConns(20)
 	sqlDB.SetMaxIdleConns(20)
 	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
-	if !IsPostgres(db) {
-		startCheckpoints(sqlDB)
+	if isSQLite {
+		startCheckpoints(sqlDB, path, checkpointInterval, idleCheckpointInterval)
 	}
 	return db, nil
 }
