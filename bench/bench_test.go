@@ -151,6 +151,14 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		positive("rate_limits.ingest_ratio", l.IngestRatio)
 		positive("rate_limits.read_ratio", l.ReadRatio)
 	}
+	if c := rep.Checkpoint; c == nil {
+		t.Error("no checkpoint")
+	} else if want := quickPlan.checkpoint.turns * quickPlan.checkpoint.commits; c.Loop.N != want || c.Every200.N != want {
+		t.Errorf("checkpoint: %d and %d commits, want %d each", c.Loop.N, c.Every200.N, want)
+	} else {
+		positive("checkpoint.loop.p50", c.Loop.P50)
+		positive("checkpoint.every_200ms.p50", c.Every200.P50)
+	}
 	if l := rep.LongPoll; l == nil {
 		t.Error("no long_poll")
 	} else {

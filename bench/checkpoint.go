@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -49,15 +50,13 @@ func benchCheckpoint(ctx context.Context, s *stack, p checkpointPlan) (*Checkpoi
 	if err != nil {
 		return nil, err
 	}
-	const chunk = 100 // rows a statement, as the api's SQLite inserts
-	stmt, err := sqlDB.PrepareContext(ctx, insertSQL(chunk, false))
+	stmt, err := sqlDB.PrepareContext(ctx, insertSQL(100, false)) // rows a statement, as the api's SQLite inserts
 	if err != nil {
 		return nil, err
 	}
 	defer stmt.Close()
 
 	var loop, old []time.Duration
-	args := make([]any, 0, 13*chunk)
 	row := 0
 	for turn := 0; turn < 2*p.turns; turn++ {
 		isOld := turn%2 == 1
@@ -68,41 +67,10 @@ func benchCheckpoint(ctx context.Context, s *stack, p checkpointPlan) (*Checkpoi
 		if err := database.CheckpointEvery(db, every); err != nil {
 			return nil, err
 		}
-		tick := time.NewTicker(time.Second / time.Duration(p.perSecond))
-		var lat []time.Duration
-		for range p.commits {
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-				tick.Stop()
-				return nil, ctx.Err()
-			}
-			start := time.Now()
-			tx, err := sqlDB.BeginTx(ctx, nil)
-			if err != nil {
-				tick.Stop()
-				return nil, err
-			}
-			now := time.Now().UTC()
-			for range p.rows / chunk {
-				args = args[:0]
-				for range chunk {
-					args = rowValues(args, t.ID, row%1_000_000, now)
-					row++
-				}
-				if _, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, args...); err != nil {
-					tx.Rollback()
-					tick.Stop()
-					return nil, fmt.Errorf("checkpoint: insert: %w", err)
-				}
-			}
-			if err := tx.Commit(); err != nil {
-				tick.Stop()
-				return nil, fmt.Errorf("checkpoint: commit: %w", err)
-			}
-			lat = append(lat, time.Since(start))
+		lat, err := commitTurn(ctx, sqlDB, stmt, p, t.ID, &row)
+		if err != nil {
+			return nil, err
 		}
-		tick.Stop()
 		sum := summarize(lat)
 		s.logf("  checkpoint %s, turn %d: commit p50 %.2f ms, p99 %.2f ms, max %.2f ms",
 			map[bool]string{false: "loop", true: "every 200 ms"}[isOld], turn/2+1, sum.P50, sum.P99, sum.Max)
@@ -113,6 +81,45 @@ func benchCheckpoint(ctx context.Context, s *stack, p checkpointPlan) (*Checkpoi
 		}
 	}
 	return &CheckpointTail{Rows: p.rows, PerSecond: p.perSecond, Turns: p.turns, Loop: summarize(loop), Every200: summarize(old)}, nil
+}
+
+// commitTurn commits p.commits transactions of p.rows rows of tenantID, p.perSecond a second,
+// each as p.rows/100 executions of stmt (a 100-row INSERT), and returns how long each took
+// from its BEGIN to its COMMIT. *row numbers the rows across turns.
+func commitTurn(ctx context.Context, db *sql.DB, stmt *sql.Stmt, p checkpointPlan, tenantID uint64, row *int) ([]time.Duration, error) {
+	tick := time.NewTicker(time.Second / time.Duration(p.perSecond))
+	defer tick.Stop()
+	args := make([]any, 0, 13*100)
+	lat := make([]time.Duration, 0, p.commits)
+	for range p.commits {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		start := time.Now()
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		now := time.Now().UTC()
+		for range p.rows / 100 {
+			args = args[:0]
+			for range 100 {
+				args = rowValues(args, tenantID, *row%1_000_000, now)
+				*row++
+			}
+			if _, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, args...); err != nil {
+				tx.Rollback()
+				return nil, fmt.Errorf("checkpoint: insert: %w", err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return nil, fmt.Errorf("checkpoint: commit: %w", err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	return lat, nil
 }
 
 // rows adds scenario 13 to the table.

@@ -99,7 +99,7 @@ func benchLimits(ctx context.Context, s *stack, p limitsPlan) (*LimitsCost, erro
 	return res, nil
 }
 
-// limitsTurn is one turn's figures: ingestion in the turn's mode, and the median reads with
+// limitsTurnResult is one turn's figures: ingestion in the turn's mode, and the median reads with
 // the limits on and off.
 type limitsTurnResult struct {
 	ingest, cpu     float64 // events/s; the api's CPU µs a request
@@ -163,7 +163,7 @@ func limitsReads(ctx context.Context, s *stack, n int, token string, on bool) (o
 	defer side.stop()
 	bases := map[bool]string{on: s.base, !on: sideBase}
 	var body bytes.Buffer
-	var reads [2][]time.Duration // [0]: limits off, [1]: on
+	reads := map[bool][]time.Duration{} // by limits on
 	for i := -2; i < n; i++ {
 		for _, mode := range [2]bool{i%2 == 0, i%2 != 0} {
 			start := time.Now()
@@ -171,15 +171,11 @@ func limitsReads(ctx context.Context, s *stack, n int, token string, on bool) (o
 				return 0, 0, err
 			}
 			if i >= 0 {
-				k := 0
-				if mode {
-					k = 1
-				}
-				reads[k] = append(reads[k], time.Since(start))
+				reads[mode] = append(reads[mode], time.Since(start))
 			}
 		}
 	}
-	return summarize(reads[1]).P50, summarize(reads[0]).P50, nil
+	return summarize(reads[true]).P50, summarize(reads[false]).P50, nil
 }
 
 // ingestFor runs p.clients closed-loop clients calling post for p.warmUp + p.ingestFor and
