@@ -10,16 +10,20 @@ import (
 	"github.com/eventq/eventq/models"
 )
 
-// checkpointPlan is how scenario 13 runs: turns of each loop, alternating, each committing
+// checkpointPlan is how the checkpoint scenario runs: turns of each loop, alternating, each committing
 // commits transactions of rows rows at perSecond a second.
 type checkpointPlan struct {
 	turns, commits, rows, perSecond int
 }
 
-// oldCheckpointEvery is the checkpoint loop's interval before 2026-11-26, the baseline.
-const oldCheckpointEvery = 200 * time.Millisecond
+const (
+	// oldCheckpointEvery is the checkpoint loop's interval before 2026-11-26, the baseline.
+	oldCheckpointEvery = 200 * time.Millisecond
+	// checkpointChunk is the rows of one INSERT, as in the api's SQLite inserts.
+	checkpointChunk = 100
+)
 
-// CheckpointTail is scenario 13: how long SQLite commits of tracked_events rows take while
+// CheckpointTail is the checkpoint scenario: how long SQLite commits of tracked_events rows take while
 // the checkpoint loop copies the log into the database file beside them, with the service's
 // loop and with the old one (a passive checkpoint every 200 ms), in alternating turns on one
 // database file. Without the api, Redis or the load generator, the commits are the writer's
@@ -32,7 +36,7 @@ type CheckpointTail struct {
 	Every200  Latency `json:"every_200ms"` // and with the old one
 }
 
-// benchCheckpoint runs scenario 13 on an SQLite file of its own.
+// benchCheckpoint runs the checkpoint scenario on an SQLite file of its own.
 func benchCheckpoint(ctx context.Context, s *stack, p checkpointPlan) (*CheckpointTail, error) {
 	db, err := database.Open(s.sqliteDatabase("checkpoint"))
 	if err != nil {
@@ -50,7 +54,7 @@ func benchCheckpoint(ctx context.Context, s *stack, p checkpointPlan) (*Checkpoi
 	if err != nil {
 		return nil, err
 	}
-	stmt, err := sqlDB.PrepareContext(ctx, insertSQL(100, false)) // rows a statement, as the api's SQLite inserts
+	stmt, err := sqlDB.PrepareContext(ctx, insertSQL(checkpointChunk, false))
 	if err != nil {
 		return nil, err
 	}
@@ -84,12 +88,12 @@ func benchCheckpoint(ctx context.Context, s *stack, p checkpointPlan) (*Checkpoi
 }
 
 // commitTurn commits p.commits transactions of p.rows rows of tenantID, p.perSecond a second,
-// each as p.rows/100 executions of stmt (a 100-row INSERT), and returns how long each took
+// each as p.rows/checkpointChunk executions of stmt (a multi-row INSERT), and returns how long each took
 // from its BEGIN to its COMMIT. *row numbers the rows across turns.
 func commitTurn(ctx context.Context, db *sql.DB, stmt *sql.Stmt, p checkpointPlan, tenantID uint64, row *int) ([]time.Duration, error) {
 	tick := time.NewTicker(time.Second / time.Duration(p.perSecond))
 	defer tick.Stop()
-	args := make([]any, 0, 13*100)
+	args := make([]any, 0, 13*checkpointChunk)
 	lat := make([]time.Duration, 0, p.commits)
 	for range p.commits {
 		select {
@@ -103,9 +107,9 @@ func commitTurn(ctx context.Context, db *sql.DB, stmt *sql.Stmt, p checkpointPla
 			return nil, err
 		}
 		now := time.Now().UTC()
-		for range p.rows / 100 {
+		for range p.rows / checkpointChunk {
 			args = args[:0]
-			for range 100 {
+			for range checkpointChunk {
 				args = rowValues(args, tenantID, *row%1_000_000, now)
 				*row++
 			}
@@ -122,7 +126,7 @@ func commitTurn(ctx context.Context, db *sql.DB, stmt *sql.Stmt, p checkpointPla
 	return lat, nil
 }
 
-// rows adds scenario 13 to the table.
+// rows adds the checkpoint scenario to the table.
 func (c *CheckpointTail) rows(add func(scenario, metric string, value float64, floor, ratio *float64, target string, met *bool)) {
 	f := func(v float64) *float64 { return &v }
 	name := fmt.Sprintf("sqlite commits of %d rows, %d/s", c.Rows, c.PerSecond)
