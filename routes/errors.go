@@ -10,15 +10,17 @@ import (
 
 // statusOf is the one table from error code to HTTP status.
 var statusOf = map[apperr.Code]int{
-	apperr.Invalid:      fiber.StatusUnprocessableEntity,
-	apperr.Unauthorized: fiber.StatusUnauthorized,
-	apperr.Forbidden:    fiber.StatusForbidden,
-	apperr.NotFound:     fiber.StatusNotFound,
-	apperr.TooLarge:     fiber.StatusRequestEntityTooLarge,
-	apperr.TooMany:      fiber.StatusTooManyRequests,
-	apperr.BadGateway:   fiber.StatusBadGateway,
-	apperr.Unavailable:  fiber.StatusServiceUnavailable,
-	apperr.Internal:     fiber.StatusInternalServerError,
+	apperr.Invalid:          fiber.StatusUnprocessableEntity,
+	apperr.Unauthorized:     fiber.StatusUnauthorized,
+	apperr.Forbidden:        fiber.StatusForbidden,
+	apperr.NotFound:         fiber.StatusNotFound,
+	apperr.TooLarge:         fiber.StatusRequestEntityTooLarge,
+	apperr.UnsupportedMedia: fiber.StatusUnsupportedMediaType,
+	apperr.BadRequest:       fiber.StatusBadRequest,
+	apperr.TooMany:          fiber.StatusTooManyRequests,
+	apperr.BadGateway:       fiber.StatusBadGateway,
+	apperr.Unavailable:      fiber.StatusServiceUnavailable,
+	apperr.Internal:         fiber.StatusInternalServerError,
 }
 
 // messageOf is Laravel's body message for statuses raised by the framework itself.
@@ -30,6 +32,7 @@ var messageOf = map[int]string{
 	fiber.StatusMethodNotAllowed:            "Method Not Allowed.",
 	fiber.StatusRequestTimeout:              "Request Timeout.",
 	fiber.StatusRequestEntityTooLarge:       "Content Too Large.",
+	fiber.StatusUnsupportedMediaType:        "Unsupported Media Type.",
 	fiber.StatusTooManyRequests:             "Too Many Attempts.",
 	fiber.StatusRequestHeaderFieldsTooLarge: "Request Header Fields Too Large.",
 }

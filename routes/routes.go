@@ -71,7 +71,7 @@ func New(s *Server) *fiber.App {
 		DisablePreParseMultipartForm: true,
 	})
 
-	app.Use(requestid.New(), s.observe)
+	app.Use(requestid.New(), s.observe, s.decodeBody)
 	app.Get("/healthz", s.healthz)
 	app.Get("/metrics", s.metricsHandler())
 	app.Get("/readyz", s.readyz)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -143,8 +144,27 @@ func TestOversizedBodiesGetA413TheClientReads(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a gzip body decoding to 50 MiB", func(t *testing.T) {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(make([]byte, 50<<20))
+		zw.Close()
+		for _, path := range []string{"/api/track", "/api/platform/track"} {
+			assertBody(t, e.Do(t, "POST", path, tn.Token, buf.Bytes(), "Content-Encoding", "gzip"), 413, `{"message":"Content Too Large."}`)
+		}
+	})
+	t.Run("an unknown coding", func(t *testing.T) {
+		event := fmt.Sprintf(`{"site_key":%q,"events":[%s]}`, tn.SiteKey, pageView("s", 1))
+		assertBody(t, e.Do(t, "POST", "/api/track", "", []byte(event), "Content-Encoding", "compress"), 415, `{"message":"Unsupported Media Type."}`)
+		if res := e.Do(t, "POST", "/api/webhooks/psp", "", []byte("{}"), "Content-Encoding", "compress"); res.Status != 200 {
+			t.Fatalf("webhook: %d %s", res.Status, res.Body)
+		}
+	})
 	if rows := e.EventRows(t, tn); rows != 0 {
 		t.Fatalf("%d rows", rows)
+	}
+	if n := e.QueueLen(t, tn); n != 0 {
+		t.Fatalf("%d queued", n)
 	}
 }
 

@@ -11,15 +11,17 @@ type Code string
 
 // The error codes. Anything not carrying one of these is internal.
 const (
-	Invalid      Code = "invalid"      // 422, with field errors
-	Unauthorized Code = "unauthorized" // 401
-	Forbidden    Code = "forbidden"    // 403
-	NotFound     Code = "not_found"    // 404
-	TooLarge     Code = "too_large"    // 413
-	TooMany      Code = "too_many"     // 429: a rate limit
-	BadGateway   Code = "bad_gateway"  // 502: the payment provider failed
-	Unavailable  Code = "unavailable"  // 503: a dependency is not configured
-	Internal     Code = "internal"     // 500
+	Invalid          Code = "invalid"           // 422, with field errors
+	BadRequest       Code = "bad_request"       // 400: a body that cannot be read as sent
+	Unauthorized     Code = "unauthorized"      // 401
+	Forbidden        Code = "forbidden"         // 403
+	NotFound         Code = "not_found"         // 404
+	TooLarge         Code = "too_large"         // 413
+	UnsupportedMedia Code = "unsupported_media" // 415: an unknown Content-Encoding
+	TooMany          Code = "too_many"          // 429: a rate limit
+	BadGateway       Code = "bad_gateway"       // 502: the payment provider failed
+	Unavailable      Code = "unavailable"       // 503: a dependency is not configured
+	Internal         Code = "internal"          // 500
 )
 
 // Error is an error with a code and a client-safe message.

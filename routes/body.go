@@ -1,0 +1,170 @@
+package routes
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/andybalholm/brotli"
+	"github.com/gofiber/fiber/v2"
+	"github.com/klauspost/compress/flate"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/tracking"
+)
+
+// Request bodies sent with a Content-Encoding are decoded here, once, before any handler runs,
+// and never by Fiber's Ctx.Body (which decodes the whole body before any size check: a 100 KB
+// gzip body decodes to hundreds of megabytes). Each coding is read through a limit of the
+// route's own body size plus one byte, so what a body would decode to past that is never
+// produced: a body over the limit is 413, and the memory a request costs is its limit plus
+// the decoder's window.
+//
+// Brotli and zstd decoders keep a window of up to 16 and 8 MiB; at most windowedDecodes of
+// them run at once, so that many clients posting such bodies cost a bounded amount of memory.
+// gzip and deflate have a 32 KiB window and are not limited.
+
+var (
+	errUnsupportedEncoding = &apperr.Error{Code: apperr.UnsupportedMedia, Message: "Unsupported Media Type."}
+	errBadEncoding         = &apperr.Error{Code: apperr.BadRequest, Message: "Bad Request."}
+)
+
+// windowedDecodes is how many brotli or zstd bodies are decoded at once by a process.
+const windowedDecodes = 2
+
+// zstdMaxWindow is the largest zstd window a body may declare (the reference encoder's
+// default for its usual levels); a frame that declares more is refused as a bad encoding.
+const zstdMaxWindow = 8 << 20
+
+var (
+	windowed   = make(chan struct{}, windowedDecodes)
+	gzipReader = sync.Pool{}
+	zstdReader = sync.Pool{New: func() any {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(zstdMaxWindow))
+		if err != nil {
+			panic(err) // only for invalid options
+		}
+		return d
+	}}
+)
+
+// bodyLimit is the most bytes a route's body may hold once decoded: 64 KiB for the tracking
+// routes, maxBodyBytes for the rest.
+func bodyLimit(path string) int {
+	switch path {
+	case "/api/track", "/api/platform/track":
+		return tracking.MaxBodyBytes
+	}
+	return maxBodyBytes
+}
+
+// isWebhook reports whether path is the provider's webhook, which answers 200 whatever it is
+// sent: a body it cannot decode reaches it empty, and its signature check refuses it.
+func isWebhook(path string) bool {
+	return path == "/api/webhooks/psp" || path == "/api/webhooks/stripe"
+}
+
+// decodeBody replaces a request body sent with a Content-Encoding by its decoded form (and
+// drops the header), so that handlers read it as a plain body. An unknown coding is 415, a body
+// that decodes past the route's limit 413, a body that is not valid in its coding 400. It runs
+// before every route.
+func (s *Server) decodeBody(c *fiber.Ctx) error {
+	header := c.Request().Header.Peek(fiber.HeaderContentEncoding)
+	if len(header) == 0 {
+		return c.Next()
+	}
+	body, err := decode(c.Request().Body(), string(header), bodyLimit(c.Path()))
+	if err != nil {
+		if !isWebhook(c.Path()) {
+			return err
+		}
+		s.log(c).Warn("webhook body not decoded", "content_encoding", string(header), "err", err)
+		body = nil
+	}
+	c.Request().Header.Del(fiber.HeaderContentEncoding)
+	c.Request().SetBodyRaw(body)
+	return c.Next()
+}
+
+// decode undoes the codings of a Content-Encoding header value (listed in the order they were
+// applied) on body, producing at most limit bytes: more is errTooLarge.
+func decode(body []byte, header string, limit int) ([]byte, error) {
+	var codings []string
+	for _, part := range strings.Split(header, ",") {
+		switch coding := strings.ToLower(strings.TrimSpace(part)); coding {
+		case "", "identity":
+		case "gzip", "x-gzip", "deflate", "br", "zstd":
+			codings = append(codings, coding)
+		default:
+			return nil, errUnsupportedEncoding
+		}
+	}
+	for i := len(codings) - 1; i >= 0; i-- {
+		out, err := decodeOne(body, codings[i], limit)
+		if err != nil {
+			return nil, err
+		}
+		body = out
+	}
+	if len(body) > limit {
+		return nil, errTooLarge
+	}
+	return body, nil
+}
+
+// decodeOne decodes body in one coding, reading at most limit+1 bytes of its output.
+func decodeOne(body []byte, coding string, limit int) ([]byte, error) {
+	var (
+		r       io.Reader
+		release func()
+	)
+	switch coding {
+	case "gzip", "x-gzip":
+		zr, _ := gzipReader.Get().(*gzip.Reader)
+		if zr == nil {
+			zr = new(gzip.Reader)
+		}
+		if err := zr.Reset(bytes.NewReader(body)); err != nil {
+			return nil, errBadEncoding
+		}
+		zr.Multistream(true)
+		r, release = zr, func() { gzipReader.Put(zr) }
+	case "deflate":
+		// RFC 9110's deflate is the zlib format; some clients send a raw DEFLATE stream.
+		r, release = zlibOrRaw(body), func() {}
+	case "br":
+		windowed <- struct{}{}
+		r, release = brotli.NewReader(bytes.NewReader(body)), func() { <-windowed }
+	case "zstd":
+		windowed <- struct{}{}
+		d := zstdReader.Get().(*zstd.Decoder)
+		if err := d.Reset(bytes.NewReader(body)); err != nil {
+			zstdReader.Put(d)
+			<-windowed
+			return nil, errBadEncoding
+		}
+		r, release = d, func() { d.Reset(nil); zstdReader.Put(d); <-windowed }
+	}
+	defer release()
+	out, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	switch {
+	case len(out) > limit:
+		return nil, errTooLarge
+	case err != nil && !errors.Is(err, io.EOF):
+		return nil, errBadEncoding
+	}
+	return out, nil
+}
+
+// zlibOrRaw reads body as a zlib stream when its two-byte header says so, else as raw DEFLATE.
+func zlibOrRaw(body []byte) io.Reader {
+	if len(body) >= 2 && body[0]&0x0f == 8 && (uint16(body[0])<<8|uint16(body[1]))%31 == 0 {
+		return flate.NewReader(bytes.NewReader(body[2:])) // the Adler-32 trailer is left unread
+	}
+	return flate.NewReader(bytes.NewReader(body))
+}
