@@ -77,14 +77,30 @@ func (v *Verifier) Verify(payload []byte, header string) (stripe.Event, error) {
 	return stripe.Event{}, ErrBadSignature
 }
 
+// timestamp is the header's t= value, read as stripe-go reads the one its signature check
+// covers (the last "t=" element, its key unpadded). A header with more than one t= element, or
+// whose only one stripe-go would not read, has none: a replay could otherwise pair a fresh t=
+// for the tolerance with the old one the signature was made over.
 func timestamp(header string) (time.Time, bool) {
+	var (
+		found int
+		value string
+	)
 	for _, part := range strings.Split(header, ",") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(part), "t="); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			return time.Unix(n, 0), err == nil
+		key, v, _ := strings.Cut(part, "=")
+		if strings.TrimSpace(key) != "t" {
+			continue
 		}
+		if found++; key != "t" {
+			return time.Time{}, false
+		}
+		value = v
 	}
-	return time.Time{}, false
+	if found != 1 {
+		return time.Time{}, false
+	}
+	n, err := strconv.ParseInt(value, 10, 64)
+	return time.Unix(n, 0), err == nil
 }
 
 // Sign returns a signature header for payload as the provider would send it at t. Used by

@@ -46,6 +46,16 @@ func TestVerify(t *testing.T) {
 			fmt.Sprintf("t=%d,v1=%s,v1=%s", now.Unix(), sig(event, "whsec_b"), sig(event, "whsec_a")), 0, nil},
 		{"refuses several signatures none of which matches", []string{"whsec_a"}, event,
 			fmt.Sprintf("t=%d,v1=%s,v1=%s", now.Unix(), sig(event, "whsec_b"), sig(event, "whsec_c")), 0, psp.ErrBadSignature},
+		// A replay: the signature and its t= of 72 hours ago, behind a fresh t= for the
+		// tolerance check (stripe-go checks the signature against the last t=).
+		{"refuses a fresh timestamp in front of a replayed signed one", []string{"whsec_a"}, event,
+			fmt.Sprintf("t=%d,%s", now.Add(72*time.Hour).Unix(), psp.Sign(event, "whsec_a", now)), 72 * time.Hour, psp.ErrBadSignature},
+		{"refuses a repeated timestamp even when both are the signed one", []string{"whsec_a"}, event,
+			fmt.Sprintf("t=%d,%s", now.Unix(), psp.Sign(event, "whsec_a", now)), 0, psp.ErrBadSignature},
+		{"refuses a fresh timestamp written after the signed one", []string{"whsec_a"}, event,
+			fmt.Sprintf("%s,t=%d", psp.Sign(event, "whsec_a", now), now.Add(72*time.Hour).Unix()), 72 * time.Hour, psp.ErrBadSignature},
+		{"refuses a padded timestamp key stripe-go would not read", []string{"whsec_a"}, event,
+			fmt.Sprintf(" t=%d,v1=%s", now.Unix(), sig(event, "whsec_a")), 0, psp.ErrBadSignature},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
