@@ -138,7 +138,8 @@ func (a *App) open() error {
 
 	a.Consume = &consume.Service{
 		DB: db, Queue: a.Queue, Queueing: a.Flags, Waiter: a.Waiter, Trims: a.Trims, Held: a.Ingest, Clock: a.Clock,
-		MaxDeliveries: a.Config.Limits.QueueMaxDeliveries,
+		MaxDeliveries: a.Config.Limits.QueueMaxDeliveries, Metrics: a.Metrics,
+		Dead: eventqueue.DeadPolicy{Max: a.Config.Limits.QueueMaxDeadLetters, Retention: a.Config.Limits.DeadLetterRetention},
 	}
 	provider, events := psp.NewClient(a.Config.PSP.SecretKey, a.Config.PSP.APIBase), jobs.NewProviderEvents(a.Tasks)
 	a.Payments = &payments.Service{

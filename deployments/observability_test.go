@@ -259,6 +259,11 @@ func startStack(t *testing.T) (apiMetrics, workerMetrics string) {
 		t.Fatalf("second POST /api/track: %d, want 429", status)
 	}
 
+	// A lease call sets the tenant's leased-events gauge.
+	if status := post("/api/platform/events/leases", nil, "Authorization", "Bearer "+tn.Token); status != 200 {
+		t.Fatalf("POST /api/platform/events/leases: %d", status)
+	}
+
 	sh := testenv.MustShop(t, db, "acct_metrics", false)
 	cs := fake.AddSession("acct_metrics", psp.SessionObject{AmountTotal: sh.Product.Amount, Currency: sh.Product.Currency,
 		Mode: "payment", PaymentStatus: "unpaid", Status: "open"})

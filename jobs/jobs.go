@@ -25,7 +25,16 @@ type Handlers struct {
 	Reconciler *payments.Reconciler
 	// Retention runs the storage maintenance of the stored events.
 	Retention *retention.Pruner
-	Log       *slog.Logger
+	// DeadLetters applies the dead letters' bounds to every tenant with the storage
+	// maintenance; may be nil.
+	DeadLetters DeadLetterPruner
+	Log         *slog.Logger
+}
+
+// DeadLetterPruner drops the dead letters past their bounds of every tenant
+// (*consume.Service is one).
+type DeadLetterPruner interface {
+	PruneDeadLetters(ctx context.Context) (int64, error)
 }
 
 // Payments is what the payment tasks need of the payment flow; *payments.Service is one.

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -12,7 +13,8 @@ import (
 )
 
 // TypeMaintainEvents is the storage maintenance of the stored events: day partitions created
-// ahead (Postgres) and EVENT_RETENTION applied (retention.Pruner.Maintain).
+// ahead (Postgres) and EVENT_RETENTION applied (retention.Pruner.Maintain), and the dead
+// letters' bounds applied to every tenant.
 const TypeMaintainEvents = "events:maintain"
 
 // NewMaintainEventsTask returns the maintenance task of the window of length interval
@@ -27,10 +29,16 @@ func (h *Handlers) MaintainEvents(ctx context.Context, _ *asynq.Task) error {
 	if h.Retention == nil {
 		return fmt.Errorf("maintain events: no pruner configured: %w", asynq.SkipRetry)
 	}
-	if _, err := h.Retention.Maintain(ctx); err != nil {
-		return fmt.Errorf("maintain events: %w", err)
+	_, err := h.Retention.Maintain(ctx)
+	if err != nil {
+		err = fmt.Errorf("maintain events: %w", err)
 	}
-	return nil
+	if h.DeadLetters != nil {
+		if _, derr := h.DeadLetters.PruneDeadLetters(ctx); derr != nil {
+			err = errors.Join(err, fmt.Errorf("maintain events: dead letters: %w", derr))
+		}
+	}
+	return err
 }
 
 // TriggerMaintainEvents enqueues the maintenance task of the current window until ctx is done:

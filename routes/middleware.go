@@ -11,9 +11,9 @@ import (
 
 const principalKey = "principal"
 
-// token authenticates a Sanctum bearer token and requires ability, as
-// "auth:sanctum" plus "ability:<ability>" would.
-func (s *Server) token(ability string) fiber.Handler {
+// token authenticates a Sanctum bearer token and requires every one of abilities, as
+// "auth:sanctum" plus "abilities:<a>,<b>" would.
+func (s *Server) token(abilities ...string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		header := c.Get(fiber.HeaderAuthorization)
 		scheme, token, ok := strings.Cut(header, " ")
@@ -27,8 +27,10 @@ func (s *Server) token(ability string) fiber.Handler {
 		if err := s.limit(c, budget{limitPlatform, strconv.FormatUint(p.TokenID, 10), s.Limits.Platform}); err != nil {
 			return err
 		}
-		if !p.Can(ability) {
-			return auth.ErrInvalidAbility
+		for _, ability := range abilities {
+			if !p.Can(ability) {
+				return auth.ErrInvalidAbility
+			}
 		}
 		c.Locals(principalKey, p)
 		return c.Next()

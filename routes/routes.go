@@ -92,7 +92,7 @@ func New(s *Server) *fiber.App {
 
 	app.Get("/api/platform/events", s.token(auth.AbilityEventsRead), s.readEvents)
 	app.Delete("/api/platform/events", s.token(auth.AbilityEventsDelete), s.trimEvents)
-	app.Post("/api/platform/events/leases", s.token(auth.AbilityEventsRead), s.leaseEvents)
+	app.Post("/api/platform/events/leases", s.token(auth.AbilityEventsRead, auth.AbilityEventsDelete), s.leaseEvents)
 	app.Post("/api/platform/events/acks", s.token(auth.AbilityEventsDelete), s.ackEvents)
 	app.Get("/api/platform/events/dead-letters", s.token(auth.AbilityEventsRead), s.readDeadLetters)
 	app.Delete("/api/platform/events/dead-letters", s.token(auth.AbilityEventsDelete), s.dropDeadLetters)

@@ -262,6 +262,8 @@ func TestLeaseAndAckValidation(t *testing.T) {
 	e := startAPI(t)
 	tn := testenv.MustTenant(t, e.DB, true)
 	readOnly := testenv.MustTenant(t, e.DB, true, "events:read")
+	deleteOnly := testenv.MustTenant(t, e.DB, true, "events:delete")
+	both := testenv.MustTenant(t, e.DB, true, "events:read", "events:delete")
 	e.MustTrack(t, tn, pageView("s", 1), pageView("s", 2))
 	held := e.mustLease(t, tn, "?limit=1&visibility=600")
 	tooMany := make([]string, 1001)
@@ -312,8 +314,15 @@ func TestLeaseAndAckValidation(t *testing.T) {
 		if res := e.Do(t, "DELETE", "/api/platform/events/dead-letters?count=1", readOnly.Token, nil); res.Status != 403 {
 			t.Fatalf("DELETE dead letters with events:read only: %d %s", res.Status, res.Body)
 		}
-		if res := e.Do(t, "POST", "/api/platform/events/leases", readOnly.Token, nil); res.Status != 200 {
-			t.Fatalf("lease with events:read: %d %s", res.Status, res.Body)
+		// Leasing can send events to the dead letters, which a read-only token must not do.
+		if res := e.Do(t, "POST", "/api/platform/events/leases?visibility=1", readOnly.Token, nil); res.Status != 403 || string(res.Body) != `{"message":"Invalid ability provided."}` {
+			t.Fatalf("lease with events:read only: %d %s", res.Status, res.Body)
+		}
+		if res := e.Do(t, "POST", "/api/platform/events/leases", deleteOnly.Token, nil); res.Status != 403 {
+			t.Fatalf("lease with events:delete only: %d %s", res.Status, res.Body)
+		}
+		if res := e.Do(t, "POST", "/api/platform/events/leases", both.Token, nil); res.Status != 200 {
+			t.Fatalf("lease with events:read and events:delete: %d %s", res.Status, res.Body)
 		}
 		if res := e.Do(t, "POST", "/api/platform/events/leases", "", nil); res.Status != 401 {
 			t.Fatalf("lease without a token: %d", res.Status)

@@ -100,6 +100,7 @@ func (m *Main) Open() (err error) {
 	m.mux = asynq.NewServeMux()
 	jobs.Register(m.mux, &jobs.Handlers{
 		Ingest: a.Ingest, Payments: a.Payments, Reconciler: a.Reconciler, Retention: a.Retention, Log: m.Log,
+		DeadLetters: a.Consume,
 	})
 	m.reconcile = a.Reconciler != nil && m.Config.PSP.ReconcileInterval > 0
 	if m.Config.WorkerMetricsAddr != "" {

@@ -17,8 +17,9 @@ func TestLoadDefaults(t *testing.T) {
 		Redis: RedisConfig{
 			URLs: map[string]string{"default": "redis://127.0.0.1:6379/0"},
 		},
-		PSP:       PSPConfig{ReconcileInterval: 15 * time.Minute},
-		Limits:    Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000, QueueMaxDeliveries: 10},
+		PSP: PSPConfig{ReconcileInterval: 15 * time.Minute},
+		Limits: Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000, QueueMaxDeliveries: 10,
+			QueueMaxDeadLetters: 10000, DeadLetterRetention: 14 * 24 * time.Hour, Return: Rate{10, time.Second}, AuthFailures: Rate{20, time.Minute}},
 		Retention: RetentionConfig{PruneInterval: time.Hour},
 	}
 	for name, environ := range map[string][]string{
@@ -270,7 +271,8 @@ func TestLoadLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000, QueueMaxDeliveries: 10}
+	want := Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000, QueueMaxDeliveries: 10,
+		QueueMaxDeadLetters: 10000, DeadLetterRetention: 14 * 24 * time.Hour, Return: Rate{10, time.Second}, AuthFailures: Rate{20, time.Minute}}
 	if cfg.Limits != want {
 		t.Fatalf("defaults %+v, want %+v", cfg.Limits, want)
 	}
@@ -283,6 +285,19 @@ func TestLoadLimits(t *testing.T) {
 	}
 	if s := cfg.Limits.TrackIP.String(); s != "7/m" {
 		t.Fatalf("String %q", s)
+	}
+	cfg, err = Load([]string{"EVENTQUEUE_MAX_DEAD_LETTERS=5", "DEAD_LETTER_RETENTION=36h", "RATE_LIMIT_RETURN=off", "RATE_LIMIT_AUTH_FAILURES=3/s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cfg.Limits; l.QueueMaxDeadLetters != 5 || l.DeadLetterRetention != 36*time.Hour || !l.Return.Off() || l.AuthFailures != (Rate{3, time.Second}) {
+		t.Fatalf("parsed %+v", cfg.Limits)
+	}
+	for _, bad := range []string{"EVENTQUEUE_MAX_DEAD_LETTERS=0", "EVENTQUEUE_MAX_DEAD_LETTERS=x", "DEAD_LETTER_RETENTION=0s", "DEAD_LETTER_RETENTION=soon", "RATE_LIMIT_RETURN=7", "RATE_LIMIT_AUTH_FAILURES=1/h"} {
+		name, _, _ := strings.Cut(bad, "=")
+		if _, err := Load([]string{bad}); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: error %v should name the variable", bad, err)
+		}
 	}
 }
 

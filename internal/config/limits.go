@@ -62,6 +62,19 @@ type Limits struct {
 	// QueueMaxDeliveries is how many times one event may be leased before it goes to its
 	// tenant's dead letters (EVENTQUEUE_MAX_DELIVERIES). Default 10.
 	QueueMaxDeliveries int64
+	// QueueMaxDeadLetters is the most dead letters one tenant keeps, the oldest dropped first
+	// (EVENTQUEUE_MAX_DEAD_LETTERS). Default 10,000.
+	QueueMaxDeadLetters int64
+	// DeadLetterRetention is how long a dead letter is kept (DEAD_LETTER_RETENTION: a Go
+	// duration or Nd, at least a second). Default 14 days.
+	DeadLetterRetention time.Duration
+	// Return is the budget of one client address on GET /checkout/return
+	// (RATE_LIMIT_RETURN). Default 10/s.
+	Return Rate
+	// AuthFailures is the budget of failed token authentications of one client address
+	// (RATE_LIMIT_AUTH_FAILURES); past it, requests with a token are refused before any
+	// database lookup. Default 20/m.
+	AuthFailures Rate
 }
 
 func loadLimits(get func(name, def string) string) (Limits, error) {
@@ -73,6 +86,8 @@ func loadLimits(get func(name, def string) string) (Limits, error) {
 		{"RATE_LIMIT_TRACK", "1000/s", &l.Track},
 		{"RATE_LIMIT_TRACK_IP", "100/s", &l.TrackIP},
 		{"RATE_LIMIT_PLATFORM", "6000/m", &l.Platform},
+		{"RATE_LIMIT_RETURN", "10/s", &l.Return},
+		{"RATE_LIMIT_AUTH_FAILURES", "20/m", &l.AuthFailures},
 	} {
 		rate, err := ParseRate(get(r.name, r.def))
 		if err != nil {
@@ -92,5 +107,15 @@ func loadLimits(get func(name, def string) string) (Limits, error) {
 		return Limits{}, fmt.Errorf("config: EVENTQUEUE_MAX_DELIVERIES: %q is not a positive integer", raw)
 	}
 	l.QueueMaxDeliveries = n
+	raw = get("EVENTQUEUE_MAX_DEAD_LETTERS", "10000")
+	n, err = strconv.ParseInt(raw, 10, 64)
+	if err != nil || n < 1 {
+		return Limits{}, fmt.Errorf("config: EVENTQUEUE_MAX_DEAD_LETTERS: %q is not a positive integer", raw)
+	}
+	l.QueueMaxDeadLetters = n
+	raw = get("DEAD_LETTER_RETENTION", "14d")
+	if l.DeadLetterRetention, err = parseDays(raw); err != nil || l.DeadLetterRetention < time.Second {
+		return Limits{}, fmt.Errorf("config: DEAD_LETTER_RETENTION: %q is not a duration of at least 1s (e.g. 14d or 72h)", raw)
+	}
 	return l, nil
 }

@@ -43,20 +43,21 @@ func ParseRetention(s string) (time.Duration, error) {
 	if strings.EqualFold(s, "off") {
 		return 0, nil
 	}
-	var d time.Duration
-	var err error
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		var n int64
-		n, err = strconv.ParseInt(days, 10, 64)
-		if err == nil && (n < 0 || n > 1e6) {
-			err = fmt.Errorf("out of range")
-		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		d, err = time.ParseDuration(s)
-	}
+	d, err := parseDays(s)
 	if err != nil || d < MinRetention {
 		return 0, fmt.Errorf("config: EVENT_RETENTION: %q is not off or a duration of at least 2d (e.g. 30d or 720h)", s)
 	}
 	return d, nil
+}
+
+// parseDays reads a Go duration ("720h") or a number of days ("30d").
+func parseDays(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err == nil && (n < 0 || n > 1e6) {
+			err = fmt.Errorf("out of range")
+		}
+		return time.Duration(n) * 24 * time.Hour, err
+	}
+	return time.ParseDuration(s)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/models"
 )
 
@@ -44,6 +45,11 @@ type Service struct {
 	// MaxDeliveries is how many times an event is leased before it goes to the dead letters
 	// (EVENTQUEUE_MAX_DELIVERIES); 0 means 10.
 	MaxDeliveries int64
+	// Dead bounds each tenant's dead letters (EVENTQUEUE_MAX_DEAD_LETTERS,
+	// DEAD_LETTER_RETENTION); the zero value means the defaults.
+	Dead eventqueue.DeadPolicy
+	// Metrics counts leases and dead letters; may be nil.
+	Metrics *metrics.Metrics
 }
 
 // Read returns up to limit events from the front of tenantID's queue without removing them,
@@ -171,7 +177,7 @@ func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 	if out.Offset, err = s.Queue.Offset(ctx, tenantID); err != nil {
 		return out, err
 	}
-	if out.Leased, out.DeadLetters, err = s.Queue.LeaseCounts(ctx, tenantID); err != nil {
+	if out.Leased, out.DeadLetters, err = s.Queue.LeaseCounts(ctx, tenantID, s.Dead); err != nil {
 		return out, err
 	}
 	inBatches, counted, err := s.heldInBatches(ctx, tenantID)

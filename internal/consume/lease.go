@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/models"
 )
 
 // DefaultMaxDeliveries is MaxDeliveries when it is not set.
@@ -53,9 +54,11 @@ func (s *Service) Lease(ctx context.Context, tenantID uint64, req LeaseRequest) 
 	lease := func() (eventqueue.LeaseResult, error) {
 		res, err := s.Queue.Lease(ctx, tenantID, eventqueue.LeaseArgs{
 			Limit: req.Limit, Visibility: req.Visibility, MaxDeliveries: s.maxDeliveries(), Wait: time.Until(deadline),
+			Dead: s.Dead,
 		})
 		if err == nil {
 			s.record(tenantID, res.Trimmed)
+			s.Metrics.Leased(tenantID, int64(len(res.Events)), res.Redelivered, res.Live, res.DeadAdded, res.DeadDropped)
 		}
 		return res, err
 	}
@@ -155,12 +158,39 @@ func (s *Service) Ack(ctx context.Context, tenantID uint64, req AckRequest) ([]A
 }
 
 // DeadLetters returns up to limit of tenantID's dead letters, oldest first, each the JSON
-// {"offset","deliveries","event"}.
+// {"offset","deliveries","event"}: only those the Dead policy keeps (it drops the others).
 func (s *Service) DeadLetters(ctx context.Context, tenantID uint64, limit int) ([]string, error) {
-	return s.Queue.DeadLetters(ctx, tenantID, limit)
+	letters, dropped, err := s.Queue.DeadLetters(ctx, tenantID, limit, s.Dead)
+	s.Metrics.DeadDropped(dropped)
+	return letters, err
 }
 
 // DropDeadLetters removes tenantID's oldest count dead letters.
 func (s *Service) DropDeadLetters(ctx context.Context, tenantID uint64, count int64) error {
 	return s.Queue.DropDeadLetters(ctx, tenantID, count)
+}
+
+// PruneDeadLetters applies the Dead policy to every tenant's dead letters (reads, counts and
+// lease calls apply it to the tenant they touch; this reaches the tenants no one looks at) and
+// returns how many went.
+func (s *Service) PruneDeadLetters(ctx context.Context) (int64, error) {
+	var total int64
+	for after := uint64(0); ; {
+		var ids []uint64
+		if err := s.DB.WithContext(ctx).Model(&models.Tenant{}).Where("id > ?", after).Order("id").Limit(500).Pluck("id", &ids).Error; err != nil {
+			return total, err
+		}
+		for _, id := range ids {
+			dropped, _, err := s.Queue.PruneDeadLetters(ctx, id, s.Dead)
+			if err != nil {
+				return total, err
+			}
+			s.Metrics.DeadDropped(dropped)
+			total += dropped
+		}
+		if len(ids) < 500 {
+			return total, nil
+		}
+		after = ids[len(ids)-1]
+	}
 }

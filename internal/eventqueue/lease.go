@@ -69,14 +69,11 @@ func AckedKey(tenantID uint64) string { return tenantKey(tenantID, "lease:acked"
 // GoneKey is the sorted set of tenantID's leased events trimmed or dead, by time.
 func GoneKey(tenantID uint64) string { return tenantKey(tenantID, "lease:gone") }
 
-// DeadKey is the list of tenantID's dead letters, oldest first.
-func DeadKey(tenantID uint64) string { return tenantKey(tenantID, "dead") }
-
 // leaseKeys are the keys of the lease and ack scripts, in their KEYS order.
 func leaseKeys(tenantID uint64) []string {
 	return []string{Key(tenantID), OffsetKey(tenantID), LeaseStateKey(tenantID), LeaseExpiryKey(tenantID),
 		AckedKey(tenantID), GoneKey(tenantID), LeaseNextKey(tenantID), LeaseEpochKey(tenantID), DeadKey(tenantID),
-		LeaseWaitKey(tenantID), WakeChannel(tenantID)}
+		LeaseWaitKey(tenantID), WakeChannel(tenantID), DeadAtKey(tenantID)}
 }
 
 // luaPrelude is shared by the lease and ack scripts: the server's time, and trimming the
@@ -133,11 +130,13 @@ end
 `
 
 // lease: KEYS as leaseKeys; ARGV limit, visibility ms, max deliveries, max leased, epoch to
-// set when the tenant has none, nonce, wait ms. Takes reclaimable events first (expired or
-// retried leases; those leased max deliveries times go to the dead letters instead), then
-// never-leased ones from the cursor. Returns {epoch, expires ms, trimmed, front, last trimmed
-// id, next expiry ms or -1, then offset, deliveries, event per leased event}.
-var leaseScript = redis.NewScript(luaPrelude + `
+// set when the tenant has none, nonce, wait ms, most dead letters, dead letter retention ms.
+// Takes reclaimable events first (expired or retried leases; those leased max deliveries
+// times go to the dead letters instead), then never-leased ones from the cursor. Returns
+// {epoch, expires ms, trimmed, front, last trimmed id, next expiry ms or -1, dead letters
+// added, dead letters dropped, redeliveries, live leases, then offset, deliveries, event per
+// leased event}.
+var leaseScript = redis.NewScript(luaPrelude + luaDead + `
 local limit, vis, maxd, maxleased = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 redis.call('SET', KEYS[8], ARGV[5], 'NX')
 local epoch = redis.call('GET', KEYS[8])
@@ -146,8 +145,8 @@ local length = redis.call('LLEN', KEYS[1])
 local expires = now + vis
 local live = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')
 local room = math.min(limit, maxleased - live)
-local out = {epoch, expires, 0, front, false, -1}
-local dead = false
+local out = {epoch, expires, 0, front, false, -1, 0, 0, 0, 0}
+local dead, added, redelivered, leased = false, 0, 0, 0
 while room > 0 do
   local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, room)
   if #due == 0 then break end
@@ -187,6 +186,7 @@ while room > 0 do
       gone[#gone + 1] = m
     else
       d = d + 1
+      redelivered = redelivered + 1
       state[#state + 1] = m
       state[#state + 1] = fmt(d) .. ':' .. ARGV[6]
       expiry[#expiry + 1] = m
@@ -202,6 +202,10 @@ while room > 0 do
   end
   if #letters > 0 then
     redis.call('RPUSH', KEYS[9], unpack(letters))
+    local at = {}
+    for i = 1, #letters do at[i] = now end
+    redis.call('RPUSH', KEYS[12], unpack(at))
+    added = added + #letters
     redis.call('ZADD', KEYS[5], unpack(acked))
     redis.call('ZADD', KEYS[6], unpack(gone))
     dead = true
@@ -232,19 +236,23 @@ if room > 0 and nxt < front + length then
 end
 redis.call('SET', KEYS[7], fmt(nxt))
 local trimmed = {0, front, false}
+local dropped = 0
 if dead then
   trimmed = trimAcked()
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - 86400000)
+  dropped = pruneDead(KEYS[9], KEYS[12], tonumber(ARGV[8]), tonumber(ARGV[9]))
 end
 local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
 local nextExpiry = -1
 if #first > 0 then
   nextExpiry = tonumber(first[2])
 end
-if #out == 6 and tonumber(ARGV[7]) > 0 then
+if #out == 10 and tonumber(ARGV[7]) > 0 then
   redis.call('SET', KEYS[10], '1', 'PX', ARGV[7])
 end
 out[3], out[4], out[5], out[6] = trimmed[1], trimmed[2], trimmed[3], nextExpiry
+out[7], out[8], out[9] = added, dropped, redelivered
+out[10] = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')
 return out
 `)
 
@@ -378,6 +386,10 @@ type LeaseResult struct {
 	ExpiresAt  time.Time // when the leases expire, on Redis's clock
 	NextExpiry time.Time // the earliest lease expiry of the tenant; zero when none is leased
 	Trimmed    Trimmed   // the acknowledged front trimmed because events went to the dead letters
+	// DeadAdded and DeadDropped count the dead letters this call added and dropped (past the
+	// cap or expired); Redelivered the events it leased again; Live the tenant's live leases
+	// after it.
+	DeadAdded, DeadDropped, Redelivered, Live int64
 }
 
 // LeaseArgs are a Lease call's parameters.
@@ -386,6 +398,7 @@ type LeaseArgs struct {
 	Visibility    time.Duration // how long the leases last
 	MaxDeliveries int64         // leases of one event before it goes to the dead letters
 	Wait          time.Duration // > 0: the caller waits for events if none is available
+	Dead          DeadPolicy    // the bounds of the dead letters
 }
 
 // Lease hands out up to args.Limit events of tenantID's queue that no live lease holds and
@@ -395,11 +408,12 @@ type LeaseArgs struct {
 func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (LeaseResult, error) {
 	nonce := randomHex(8)
 	res, err := leaseScript.Run(ctx, s.rdb, leaseKeys(tenantID), args.Limit, args.Visibility.Milliseconds(),
-		max(args.MaxDeliveries, 1), MaxLeased, randomHex(8), nonce, args.Wait.Milliseconds()).Slice()
+		max(args.MaxDeliveries, 1), MaxLeased, randomHex(8), nonce, args.Wait.Milliseconds(),
+		args.Dead.max(), args.Dead.retention().Milliseconds()).Slice()
 	if err != nil {
 		return LeaseResult{}, fmt.Errorf("eventqueue: lease: %w", err)
 	}
-	if len(res) < 6 || (len(res)-6)%3 != 0 {
+	if len(res) < leaseHead || (len(res)-leaseHead)%3 != 0 {
 		return LeaseResult{}, fmt.Errorf("eventqueue: lease: script answered %d values", len(res))
 	}
 	epoch, _ := res[0].(string)
@@ -407,7 +421,8 @@ func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (Lea
 	if next := toInt(res[5]); next >= 0 {
 		out.NextExpiry = time.UnixMilli(next).UTC()
 	}
-	for i := 6; i < len(res); i += 3 {
+	out.DeadAdded, out.DeadDropped, out.Redelivered, out.Live = toInt(res[6]), toInt(res[7]), toInt(res[8]), toInt(res[9])
+	for i := leaseHead; i < len(res); i += 3 {
 		offset := toInt(res[i])
 		ev, _ := res[i+2].(string)
 		out.Events = append(out.Events, Leased{
@@ -416,6 +431,9 @@ func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (Lea
 	}
 	return out, nil
 }
+
+// leaseHead is how many values the lease script answers before the leased events.
+const leaseHead = 10
 
 // LeaseID is the lease id of the event at offset leased by the lease call nonce.
 func LeaseID(epoch string, offset int64, nonce string) string {
@@ -486,44 +504,6 @@ func (s *Store) Settle(ctx context.Context, tenantID uint64, items []AckItem, vi
 		statuses[i], _ = res[3+i].(string)
 	}
 	return statuses, trimmedOf(res[0:3]), nil
-}
-
-// DeadLetters returns up to limit of tenantID's dead letters, oldest first, each the JSON
-// {"offset","deliveries","event"}.
-func (s *Store) DeadLetters(ctx context.Context, tenantID uint64, limit int) ([]string, error) {
-	out, err := s.rdb.LRange(ctx, DeadKey(tenantID), 0, int64(limit)-1).Result()
-	if err != nil {
-		return nil, fmt.Errorf("eventqueue: dead letters: %w", err)
-	}
-	return out, nil
-}
-
-// DropDeadLetters removes tenantID's oldest count dead letters, atomically.
-func (s *Store) DropDeadLetters(ctx context.Context, tenantID uint64, count int64) error {
-	if err := s.rdb.LTrim(ctx, DeadKey(tenantID), count, -1).Err(); err != nil {
-		return fmt.Errorf("eventqueue: dead letters: %w", err)
-	}
-	return nil
-}
-
-// leaseCounts: KEYS lease expiry, dead letters. Returns {live leases, dead letters}.
-var leaseCounts = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return {redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf'), redis.call('LLEN', KEYS[2])}
-`)
-
-// LeaseCounts returns how many of tenantID's events are under a live lease and how many dead
-// letters it has.
-func (s *Store) LeaseCounts(ctx context.Context, tenantID uint64) (leased, dead int64, err error) {
-	res, err := leaseCounts.Run(ctx, s.rdb, []string{LeaseExpiryKey(tenantID), DeadKey(tenantID)}).Int64Slice()
-	if err != nil || len(res) != 2 {
-		if err == nil {
-			err = fmt.Errorf("script answered %v", res)
-		}
-		return 0, 0, fmt.Errorf("eventqueue: lease counts: %w", err)
-	}
-	return res[0], res[1], nil
 }
 
 func trimmedOf(v []any) Trimmed {

@@ -95,7 +95,7 @@ func testLeases(t *testing.T, s *Store) {
 		}
 		st, _ = mustSettle(t, s, 1, KindRetry, a.Events[0].LeaseID)
 		wantStatuses(t, st, StatusAlreadyAcked)
-		if leased, _, _ := s.LeaseCounts(ctx, 1); leased != 3 {
+		if leased, _, _ := s.LeaseCounts(ctx, 1, DeadPolicy{}); leased != 3 {
 			t.Fatalf("leased %d, want 3", leased)
 		}
 		st, _ = mustSettle(t, s, 2, KindAck, b.Events[0].LeaseID)
@@ -144,17 +144,17 @@ func testLeases(t *testing.T, s *Store) {
 		}
 		st, _ := mustSettle(t, s, 4, KindAck, last)
 		wantStatuses(t, st, StatusTrimmed)
-		dead, err := s.DeadLetters(ctx, 4, 10)
+		dead, _, err := s.DeadLetters(ctx, 4, 10, DeadPolicy{})
 		if err != nil || len(dead) != 1 || dead[0] != `{"offset":0,"deliveries":2,"event":`+string(ev(1).JSON)+`}` {
 			t.Fatalf("dead letters %q, %v", dead, err)
 		}
-		if _, n, _ := s.LeaseCounts(ctx, 4); n != 1 {
+		if _, n, _ := s.LeaseCounts(ctx, 4, DeadPolicy{}); n != 1 {
 			t.Fatalf("dead letter count %d", n)
 		}
 		if err := s.DropDeadLetters(ctx, 4, 1); err != nil {
 			t.Fatal(err)
 		}
-		if dead, _ := s.DeadLetters(ctx, 4, 10); len(dead) != 0 {
+		if dead, _, _ := s.DeadLetters(ctx, 4, 10, DeadPolicy{}); len(dead) != 0 {
 			t.Fatalf("dead letters left: %q", dead)
 		}
 	})
@@ -170,7 +170,7 @@ func testLeases(t *testing.T, s *Store) {
 		if tr.Count != 1 || tr.Front != 3 {
 			t.Fatalf("trimmed %+v", tr)
 		}
-		if leased, _, _ := s.LeaseCounts(ctx, 5); leased != 0 {
+		if leased, _, _ := s.LeaseCounts(ctx, 5, DeadPolicy{}); leased != 0 {
 			t.Fatalf("leased %d after everything left", leased)
 		}
 	})

@@ -59,6 +59,8 @@ type Metrics struct {
 	// OldestEventAge is the age in seconds of the oldest stored event, as of the last retention
 	// run (0: none stored).
 	OldestEventAge prometheus.Gauge
+
+	leaseMetrics
 }
 
 // New registers eventq's collectors, plus the Go runtime and process collectors, on a fresh
@@ -141,6 +143,7 @@ func New() *Metrics {
 		m.EventsTrimmed, m.Webhooks, m.Fulfilments, m.RateLimited, m.RateLimitDown, m.HeldBack, m.FullQueues,
 		m.Revocations, m.ReconcileRuns, m.ReconcileLastSuccess, m.ReconcileMissing,
 		m.PruneRuns, m.PruneLastSuccess, m.EventsPruned, m.PartitionsCreated, m.PartitionsDropped, m.OldestEventAge)
+	m.leaseMetrics = newLeaseMetrics(reg)
 	for _, o := range []string{"ok", "error"} {
 		m.ReconcileRuns.WithLabelValues(o)
 		m.PruneRuns.WithLabelValues(o)
