@@ -145,6 +145,7 @@ func (a *App) open() error {
 	a.Payments = &payments.Service{
 		DB: db, PSP: provider, Webhooks: psp.NewVerifier(a.Config.PSP.WebhookSecrets, a.Clock), Queue: events,
 		Queueing: a.Flags, Ingest: a.Ingest, Clock: a.Clock, AppURL: a.Config.AppURL, Log: a.Log, Metrics: a.Metrics,
+		Returns: payments.NewReturns(a.Clock),
 	}
 	if a.Config.PSP.SecretKey != "" {
 		a.Reconciler = &payments.Reconciler{DB: db, PSP: provider, Queue: events, Clock: a.Clock, Log: a.Log, Metrics: a.Metrics}

@@ -37,7 +37,12 @@ func (s *Server) createCheckout(c *fiber.Ctx) error {
 // checkoutReturn answers GET /checkout/return?tenant=…&session_id=…, where the provider sends
 // the member after paying: payments.Service.Return fulfils the session, and the answer is JSON
 // or a small HTML page.
+//
+// It spends the client address's RATE_LIMIT_RETURN budget first: the page is public.
 func (s *Server) checkoutReturn(c *fiber.Ctx) error {
+	if err := s.limit(c, budget{name: limitReturn, key: s.clientBudgetKey(c), rate: s.Limits.Return}); err != nil {
+		return err
+	}
 	tenantID, ok := models.ParseID(query(c, "tenant"))
 	if !ok {
 		return payments.ErrNotFound

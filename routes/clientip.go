@@ -38,3 +38,20 @@ func isTrusted(addr netip.Addr, trusted []netip.Prefix) bool {
 	}
 	return false
 }
+
+// budgetKey is the key of a client address's rate-limit budgets: an IPv4 address as is, an
+// IPv6 address by its /64 (one subscriber's network, which hands its hosts any address in it:
+// keyed by the full address, one /64 would have unlimited budgets).
+func budgetKey(ip string) string {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil || !addr.Unmap().Is6() {
+		return ip
+	}
+	p, _ := addr.WithZone("").Prefix(64)
+	return p.String()
+}
+
+// clientBudgetKey is budgetKey of the caller's address.
+func (s *Server) clientBudgetKey(c *fiber.Ctx) string {
+	return budgetKey(clientIP(c, s.TrustedProxies))
+}

@@ -16,6 +16,8 @@ const (
 	limitTrack    = "track"
 	limitTrackIP  = "track_ip"
 	limitPlatform = "platform"
+	limitReturn   = "return"
+	limitAuth     = "auth_failures"
 )
 
 var errTooManyAttempts = &apperr.Error{Code: apperr.TooMany, Message: "Too Many Attempts."}
@@ -24,6 +26,9 @@ var errTooManyAttempts = &apperr.Error{Code: apperr.TooMany, Message: "Too Many 
 type budget struct {
 	name, key string
 	rate      config.Rate
+	// peek decides whether one more request would be allowed, spending nothing; an allowed
+	// peek sets no header.
+	peek bool
 }
 
 // limit spends one request of each budget, in order and in one round trip to the limiter's
@@ -34,11 +39,14 @@ type budget struct {
 func (s *Server) limit(c *fiber.Ctx, budgets ...budget) error {
 	bs := make([]ratelimit.Budget, len(budgets))
 	for i, b := range budgets {
-		bs[i] = ratelimit.Budget{Key: b.name + ":" + b.key, Rate: b.rate}
+		bs[i] = ratelimit.Budget{Key: b.name + ":" + b.key, Rate: b.rate, Peek: b.peek}
 	}
 	remaining := -1
 	for i, d := range s.Limiter.Allow(c.UserContext(), bs...) {
 		if !d.Checked {
+			continue
+		}
+		if d.Allowed && budgets[i].peek {
 			continue
 		}
 		left := d.Remaining

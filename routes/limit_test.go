@@ -62,3 +62,18 @@ func TestTrackLimitFollowsTheLimitersClock(t *testing.T) {
 		t.Fatalf("30 s later: %d, want the budget free again (422 for the body)", status)
 	}
 }
+
+func TestBudgetKeyIsTheAddressOrItsSlash64(t *testing.T) {
+	for in, want := range map[string]string{
+		"192.0.2.1":            "192.0.2.1",
+		"::ffff:192.0.2.1":     "::ffff:192.0.2.1",
+		"2001:db8:1:2:3:4:5:6": "2001:db8:1:2::/64",
+		"2001:db8:1:2::":       "2001:db8:1:2::/64",
+		"fe80::1%eth0":         "fe80::/64",
+		"not an address":       "not an address",
+	} {
+		if got := budgetKey(in); got != want {
+			t.Errorf("budgetKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

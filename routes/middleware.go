@@ -1,12 +1,14 @@
 package routes
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/eventq/eventq/internal/auth"
+	"github.com/eventq/eventq/internal/ratelimit"
 )
 
 const principalKey = "principal"
@@ -20,11 +22,23 @@ func (s *Server) token(abilities ...string) fiber.Handler {
 		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 			return auth.ErrUnauthenticated
 		}
-		p, err := s.Auth.Authenticate(c.UserContext(), strings.TrimSpace(token))
+		token = strings.TrimSpace(token)
+		// An address past its budget of failed authentications is refused before a token
+		// this process does not know is looked up in the database.
+		failures := budget{name: limitAuth, key: s.clientBudgetKey(c), rate: s.Limits.AuthFailures, peek: true}
+		if !s.Auth.Known(token) {
+			if err := s.limit(c, failures); err != nil {
+				return err
+			}
+		}
+		p, err := s.Auth.Authenticate(c.UserContext(), token)
+		if errors.Is(err, auth.ErrUnauthenticated) { // spends one failure, with no header on the 401
+			s.Limiter.Allow(c.UserContext(), ratelimit.Budget{Key: failures.name + ":" + failures.key, Rate: failures.rate})
+		}
 		if err != nil {
 			return err
 		}
-		if err := s.limit(c, budget{limitPlatform, strconv.FormatUint(p.TokenID, 10), s.Limits.Platform}); err != nil {
+		if err := s.limit(c, budget{name: limitPlatform, key: strconv.FormatUint(p.TokenID, 10), rate: s.Limits.Platform}); err != nil {
 			return err
 		}
 		for _, ability := range abilities {

@@ -23,9 +23,9 @@ func (s *Server) trackPublic(c *fiber.Ctx) error {
 	if len(c.Body()) <= tracking.MaxBodyBytes {
 		siteKey, events, err = tracking.ParsePublic(c.Body())
 	}
-	budgets := []budget{{limitTrackIP, clientIP(c, s.TrustedProxies), s.Limits.TrackIP}}
+	budgets := []budget{{name: limitTrackIP, key: s.clientBudgetKey(c), rate: s.Limits.TrackIP}}
 	if err == nil {
-		budgets = append(budgets, budget{limitTrack, siteKey, s.Limits.Track})
+		budgets = append(budgets, budget{name: limitTrack, key: siteKey, rate: s.Limits.Track})
 	}
 	if limited := s.limit(c, budgets...); limited != nil {
 		return limited

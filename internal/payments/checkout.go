@@ -70,10 +70,24 @@ func tenantRow(db *gorm.DB, dst any, id, tenantID uint64) error {
 // as the worker does. An unknown tenant or session, a session whose metadata names another
 // tenant, or one that can never be fulfilled is ErrNotFound; provider failures are psp's
 // errors. A session not paid yet reports StatusPending.
+//
+// A session already fulfilled is answered from the database; the provider is asked about one
+// session at most once per ReturnInterval by this process, visits in between getting the last
+// answer.
 func (svc *Service) Return(ctx context.Context, tenantID uint64, sessionID string) (Result, error) {
 	if sessionID == "" || len(sessionID) > maxSessionID {
 		return Result{}, ErrNotFound
 	}
+	if res, ok, err := svc.fulfilledReturn(ctx, tenantID, sessionID); ok || err != nil {
+		return res, err
+	}
+	return svc.Returns.answer(returnKey{tenantID, sessionID}, func() (Result, error) {
+		return svc.returnFromProvider(ctx, tenantID, sessionID)
+	})
+}
+
+// returnFromProvider is Return's work once the database has no purchase of the session.
+func (svc *Service) returnFromProvider(ctx context.Context, tenantID uint64, sessionID string) (Result, error) {
 	var tenant models.Tenant
 	if err := svc.DB.WithContext(ctx).Take(&tenant, tenantID).Error; err != nil {
 		if errors.Is(err, gorm.ErrRecordNotFound) {

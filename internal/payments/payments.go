@@ -49,6 +49,10 @@ type Service struct {
 	// Metrics counts fulfilment and revocation outcomes; may be nil.
 	Metrics *metrics.Metrics
 
+	// Returns throttles the return page's provider calls per session; nil asks the provider
+	// on every visit.
+	Returns *Returns
+
 	// noOneStatement makes Postgres store a fulfilment as SQLite does (storeTx), for the test
 	// that compares the two ways.
 	noOneStatement bool

@@ -17,16 +17,17 @@ const epoch2017 = 1483228800
 // request spends nothing of the budgets after it, as if each had been checked in turn. The
 // time is the caller's clock, not Redis's, so that the service's clock decides every budget.
 //
-// KEYS: the budgets. ARGV[1]: now, in seconds since 2017-01-01; then, per key, burst, rate and
-// period in seconds. Returns, per budget checked: allowed (1 or 0), remaining, and the seconds
+// KEYS: the budgets. ARGV[1]: now, in seconds since 2017-01-01; then, per key, burst, rate,
+// period in seconds and peek ("1": decide, but spend nothing). Returns, per budget checked: allowed (1 or 0), remaining, and the seconds
 // until a request is allowed again as a string ("-1" when allowed).
 var spendBudgets = redis.NewScript(`
 local now = tonumber(ARGV[1])
 local out = {}
 for i, key in ipairs(KEYS) do
-  local burst = tonumber(ARGV[3 * i - 1])
-  local rate = tonumber(ARGV[3 * i])
-  local period = tonumber(ARGV[3 * i + 1])
+  local burst = tonumber(ARGV[4 * i - 2])
+  local rate = tonumber(ARGV[4 * i - 1])
+  local period = tonumber(ARGV[4 * i])
+  local peek = ARGV[4 * i + 1] == '1'
 
   local emission_interval = period / rate
   local burst_offset = emission_interval * burst
@@ -51,7 +52,7 @@ for i, key in ipairs(KEYS) do
   end
 
   local reset_after = new_tat - now
-  if reset_after > 0 then
+  if reset_after > 0 and not peek then
     redis.call("SET", key, new_tat, "EX", math.ceil(reset_after))
   end
   out[#out + 1] = 1

@@ -29,6 +29,8 @@ const (
 type Budget struct {
 	Key  string
 	Rate config.Rate
+	// Peek checks whether one more request would be allowed without spending it.
+	Peek bool
 }
 
 // Decision is the outcome of one budget's check.
@@ -117,12 +119,16 @@ func (l *Limiter) Allow(ctx context.Context, budgets ...Budget) []Decision {
 // whether one of them refused.
 func (l *Limiter) spend(ctx context.Context, now time.Time, budgets []Budget, idx []int, out []Decision) (refused bool, err error) {
 	keys := make([]string, len(idx))
-	args := make([]any, 1, 1+3*len(idx))
+	args := make([]any, 1, 1+4*len(idx))
 	args[0] = strconv.FormatFloat(float64(now.UnixMicro()-epoch2017*1e6)/1e6, 'f', 6, 64)
 	for j, i := range idx {
 		r := budgets[i].Rate
 		keys[j] = keyPrefix + budgets[i].Key
-		args = append(args, r.N, r.N, r.Period.Seconds()) // burst = rate: N requests at once, then N per period
+		peek := 0
+		if budgets[i].Peek {
+			peek = 1
+		}
+		args = append(args, r.N, r.N, r.Period.Seconds(), peek) // burst = rate: N requests at once, then N per period
 	}
 	v, err := spendBudgets.Run(ctx, l.rdb, keys, args...).Slice()
 	if err != nil {

@@ -61,7 +61,7 @@ func testLimiter(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	ctx := context.Background()
 	t.Run("a refused budget spends nothing of those after it", func(t *testing.T) {
 		l := newTestLimiter(rdb, clock.NewFake(start))
-		ip, site := Budget{prefix + "ip:a", perMinute(2)}, Budget{prefix + "site:a", perMinute(5)}
+		ip, site := Budget{Key: prefix + "ip:a", Rate: perMinute(2)}, Budget{Key: prefix + "site:a", Rate: perMinute(5)}
 		for i := 0; i < 2; i++ {
 			ds := l.Allow(ctx, ip, site)
 			if !ds[0].Allowed || !ds[1].Allowed || ds[0].Remaining != 1-i || ds[1].Remaining != 4-i || ds[1].Limit != 5 {
@@ -76,9 +76,26 @@ func testLimiter(t *testing.T, rdb redis.UniversalClient, prefix string) {
 			t.Fatalf("the second budget has %d left after one more request, want 2: the refused request spent it", left)
 		}
 	})
+	t.Run("a peek decides as a spend would and spends nothing", func(t *testing.T) {
+		l := newTestLimiter(rdb, clock.NewFake(start))
+		b := Budget{Key: prefix + "auth:p", Rate: perMinute(2)}
+		peek := b
+		peek.Peek = true
+		for i := 0; i < 2; i++ {
+			for j := 0; j < 3; j++ {
+				if d := l.Allow(ctx, peek)[0]; !d.Allowed || !d.Checked {
+					t.Fatalf("peek %d after %d spent: %+v", j, i, d)
+				}
+			}
+			remaining(t, l, b)
+		}
+		if d := l.Allow(ctx, peek)[0]; d.Allowed || !d.Checked {
+			t.Fatalf("peek after the budget was spent: %+v, want refused", d)
+		}
+	})
 	t.Run("a budget refusing after another leaves the other spent, as in turn", func(t *testing.T) {
 		l := newTestLimiter(rdb, clock.NewFake(start))
-		ip, site := Budget{prefix + "ip:b", perMinute(10)}, Budget{prefix + "site:b", perMinute(1)}
+		ip, site := Budget{Key: prefix + "ip:b", Rate: perMinute(10)}, Budget{Key: prefix + "site:b", Rate: perMinute(1)}
 		if ds := l.Allow(ctx, ip, site); !ds[0].Allowed || !ds[1].Allowed {
 			t.Fatalf("first request: %+v", ds)
 		}
@@ -92,7 +109,7 @@ func testLimiter(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	t.Run("the clock decides when a refused request may retry", func(t *testing.T) {
 		clk := clock.NewFake(start)
 		l := newTestLimiter(rdb, clk)
-		b := Budget{prefix + "site:c", perMinute(5)} // one request every 12 s, 5 at once
+		b := Budget{Key: prefix + "site:c", Rate: perMinute(5)} // one request every 12 s, 5 at once
 		for i := 0; i < 5; i++ {
 			if d := l.Allow(ctx, b)[0]; !d.Allowed {
 				t.Fatalf("request %d refused: %+v", i+1, d)
@@ -115,7 +132,7 @@ func testLimiter(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		l := newTestLimiter(rdb, clock.NewFake(start))
 		// Rates whose intervals (1.25 s, 62.5 ms) are exact in binary, so that the remaining
 		// counts are not off by one from rounding.
-		ip, site := Budget{prefix + "ip:d", perMinute(48)}, Budget{prefix + "site:d", perMinute(960)}
+		ip, site := Budget{Key: prefix + "ip:d", Rate: perMinute(48)}, Budget{Key: prefix + "site:d", Rate: perMinute(960)}
 		var wg sync.WaitGroup
 		var allowed atomic.Int64
 		for range 8 {
@@ -143,7 +160,7 @@ func testLimiter(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	})
 	t.Run("an off budget is neither checked nor spent", func(t *testing.T) {
 		l := newTestLimiter(rdb, clock.NewFake(start))
-		ds := l.Allow(ctx, Budget{prefix + "ip:e", config.Rate{}}, Budget{prefix + "site:e", perMinute(3)})
+		ds := l.Allow(ctx, Budget{Key: prefix + "ip:e", Rate: config.Rate{}}, Budget{Key: prefix + "site:e", Rate: perMinute(3)})
 		if !ds[0].Allowed || ds[0].Checked || !ds[1].Checked || ds[1].Remaining != 2 {
 			t.Fatalf("%+v", ds)
 		}
@@ -159,10 +176,10 @@ func TestLimiterOnOneRedis(t *testing.T) {
 		counter := &commandCounter{}
 		rdb.AddHook(counter)
 		l := newTestLimiter(rdb, clock.NewFake(start))
-		l.Allow(context.Background(), Budget{"ip:f", perMinute(5)}, Budget{"site:f", perMinute(5)}) // loads the script
+		l.Allow(context.Background(), Budget{Key: "ip:f", Rate: perMinute(5)}, Budget{Key: "site:f", Rate: perMinute(5)}) // loads the script
 		before := counter.n.Load()
 		for range 10 {
-			if ds := l.Allow(context.Background(), Budget{"ip:f", perMinute(50)}, Budget{"site:f", perMinute(50)}); !ds[0].Checked || !ds[1].Checked {
+			if ds := l.Allow(context.Background(), Budget{Key: "ip:f", Rate: perMinute(50)}, Budget{Key: "site:f", Rate: perMinute(50)}); !ds[0].Checked || !ds[1].Checked {
 				t.Fatalf("%+v", ds)
 			}
 		}
@@ -176,7 +193,7 @@ func TestLimiterOnOneRedis(t *testing.T) {
 		r.Stop()
 		defer r.Start()
 		for range 2 { // the store failing, then the breaker open
-			ds := l.Allow(context.Background(), Budget{"ip:g", perMinute(1)}, Budget{"site:g", perMinute(1)})
+			ds := l.Allow(context.Background(), Budget{Key: "ip:g", Rate: perMinute(1)}, Budget{Key: "site:g", Rate: perMinute(1)})
 			if !ds[0].Allowed || ds[0].Checked || !ds[1].Allowed || ds[1].Checked {
 				t.Fatalf("%+v", ds)
 			}
@@ -210,7 +227,7 @@ func BenchmarkAllowTrackBudgets(b *testing.B) {
 			l.cluster, l.Timeout = perBudget, time.Minute
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if ds := l.Allow(context.Background(), Budget{"ip:bench", huge}, Budget{"site:bench", huge}); !ds[1].Checked {
+					if ds := l.Allow(context.Background(), Budget{Key: "ip:bench", Rate: huge}, Budget{Key: "site:bench", Rate: huge}); !ds[1].Checked {
 						b.Fatal("not checked")
 					}
 				}

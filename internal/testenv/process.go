@@ -132,4 +132,5 @@ func WaitHTTP(t testing.TB, url string, timeout time.Duration) {
 
 // NoRateLimits switches the api's rate limits off: tests that are not about limits send
 // faster than the defaults allow from one address.
-var NoRateLimits = []string{"RATE_LIMIT_TRACK=off", "RATE_LIMIT_TRACK_IP=off", "RATE_LIMIT_PLATFORM=off"}
+var NoRateLimits = []string{"RATE_LIMIT_TRACK=off", "RATE_LIMIT_TRACK_IP=off", "RATE_LIMIT_PLATFORM=off",
+	"RATE_LIMIT_RETURN=off", "RATE_LIMIT_AUTH_FAILURES=off"}
