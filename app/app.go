@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/hibiken/asynq"
 	asynqmetrics "github.com/hibiken/asynq/x/metrics"
@@ -130,6 +131,13 @@ func (a *App) open() error {
 	a.Metrics.Registry.MustRegister(unchecked{asynqmetrics.NewQueueMetricsCollector(a.TaskInspector())})
 
 	a.Ingest = tracking.NewIngestor(db, a.Flags, a.Queue, a.Clock, a.Log, a.Metrics)
+	a.Ingest.SpoolMax = a.Config.Limits.IngestSpoolMax
+	a.Metrics.SpoolLength(func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		n, _ := a.Queue.SpoolEvents(ctx) // unreadable: 0 (the scrape still answers)
+		return float64(n)
+	})
 	a.onClose("ingestor", func() error { a.Ingest.Close(); return nil })
 	a.Waiter = eventqueue.NewWaiter(qc, a.Clock, a.Log)
 	a.onClose("waiter", func() error { a.Waiter.Close(); return nil })

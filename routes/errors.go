@@ -6,7 +6,12 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/database"
 )
+
+// retryAfterOutage is the Retry-After of a 503 for an unreachable database, in seconds: about
+// what a Postgres restart takes.
+const retryAfterOutage = "2"
 
 // statusOf is the one table from error code to HTTP status.
 var statusOf = map[apperr.Code]int{
@@ -75,6 +80,12 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 			body.Message = "Bad Request."
 			status = fiber.StatusBadRequest
 		}
+	case database.Unavailable(err):
+		// The database (or Redis) could not be reached: the client may retry shortly.
+		status = fiber.StatusServiceUnavailable
+		c.Set(fiber.HeaderRetryAfter, retryAfterOutage)
+		s.log(c).Warn("request refused: a dependency is unreachable", "method", c.Method(), "path", c.Path(), "err", err)
+		body.Message = "Service Unavailable."
 	case errors.As(err, &fe) && fe.Code == fiber.StatusBadGateway:
 		// Fiber's name for a request that could not be read, the connection having failed
 		// (the client went away, or a shutdown closed a connection that never carried a

@@ -146,6 +146,11 @@ func (m *Main) Run(ctx context.Context) error {
 		defer close(maintained)
 		jobs.TriggerMaintainEvents(ctx, m.App.Tasks, m.Clock, m.Config.Retention.PruneInterval, m.Log)
 	}()
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		jobs.RunSpoolDrain(ctx, m.App.Ingest, m.Log)
+	}()
 	triggered := make(chan struct{})
 	switch {
 	case m.reconcile:
@@ -163,6 +168,7 @@ func (m *Main) Run(ctx context.Context) error {
 	<-ctx.Done()
 	<-triggered
 	<-maintained
+	<-drained
 	return m.Close()
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/eventq/eventq/internal/apperr"
 	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/models"
 )
 
@@ -74,7 +75,8 @@ func (a *Authenticator) Known(token string) bool {
 }
 
 // Authenticate resolves "<id>|<secret>" to its principal. The secret is compared in constant
-// time; expired tokens and tokens that do not belong to a tenant are refused.
+// time; expired tokens and tokens that do not belong to a tenant are refused. While the
+// database is unreachable, a token read before is answered as it was then.
 func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Principal, error) {
 	id, secret, ok := splitToken(token)
 	if !ok {
@@ -85,11 +87,15 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Princi
 	entry, ok := a.cache.Get(key)
 	if !ok {
 		row, err := a.load(ctx, id, hash)
-		if err != nil {
+		switch stale, known := a.cache.Stale(key); {
+		case err != nil && known && database.Unavailable(err):
+			entry = stale // the last answer, the database being down (see cache.Stale)
+		case err != nil:
 			return nil, err
+		default:
+			entry = &cachedToken{row: row}
+			a.cache.Add(key, entry)
 		}
-		entry = &cachedToken{row: row}
-		a.cache.Add(key, entry)
 	}
 	row := entry.row
 	if row == nil || subtle.ConstantTimeCompare([]byte(row.Token), []byte(hash)) != 1 {

@@ -42,7 +42,17 @@ func (t *TTL[K, V]) Get(key K) (V, bool) {
 		if e := item.Value(); t.clock.Now().Before(e.expires) {
 			return e.value, true
 		}
-		t.c.Delete(key)
+	}
+	var zero V
+	return zero, false
+}
+
+// Stale returns the value last stored for key, expired or not: an expired entry stays until
+// the capacity bound evicts it or it is removed, for callers that answer from it when the
+// source cannot be read (a database outage).
+func (t *TTL[K, V]) Stale(key K) (V, bool) {
+	if item := t.c.Get(key); item != nil {
+		return item.Value().value, true
 	}
 	var zero V
 	return zero, false

@@ -19,7 +19,7 @@ func TestLoadDefaults(t *testing.T) {
 		},
 		PSP: PSPConfig{ReconcileInterval: 15 * time.Minute},
 		Limits: Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000, QueueMaxDeliveries: 10,
-			QueueMaxDeadLetters: 10000, DeadLetterRetention: 14 * 24 * time.Hour, Return: Rate{10, time.Second}, AuthFailures: Rate{20, time.Minute}},
+			QueueMaxDeadLetters: 10000, IngestSpoolMax: 1000000, DeadLetterRetention: 14 * 24 * time.Hour, Return: Rate{10, time.Second}, AuthFailures: Rate{20, time.Minute}},
 		Retention: RetentionConfig{PruneInterval: time.Hour},
 	}
 	for name, environ := range map[string][]string{
@@ -272,7 +272,7 @@ func TestLoadLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000, QueueMaxDeliveries: 10,
-		QueueMaxDeadLetters: 10000, DeadLetterRetention: 14 * 24 * time.Hour, Return: Rate{10, time.Second}, AuthFailures: Rate{20, time.Minute}}
+		QueueMaxDeadLetters: 10000, IngestSpoolMax: 1000000, DeadLetterRetention: 14 * 24 * time.Hour, Return: Rate{10, time.Second}, AuthFailures: Rate{20, time.Minute}}
 	if cfg.Limits != want {
 		t.Fatalf("defaults %+v, want %+v", cfg.Limits, want)
 	}

@@ -68,6 +68,9 @@ type Limits struct {
 	// DeadLetterRetention is how long a dead letter is kept (DEAD_LETTER_RETENTION: a Go
 	// duration or Nd, at least a second). Default 14 days.
 	DeadLetterRetention time.Duration
+	// IngestSpoolMax is the most tracked events kept in Redis while the database cannot be
+	// reached (INGEST_SPOOL_MAX); past it tracking answers 503. Default 1,000,000.
+	IngestSpoolMax int64
 	// Return is the budget of one client address on GET /checkout/return
 	// (RATE_LIMIT_RETURN). Default 10/s.
 	Return Rate
@@ -113,6 +116,12 @@ func loadLimits(get func(name, def string) string) (Limits, error) {
 		return Limits{}, fmt.Errorf("config: EVENTQUEUE_MAX_DEAD_LETTERS: %q is not a positive integer", raw)
 	}
 	l.QueueMaxDeadLetters = n
+	raw = get("INGEST_SPOOL_MAX", "1000000")
+	n, err = strconv.ParseInt(raw, 10, 64)
+	if err != nil || n < 1 {
+		return Limits{}, fmt.Errorf("config: INGEST_SPOOL_MAX: %q is not a positive integer", raw)
+	}
+	l.IngestSpoolMax = n
 	raw = get("DEAD_LETTER_RETENTION", "14d")
 	if l.DeadLetterRetention, err = parseDays(raw); err != nil || l.DeadLetterRetention < time.Second {
 		return Limits{}, fmt.Errorf("config: DEAD_LETTER_RETENTION: %q is not a duration of at least 1s (e.g. 14d or 72h)", raw)

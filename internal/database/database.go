@@ -50,7 +50,7 @@ func Open(databaseURL string) (*gorm.DB, error) {
 		dsn += "&_time_format=sqlite"
 		db, err = gorm.Open(sqlite.Open(dsn), cfg)
 	} else {
-		db, err = gorm.Open(postgres.Open(databaseURL), cfg)
+		db, err = gorm.Open(postgres.Open(withConnectTimeout(databaseURL)), cfg)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("database: open: %w", err)
@@ -79,4 +79,23 @@ func Close(db *gorm.DB) error {
 	}
 	stopCheckpoints(sqlDB)
 	return sqlDB.Close()
+}
+
+// connectTimeout bounds a new Postgres connection's set-up when the URL does not say: a server
+// that does not answer fails requests in seconds (503), not after the system's TCP timeout.
+const connectTimeout = "2"
+
+// withConnectTimeout adds connect_timeout to a Postgres URL or key=value DSN without one.
+func withConnectTimeout(dsn string) string {
+	if strings.Contains(dsn, "connect_timeout") {
+		return dsn
+	}
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		return dsn + sep + "connect_timeout=" + connectTimeout
+	}
+	return dsn + " connect_timeout=" + connectTimeout
 }

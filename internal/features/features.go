@@ -15,6 +15,7 @@ import (
 
 	"github.com/eventq/eventq/internal/cache"
 	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/database"
 
 	"github.com/eventq/eventq/models"
 )
@@ -70,6 +71,9 @@ func (f *Flags) Active(ctx context.Context, feature string, tenantID uint64) (bo
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound):
 	case err != nil:
+		if stale, ok := f.cache.Stale(key); ok && database.Unavailable(err) {
+			return stale, nil // the last value read: the database is down (see cache.Stale)
+		}
 		return false, fmt.Errorf("features: %w", err)
 	default:
 		active = row.Value == "true"

@@ -61,6 +61,7 @@ type Metrics struct {
 	OldestEventAge prometheus.Gauge
 
 	leaseMetrics
+	spoolMetrics
 }
 
 // New registers eventq's collectors, plus the Go runtime and process collectors, on a fresh
@@ -144,6 +145,7 @@ func New() *Metrics {
 		m.Revocations, m.ReconcileRuns, m.ReconcileLastSuccess, m.ReconcileMissing,
 		m.PruneRuns, m.PruneLastSuccess, m.EventsPruned, m.PartitionsCreated, m.PartitionsDropped, m.OldestEventAge)
 	m.leaseMetrics = newLeaseMetrics(reg)
+	m.spoolMetrics = newSpoolMetrics(reg)
 	for _, o := range []string{"ok", "error"} {
 		m.ReconcileRuns.WithLabelValues(o)
 		m.PruneRuns.WithLabelValues(o)

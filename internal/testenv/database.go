@@ -154,6 +154,8 @@ type Postgres struct {
 	dir    string
 	Port   int
 	cmd    *exec.Cmd
+	argv   []string // the postgres command line, for Resume
+	attr   *syscall.SysProcAttr
 	admin  *sql.DB
 	serial atomic.Int64
 
@@ -264,23 +266,43 @@ func StartPostgres(extraSettings ...string) (*Postgres, error) {
 	for _, kv := range extraSettings {
 		args = append(args, "-c", kv)
 	}
-	s.cmd = exec.Command(filepath.Join(bin, "postgres"), args...)
-	s.cmd.SysProcAttr = attr
-	if err := s.cmd.Start(); err != nil {
-		s.Stop()
-		return nil, fmt.Errorf("start postgres: %w", err)
-	}
+	s.argv, s.attr = append([]string{filepath.Join(bin, "postgres")}, args...), attr
 	s.admin, _ = sql.Open("pgx", s.URL("postgres"))
-	deadline := time.Now().Add(30 * time.Second)
-	for s.admin.Ping() != nil {
-		if time.Now().After(deadline) {
-			s.Stop()
-			return nil, fmt.Errorf("postgres did not accept connections within 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := s.start(); err != nil {
+		s.Stop()
+		return nil, err
 	}
 	return s, nil
 }
+
+// start runs the server on its data directory and waits until it accepts connections.
+func (s *Postgres) start() error {
+	s.cmd = exec.Command(s.argv[0], s.argv[1:]...)
+	s.cmd.SysProcAttr = s.attr
+	if err := s.cmd.Start(); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s.admin.Ping() != nil {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("postgres did not accept connections within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// Halt stops the server as "pg_ctl stop -m immediate" does (SIGQUIT: every connection cut, no
+// checkpoint; the next start recovers from the log) and waits until it is gone. Its data stay
+// for Resume.
+func (s *Postgres) Halt() {
+	s.cmd.Process.Signal(syscall.SIGQUIT)
+	s.cmd.Wait()
+}
+
+// Resume starts a halted server again on the same data and port, and waits until it accepts
+// connections.
+func (s *Postgres) Resume() error { return s.start() }
 
 // postgresAttr is how initdb and postgres are run: as the postgres user when the caller is
 // root (initdb refuses root), and killed with the test binary.

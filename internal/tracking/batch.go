@@ -79,7 +79,8 @@ func (in *Ingestor) Close() {
 	})
 }
 
-// commit hands rows to a committer and waits for the outcome.
+// commit hands rows to a committer and waits for the outcome; with the spool on, for
+// spoolAfter at most (errCommitSlow: the rows may still be committed).
 func (in *Ingestor) commit(ctx context.Context, tenant uint64, rows []models.TrackedEvent, queued bool) error {
 	req := &commitRequest{tenant: tenant, rows: rows, queued: queued, done: make(chan error, 1)}
 	in.commitOnce.Do(in.startCommitLoops)
@@ -90,7 +91,17 @@ func (in *Ingestor) commit(ctx context.Context, tenant uint64, rows []models.Tra
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return <-req.done // always answered, even if ctx ends: the rows may be committed
+	if in.SpoolMax <= 0 {
+		return <-req.done // always answered, even if ctx ends: the rows may be committed
+	}
+	t := time.NewTimer(spoolAfter)
+	defer t.Stop()
+	select {
+	case err := <-req.done:
+		return err
+	case <-t.C:
+		return errCommitSlow
+	}
 }
 
 // commitLoop is one committer: it takes every request waiting, writes them as one batch and

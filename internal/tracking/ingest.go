@@ -47,6 +47,11 @@ type Ingestor struct {
 	metrics  *metrics.Metrics
 	sqlite   *sqliteInserts // nil on Postgres, which takes a COPY
 
+	// SpoolMax is the most events the ingestion spool holds (INGEST_SPOOL_MAX): requests the
+	// database cannot store go there (see spool.go). 0 turns the spool off. Set it before the
+	// first Ingest.
+	SpoolMax int64
+
 	requests   chan *commitRequest
 	pushed     chan settlement
 	breaker    *breaker.Breaker
@@ -69,7 +74,8 @@ func NewIngestor(db *gorm.DB, queueing features.Queueing, queue *eventqueue.Stor
 	return in
 }
 
-// TenantBySiteKey resolves a public site key to its tenant id (cached briefly).
+// TenantBySiteKey resolves a public site key to its tenant id (cached briefly). While the
+// database is unreachable, a site key looked up before is answered as it was then.
 func (in *Ingestor) TenantBySiteKey(ctx context.Context, siteKey string) (uint64, error) {
 	if id, ok := in.siteKeys.Get(siteKey); ok {
 		if id == 0 {
@@ -80,6 +86,12 @@ func (in *Ingestor) TenantBySiteKey(ctx context.Context, siteKey string) (uint64
 	var t models.Tenant
 	err := in.db.WithContext(ctx).Select("id").Where("site_key = ?", siteKey).Take(&t).Error
 	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+		if id, ok := in.siteKeys.Stale(siteKey); ok && database.Unavailable(err) {
+			if id == 0 { // the last answer, the database being down (see cache.Stale)
+				return 0, ErrUnknownSiteKey
+			}
+			return id, nil
+		}
 		return 0, fmt.Errorf("tracking: site key: %w", err)
 	}
 	in.siteKeys.Add(siteKey, t.ID)
@@ -92,10 +104,13 @@ func (in *Ingestor) TenantBySiteKey(ctx context.Context, siteKey string) (uint64
 // Ingest commits events to the database and, when the tenant's UseQueueEvents is active,
 // appends them to its queue in the given order. It returns the new ids once both are done.
 // If the append fails after the commit, the events stay pending and Requeue pushes
-// them later: no committed event is lost.
+// them later: no committed event is lost. If the database cannot be reached (or does not
+// answer within spoolAfter), the events go to the spool instead and the ids are returned
+// once they are there; DrainSpool stores them later.
 func (in *Ingestor) Ingest(ctx context.Context, tenantID uint64, inputs []Input, client Client) ([]string, error) {
 	queued, err := in.queueing.Queues(ctx, tenantID)
-	if err != nil {
+	spoolNow := err != nil && in.spoolable(err) // the flags cannot be read: no commit either
+	if err != nil && !spoolNow {
 		return nil, err
 	}
 	now := in.clock.Now().UTC()
@@ -110,7 +125,13 @@ func (in *Ingestor) Ingest(ctx context.Context, tenantID uint64, inputs []Input,
 		rows[i].Queued = queued // not marked pending: a pending batch stands for the marks
 		ids[i] = rows[i].ID
 	}
-	if err := in.commit(ctx, tenantID, rows, queued); err != nil {
+	if !spoolNow {
+		err = in.commit(ctx, tenantID, rows, queued)
+	}
+	if err != nil && in.spoolable(err) {
+		err = in.spool(ctx, tenantID, rows, err)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return ids, nil

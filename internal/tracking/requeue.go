@@ -1,6 +1,7 @@
 package tracking
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -64,7 +65,7 @@ func (in *Ingestor) Requeue(ctx context.Context, minAge time.Duration) (int, err
 	}
 	in.metrics.HeldQueues(lengths)
 	for {
-		n, more, err := in.requeueBatch(ctx, requeueScope{cutoff: in.clock.Now().UTC().Add(-minAge), full: full})
+		n, more, err := in.requeueBatch(ctx, requeueScope{cutoff: in.clock.Now().UTC().Add(-minAge), full: full, spooled: map[uint64]bool{}})
 		total += n
 		if err != nil || !more {
 			return total, err
@@ -81,6 +82,11 @@ func (in *Ingestor) DrainHeld(ctx context.Context, tenant uint64) (int, error) {
 // drainHeld pushes tenant's pending events in order while its queue has room, and releases its
 // hold mark once none is left.
 func (in *Ingestor) drainHeld(ctx context.Context, tenant uint64, full map[uint64]bool) (int, error) {
+	// Spooled events are older than every pending one: until DrainSpool has stored them, none
+	// of the tenant's goes in.
+	if spooled, err := in.queue.Spooled(ctx, tenant); err != nil || spooled {
+		return 0, err
+	}
 	mark, err := in.queue.HoldMark(ctx, tenant) // read before the rows: see ReleaseHold
 	if err != nil {
 		return 0, fmt.Errorf("tracking: requeue: %w", err)
@@ -92,7 +98,7 @@ func (in *Ingestor) drainHeld(ctx context.Context, tenant uint64, full map[uint6
 	}
 	total := 0
 	for {
-		n, more, err := in.requeueBatch(ctx, requeueScope{cutoff: in.clock.Now().UTC().Add(time.Hour), tenant: tenant, full: full})
+		n, more, err := in.requeueBatch(ctx, requeueScope{cutoff: in.clock.Now().UTC().Add(time.Hour), tenant: tenant, full: full, spooled: map[uint64]bool{}})
 		total += n
 		if err != nil || full[tenant] {
 			return total, err
@@ -112,6 +118,9 @@ type requeueScope struct {
 	cutoff time.Time       // created before
 	tenant uint64          // of this tenant only, unless 0
 	full   map[uint64]bool // not of these tenants (their queue is full); tenants filling up are added
+	// not of these tenants either (they have spooled events, older than their pending ones);
+	// tenants found with spooled events are added
+	spooled map[uint64]bool
 }
 
 func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushed int, more bool, err error) {
@@ -134,8 +143,8 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 		if scope.tenant != 0 {
 			q = q.Where("tenant_id = ?", scope.tenant)
 		}
-		if len(scope.full) > 0 {
-			q = q.Where("tenant_id NOT IN ?", slices.Collect(maps.Keys(scope.full)))
+		if skip := append(slices.Collect(maps.Keys(scope.full)), slices.Collect(maps.Keys(scope.spooled))...); len(skip) > 0 {
+			q = q.Where("tenant_id NOT IN ?", skip)
 		}
 		if database.IsPostgres(tx) {
 			q = q.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"})
@@ -159,6 +168,10 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 		// Each tenant's events are pushed and unmarked together; a tenant whose push fails
 		// stays pending without undoing the others (which would push those twice).
 		for _, t := range order {
+			if spooled, err := in.queue.Spooled(ctx, t); err != nil || spooled {
+				scope.spooled[t], pushErr = true, cmp.Or(err, pushErr)
+				continue
+			}
 			active, err := in.queueing.Queues(ctx, t)
 			if err != nil {
 				pushErr = err

@@ -1,0 +1,56 @@
+package database
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"modernc.org/sqlite"
+)
+
+// Unavailable reports whether err says the database could not be reached or could not work
+// (a connection refused or lost, a server starting up or shutting down, a failover to a
+// read-only server, a full disk, a lock held too long), as opposed to a refusal of what was
+// asked (a constraint, a bad value) or a bug. Callers answer such errors with 503 and keep
+// what they can elsewhere; see the contract's "Database outages".
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var (
+		pgErr   *pgconn.PgError
+		connErr *pgconn.ConnectError
+		netErr  net.Error
+		liteErr *sqlite.Error
+	)
+	switch {
+	case errors.As(err, &pgErr):
+		// 08: connection exception; 57P01-03: admin or crash shutdown, cannot connect now;
+		// 53300: too many connections; 25006: read-only transaction (a replica after a
+		// failover); 58: system errors (I/O).
+		code := pgErr.Code
+		return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57P") || code == "53300" ||
+			code == "25006" || strings.HasPrefix(code, "58")
+	case errors.As(err, &liteErr):
+		switch liteErr.Code() & 0xff { // the primary result code
+		case 5, 6, 8, 10, 13, 14: // BUSY, LOCKED, READONLY, IOERR, FULL, CANTOPEN
+			return true
+		}
+		return false
+	case errors.As(err, &connErr), errors.As(err, &netErr), pgconn.Timeout(err),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, driver.ErrBadConn),
+		errors.Is(err, sql.ErrConnDone), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	// pgx reports a connection it closed after a failure by message only.
+	msg := err.Error()
+	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "failed to connect") ||
+		strings.Contains(msg, "connection refused")
+}

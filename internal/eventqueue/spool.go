@@ -1,0 +1,172 @@
+package eventqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The ingestion spool. While the database cannot be reached, accepted tracking requests are
+// kept here, durably (Redis's AOF), until the worker stores them: one list per tenant
+// (SpoolKey, in the tenant's slot, oldest first, one entry per request), the set of tenants
+// with a spool (SpoolTenantsKey) and a count of the events spooled (SpoolEventsKey), which
+// bounds the spool. Spooling a request also sets the tenant's hold mark (HeldKey), so that
+// events stored directly once the database is back are held behind the spooled ones and enter
+// the queue after them.
+
+// SpoolTenantsKey is the set of tenants that may have spooled requests.
+const SpoolTenantsKey = "eventq:spool:tenants"
+
+// SpoolEventsKey counts the events in every tenant's spool.
+const SpoolEventsKey = "eventq:spool:events"
+
+// spoolLockKey is held by the worker that drains the spool.
+const spoolLockKey = "eventq:spool:lock"
+
+// SpoolKey is the list of tenantID's spooled requests, oldest first.
+func SpoolKey(tenantID uint64) string { return tenantKey(tenantID, "spool") }
+
+// ErrSpoolFull is returned by Spool when the spool holds its most events.
+var ErrSpoolFull = errors.New("eventqueue: the ingestion spool is full")
+
+// spoolPush: KEYS spool, hold mark; ARGV entry. Appends the entry and bumps the hold mark.
+var spoolPush = redis.NewScript(`
+redis.call('INCR', KEYS[2])
+return redis.call('RPUSH', KEYS[1], ARGV[1])
+`)
+
+// Spool appends one accepted request of tenantID (entry, n events) to its spool, unless the
+// spool would then hold more than max events (ErrSpoolFull). It returns once the entry is in
+// Redis; the tenant's hold mark is set first and the tenant recorded after, so that a crash
+// between the steps leaves nothing unseen by DrainSpool's callers (a mark without a spooled
+// request is released by the held events' drain).
+func (s *Store) Spool(ctx context.Context, tenantID uint64, entry []byte, n int, max int64) error {
+	total, err := s.rdb.IncrBy(ctx, SpoolEventsKey, int64(n)).Result()
+	if err != nil {
+		return fmt.Errorf("eventqueue: spool: %w", err)
+	}
+	if total > max {
+		s.rdb.DecrBy(context.WithoutCancel(ctx), SpoolEventsKey, int64(n))
+		return ErrSpoolFull
+	}
+	if err := s.NoteHeld(ctx, tenantID); err != nil {
+		s.rdb.DecrBy(context.WithoutCancel(ctx), SpoolEventsKey, int64(n))
+		return err
+	}
+	if err := spoolPush.Run(ctx, s.rdb, []string{SpoolKey(tenantID), HeldKey(tenantID)}, entry).Err(); err != nil {
+		s.rdb.DecrBy(context.WithoutCancel(ctx), SpoolEventsKey, int64(n))
+		return fmt.Errorf("eventqueue: spool: %w", err)
+	}
+	if err := s.rdb.SAdd(ctx, SpoolTenantsKey, tenantID).Err(); err != nil {
+		return fmt.Errorf("eventqueue: spool: %w", err)
+	}
+	return nil
+}
+
+// SpoolTenants lists the tenants that may have spooled requests.
+func (s *Store) SpoolTenants(ctx context.Context) ([]uint64, error) {
+	var ids []uint64
+	if err := s.rdb.SMembers(ctx, SpoolTenantsKey).ScanSlice(&ids); err != nil {
+		return nil, fmt.Errorf("eventqueue: spool: %w", err)
+	}
+	return ids, nil
+}
+
+// SpoolFront returns up to limit of tenantID's oldest spooled requests, oldest first.
+func (s *Store) SpoolFront(ctx context.Context, tenantID uint64, limit int) ([]string, error) {
+	out, err := s.rdb.LRange(ctx, SpoolKey(tenantID), 0, int64(limit)-1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("eventqueue: spool: %w", err)
+	}
+	return out, nil
+}
+
+// SpoolDrop removes tenantID's oldest count spooled requests, holding events events in all,
+// once they are stored, and returns how many requests are left.
+func (s *Store) SpoolDrop(ctx context.Context, tenantID uint64, count, events int) (left int64, err error) {
+	pipe := s.rdb.TxPipeline()
+	pipe.LTrim(ctx, SpoolKey(tenantID), int64(count), -1)
+	llen := pipe.LLen(ctx, SpoolKey(tenantID))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("eventqueue: spool: %w", err)
+	}
+	if err := s.rdb.DecrBy(ctx, SpoolEventsKey, int64(events)).Err(); err != nil {
+		return 0, fmt.Errorf("eventqueue: spool: %w", err)
+	}
+	return llen.Val(), nil
+}
+
+// Spooled reports whether tenantID has spooled requests not yet stored.
+func (s *Store) Spooled(ctx context.Context, tenantID uint64) (bool, error) {
+	n, err := s.rdb.LLen(ctx, SpoolKey(tenantID)).Result()
+	if err != nil {
+		return false, fmt.Errorf("eventqueue: spool: %w", err)
+	}
+	return n > 0, nil
+}
+
+// SpoolForget removes tenantID from SpoolTenantsKey once its spool is empty. A request spooled
+// meanwhile puts it back (Spool records the tenant after its entry), and so does this check.
+func (s *Store) SpoolForget(ctx context.Context, tenantID uint64) error {
+	if err := s.rdb.SRem(ctx, SpoolTenantsKey, tenantID).Err(); err != nil {
+		return fmt.Errorf("eventqueue: spool: %w", err)
+	}
+	if more, err := s.Spooled(ctx, tenantID); err != nil || !more {
+		return err
+	}
+	return s.rdb.SAdd(ctx, SpoolTenantsKey, tenantID).Err()
+}
+
+// SpoolEvents is how many events the spool holds (the count Spool bounds).
+func (s *Store) SpoolEvents(ctx context.Context) (int64, error) {
+	n, err := s.rdb.Get(ctx, SpoolEventsKey).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("eventqueue: spool: %w", err)
+	}
+	return max(n, 0), nil
+}
+
+// SpoolResetCount sets the spool's event count to 0 when no tenant has a spool (a count left
+// behind by a crash between a drop and its count's decrement).
+func (s *Store) SpoolResetCount(ctx context.Context) error {
+	if n, err := s.rdb.SCard(ctx, SpoolTenantsKey).Result(); err != nil || n > 0 {
+		return err
+	}
+	return s.rdb.Set(ctx, SpoolEventsKey, 0, 0).Err()
+}
+
+// spoolUnlock: KEYS lock; ARGV owner. Deletes the lock if owner holds it.
+var spoolUnlock = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+`)
+
+// LockSpool takes the spool's drain lock for ttl as owner (or extends it when owner holds it),
+// and reports whether owner holds it. One process across all workers drains the spool.
+func (s *Store) LockSpool(ctx context.Context, owner string, ttl time.Duration) (bool, error) {
+	ok, err := s.rdb.SetNX(ctx, spoolLockKey, owner, ttl).Result()
+	if err != nil || ok {
+		return ok, err
+	}
+	cur, err := s.rdb.Get(ctx, spoolLockKey).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, err
+	}
+	if cur != owner {
+		return false, nil
+	}
+	return true, s.rdb.PExpire(ctx, spoolLockKey, ttl).Err()
+}
+
+// UnlockSpool releases the drain lock if owner holds it.
+func (s *Store) UnlockSpool(ctx context.Context, owner string) error {
+	return spoolUnlock.Run(ctx, s.rdb, []string{spoolLockKey}, owner).Err()
+}

@@ -1,0 +1,148 @@
+package tracking
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/models"
+)
+
+// startOutageIngest is an Ingestor with the spool on, on a Postgres server of its own (which
+// the test halts and resumes) and a redis-server of its own.
+func startOutageIngest(t *testing.T) (*ingestEnv, *testenv.Postgres) {
+	t.Helper()
+	testenv.OnOneDatabase(t) // a Postgres of its own, whatever the suite's database
+	// Durable: an immediate shutdown must not lose what was committed before it.
+	pg, err := testenv.StartPostgres("synchronous_commit=on", "fsync=on")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	url, err := pg.CreateMigratedDatabase("outage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := database.Open(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { database.Close(db) })
+	r := testenv.StartRedis(t)
+	e := &ingestEnv{DB: db, Redis: r, Queue: eventqueue.New(r.Client()), Flags: features.New(db, clock.Real{}), Clock: clock.NewFake(time.Now())}
+	e.Ingest = NewIngestor(db, e.Flags, e.Queue, e.Clock, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	e.Ingest.SpoolMax = 1000
+	t.Cleanup(e.Ingest.Close)
+	return e, pg
+}
+
+// Through a Postgres outage, tracking requests are answered at once and kept in the spool;
+// the drain stores each once and queues it after the events accepted before it and before
+// those accepted after it, the ones stored directly once the database was back included.
+func TestIngestionSpoolsThroughAPostgresOutage(t *testing.T) {
+	e, pg := startOutageIngest(t)
+	ctx := context.Background()
+	queued := testenv.MustTenant(t, e.DB, true).ID
+	unqueued := testenv.MustTenant(t, e.DB, false).ID
+	seq := int64(0)
+	ingest := func(t *testing.T, tenant uint64) string {
+		t.Helper()
+		seq++
+		start := time.Now()
+		ids, err := e.Ingest.Ingest(ctx, tenant, []Input{input("s", seq)}, Client{UserAgent: "test", IPAddress: "192.0.2.1"})
+		if err != nil {
+			t.Fatalf("event %d: %v", seq, err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("event %d answered after %s", seq, took)
+		}
+		e.Clock.Advance(time.Millisecond) // acceptance order is created_at order
+		return ids[0]
+	}
+	for _, tn := range []uint64{queued, unqueued} { // the flags are read once while the database answers
+		if _, err := e.Flags.Queues(ctx, tn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{ingest(t, queued)}
+	pg.Halt()
+	for i := 0; i < 3; i++ {
+		want = append(want, ingest(t, queued))
+	}
+	ingest(t, unqueued)
+	if n, _ := e.Queue.SpoolEvents(ctx); n != 4 {
+		t.Fatalf("spool holds %d events, want 4", n)
+	}
+	if _, err := e.Ingest.DrainSpool(ctx, "test"); err == nil {
+		t.Fatal("the spool drained with the database down")
+	}
+	if err := pg.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	// Stored directly (the database answers), held behind the spooled events.
+	want = append(want, ingest(t, queued))
+	if got := e.queueIDs(t, queued); !slices.Equal(got, want[:1]) {
+		t.Fatalf("before the drain the queue holds %v, want only %v", got, want[:1])
+	}
+	n, err := e.Ingest.DrainSpool(ctx, "test")
+	if err != nil || n != 4 {
+		t.Fatalf("drained %d events, %v; want 4", n, err)
+	}
+	if got := e.queueIDs(t, queued); !slices.Equal(got, want) {
+		t.Fatalf("queue %v, want %v", got, want)
+	}
+	if rows := e.Rows(t, queued); rows != 5 {
+		var got []models.TrackedEvent
+		e.DB.Order("created_at").Find(&got)
+		for _, g := range got {
+			t.Logf("%s %d %v", g.ID, g.TenantID, g.CreatedAt)
+		}
+		t.Logf("want %v", want)
+		t.Fatalf("%d rows of the queued tenant, want 5", rows)
+	}
+	if rows := e.Rows(t, unqueued); rows != 1 {
+		t.Fatalf("%d rows of the other tenant, want 1", rows)
+	}
+	if n, _ := e.Queue.SpoolEvents(ctx); n != 0 {
+		t.Fatalf("spool count %d after the drain", n)
+	}
+	var stored models.TrackedEvent
+	if err := e.DB.Where("id = ?", want[1]).Take(&stored).Error; err != nil || stored.UserAgent != "test" || stored.IPAddress != "192.0.2.1" || stored.QueuePending {
+		t.Fatalf("a spooled row stored as %+v, %v", stored, err)
+	}
+
+	t.Run("a drain repeated after a crash stores and queues nothing twice", func(t *testing.T) {
+		// The drainer died after storing its step and before dropping it from the spool.
+		entry := `{"rows":[{"ID":"` + want[1] + `","TenantID":1,"Type":"page_view","SessionID":"s","URL":"https://shop.example/a","PageHostname":"shop.example","PagePath":"/a","UserAgent":"test","IPAddress":"192.0.2.1","EventSequence":2,"CreatedAt":"` + stored.CreatedAt.UTC().Format(time.RFC3339Nano) + `"}]}`
+		if err := e.Queue.Spool(ctx, queued, []byte(entry), 1, 1000); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Ingest.DrainSpool(ctx, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if rows := e.Rows(t, queued); rows != 5 {
+			t.Fatalf("%d rows, want 5", rows)
+		}
+		if got := e.queueIDs(t, queued); !slices.Equal(got, want) {
+			t.Fatalf("queue %v, want %v", got, want)
+		}
+	})
+	t.Run("a full spool refuses", func(t *testing.T) {
+		e.Ingest.SpoolMax = 1
+		pg.Halt()
+		defer pg.Resume()
+		ingest(t, queued)
+		_, err := e.Ingest.Ingest(ctx, queued, []Input{input("s", 99)}, Client{})
+		if err != errSpoolFull {
+			t.Fatalf("err %v, want errSpoolFull", err)
+		}
+	})
+}
