@@ -62,6 +62,8 @@ type stackOptions struct {
 	cluster       bool
 	apis, workers int
 	env           []string
+	db            *gorm.DB // with dbURL: the database to run on instead of a fresh one of the suite's
+	dbURL         string
 }
 
 type option func(*stackOptions)
@@ -71,6 +73,11 @@ func onCluster() option { return func(o *stackOptions) { o.cluster = true } }
 
 // withEnv adds environment variables to every api and worker.
 func withEnv(vars ...string) option { return func(o *stackOptions) { o.env = append(o.env, vars...) } }
+
+// onDatabase runs the stack on db (at url) instead of a fresh database of the suite's.
+func onDatabase(db *gorm.DB, url string) option {
+	return func(o *stackOptions) { o.db, o.dbURL = db, url }
+}
 
 // processes runs apis api and workers worker processes.
 func processes(apis, workers int) option {
@@ -83,7 +90,10 @@ func startStack(t *testing.T, opts ...option) *stack {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	db, dbURL := testenv.DB(t)
+	db, dbURL := o.db, o.dbURL
+	if db == nil {
+		db, dbURL = testenv.DB(t)
+	}
 	fake := testenv.StartFakePSP(t)
 	s := &stack{DB: db, PSP: fake}
 	env := append(os.Environ(), "DATABASE_URL="+dbURL, "PSP_WEBHOOK_SECRET=whsec_old_rotated,"+webhookSecret,

@@ -141,7 +141,7 @@ func (s *Store) SpoolResetCount(ctx context.Context) error {
 	return s.rdb.Set(ctx, SpoolEventsKey, 0, 0).Err()
 }
 
-// spoolUnlock: KEYS lock; ARGV owner. Deletes the lock if owner holds it.
+// spoolUnlock (for every lock of this file): KEYS lock; ARGV owner. Deletes the lock if owner holds it.
 var spoolUnlock = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
@@ -152,21 +152,47 @@ return 0
 // LockSpool takes the spool's drain lock for ttl as owner (or extends it when owner holds it),
 // and reports whether owner holds it. One process across all workers drains the spool.
 func (s *Store) LockSpool(ctx context.Context, owner string, ttl time.Duration) (bool, error) {
-	ok, err := s.rdb.SetNX(ctx, spoolLockKey, owner, ttl).Result()
+	return s.lock(ctx, spoolLockKey, owner, ttl)
+}
+
+// UnlockSpool releases the drain lock if owner holds it.
+func (s *Store) UnlockSpool(ctx context.Context, owner string) error {
+	return spoolUnlock.Run(ctx, s.rdb, []string{spoolLockKey}, owner).Err()
+}
+
+// drainLockKey is held while one process appends tenantID's held events.
+func drainLockKey(tenantID uint64) string { return tenantKey(tenantID, "held:draining") }
+
+// LockHeldDrain takes tenantID's held-drain lock for ttl as owner and reports whether owner
+// holds it: held events go in in order only if one process appends them at a time.
+func (s *Store) LockHeldDrain(ctx context.Context, tenantID uint64, owner string, ttl time.Duration) (bool, error) {
+	return s.lock(ctx, drainLockKey(tenantID), owner, ttl)
+}
+
+// UnlockHeldDrain releases tenantID's held-drain lock if owner holds it.
+func (s *Store) UnlockHeldDrain(ctx context.Context, tenantID uint64, owner string) error {
+	return spoolUnlock.Run(ctx, s.rdb, []string{drainLockKey(tenantID)}, owner).Err()
+}
+
+// Held reports whether tenantID has a hold mark: its new events wait in the database.
+func (s *Store) Held(ctx context.Context, tenantID uint64) (bool, error) {
+	n, err := s.rdb.Exists(ctx, HeldKey(tenantID)).Result()
+	return n > 0, err
+}
+
+// lock takes key for ttl as owner, or extends it when owner holds it, and reports whether
+// owner holds it.
+func (s *Store) lock(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
+	ok, err := s.rdb.SetNX(ctx, key, owner, ttl).Result()
 	if err != nil || ok {
 		return ok, err
 	}
-	cur, err := s.rdb.Get(ctx, spoolLockKey).Result()
+	cur, err := s.rdb.Get(ctx, key).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return false, err
 	}
 	if cur != owner {
 		return false, nil
 	}
-	return true, s.rdb.PExpire(ctx, spoolLockKey, ttl).Err()
-}
-
-// UnlockSpool releases the drain lock if owner holds it.
-func (s *Store) UnlockSpool(ctx context.Context, owner string) error {
-	return spoolUnlock.Run(ctx, s.rdb, []string{spoolLockKey}, owner).Err()
+	return true, s.rdb.PExpire(ctx, key, ttl).Err()
 }

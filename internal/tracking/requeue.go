@@ -3,7 +3,9 @@ package tracking
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -65,7 +67,7 @@ func (in *Ingestor) Requeue(ctx context.Context, minAge time.Duration) (int, err
 	}
 	in.metrics.HeldQueues(lengths)
 	for {
-		n, more, err := in.requeueBatch(ctx, requeueScope{cutoff: in.clock.Now().UTC().Add(-minAge), full: full, spooled: map[uint64]bool{}})
+		n, more, err := in.requeueBatch(ctx, requeueScope{cutoff: in.clock.Now().UTC().Add(-minAge), full: full, skip: map[uint64]bool{}})
 		total += n
 		if err != nil || !more {
 			return total, err
@@ -80,37 +82,62 @@ func (in *Ingestor) DrainHeld(ctx context.Context, tenant uint64) (int, error) {
 }
 
 // drainHeld pushes tenant's pending events in order while its queue has room, and releases its
-// hold mark once none is left.
+// hold mark once none is left: again while events were held meanwhile, a few rounds at most. One
+// process at a time drains a tenant (the held-drain lock; another caller returns at once), and
+// none while the tenant has spooled events, which are older than every pending one.
 func (in *Ingestor) drainHeld(ctx context.Context, tenant uint64, full map[uint64]bool) (int, error) {
-	// Spooled events are older than every pending one: until DrainSpool has stored them, none
-	// of the tenant's goes in.
 	if spooled, err := in.queue.Spooled(ctx, tenant); err != nil || spooled {
 		return 0, err
 	}
-	mark, err := in.queue.HoldMark(ctx, tenant) // read before the rows: see ReleaseHold
-	if err != nil {
-		return 0, fmt.Errorf("tracking: requeue: %w", err)
-	}
-	// Every pending batch of the tenant, whatever its age, so that its events go in in order
-	// with the marked ones, and no pusher marks them again once they are drained.
-	if err := in.claimPendingBatches(ctx, tenant, in.clock.Now().UTC().Add(time.Hour)); err != nil {
+	owner := newOwner()
+	if ok, err := in.queue.LockHeldDrain(ctx, tenant, owner, heldDrainLockTTL); err != nil || !ok {
 		return 0, err
 	}
+	defer in.queue.UnlockHeldDrain(context.WithoutCancel(ctx), tenant, owner)
 	total := 0
-	for {
-		n, more, err := in.requeueBatch(ctx, requeueScope{cutoff: in.clock.Now().UTC().Add(time.Hour), tenant: tenant, full: full, spooled: map[uint64]bool{}})
-		total += n
-		if err != nil || full[tenant] {
+	for round := 0; round < heldDrainRounds; round++ {
+		mark, err := in.queue.HoldMark(ctx, tenant) // read before the rows: see ReleaseHold
+		if err != nil {
+			return total, fmt.Errorf("tracking: requeue: %w", err)
+		}
+		// Every pending batch of the tenant, whatever its age, so that its events go in in
+		// order with the marked ones, and no pusher marks them again once they are drained.
+		if err := in.claimPendingBatches(ctx, tenant, in.clock.Now().UTC().Add(time.Hour)); err != nil {
 			return total, err
 		}
-		if !more {
+		for {
+			n, more, err := in.requeueBatch(ctx, requeueScope{cutoff: in.clock.Now().UTC().Add(time.Hour), tenant: tenant, full: full, skip: map[uint64]bool{}})
+			total += n
+			if err != nil || full[tenant] {
+				return total, err
+			}
+			if !more {
+				break
+			}
+		}
+		released, err := in.queue.ReleaseHold(ctx, tenant, mark)
+		if err != nil {
+			return total, fmt.Errorf("tracking: requeue: %w", err)
+		}
+		if released {
 			break
 		}
-	}
-	if _, err := in.queue.ReleaseHold(ctx, tenant, mark); err != nil {
-		return total, fmt.Errorf("tracking: requeue: %w", err)
+		in.queue.LockHeldDrain(ctx, tenant, owner, heldDrainLockTTL) // extended
 	}
 	return total, nil
+}
+
+// heldDrainRounds bounds drainHeld's rounds: events held while it drains (new ones behind the
+// mark) are drained at once, up to this many times, instead of at the next requeue.
+const heldDrainRounds = 10
+
+// heldDrainLockTTL is how long a held-drain lock lasts unless extended.
+const heldDrainLockTTL = time.Minute
+
+func newOwner() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // requeueScope selects the pending events of one requeue batch.
@@ -118,9 +145,22 @@ type requeueScope struct {
 	cutoff time.Time       // created before
 	tenant uint64          // of this tenant only, unless 0
 	full   map[uint64]bool // not of these tenants (their queue is full); tenants filling up are added
-	// not of these tenants either (they have spooled events, older than their pending ones);
-	// tenants found with spooled events are added
-	spooled map[uint64]bool
+	// not of these tenants either: they have spooled events (older than their pending ones),
+	// or, in the pass over every tenant, a hold mark (drainHeld's); tenants found so are added
+	skip map[uint64]bool
+}
+
+// skipRequeue reports whether tenant's pending events must wait: it has spooled events, or
+// (with heldToo) a hold mark, whose events drainHeld alone appends, in order.
+func (in *Ingestor) skipRequeue(ctx context.Context, tenant uint64, heldToo bool) (skip, held bool, err error) {
+	if spooled, err := in.queue.Spooled(ctx, tenant); err != nil || spooled {
+		return true, false, err
+	}
+	if !heldToo {
+		return false, false, nil
+	}
+	held, err = in.queue.Held(ctx, tenant)
+	return held || err != nil, held, err
 }
 
 func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushed int, more bool, err error) {
@@ -143,7 +183,7 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 		if scope.tenant != 0 {
 			q = q.Where("tenant_id = ?", scope.tenant)
 		}
-		if skip := append(slices.Collect(maps.Keys(scope.full)), slices.Collect(maps.Keys(scope.spooled))...); len(skip) > 0 {
+		if skip := append(slices.Collect(maps.Keys(scope.full)), slices.Collect(maps.Keys(scope.skip))...); len(skip) > 0 {
 			q = q.Where("tenant_id NOT IN ?", skip)
 		}
 		if database.IsPostgres(tx) {
@@ -168,8 +208,11 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 		// Each tenant's events are pushed and unmarked together; a tenant whose push fails
 		// stays pending without undoing the others (which would push those twice).
 		for _, t := range order {
-			if spooled, err := in.queue.Spooled(ctx, t); err != nil || spooled {
-				scope.spooled[t], pushErr = true, cmp.Or(err, pushErr)
+			if skip, held, err := in.skipRequeue(ctx, t, scope.tenant == 0); err != nil || skip {
+				scope.skip[t], pushErr = true, cmp.Or(err, pushErr)
+				if held {
+					marked = append(marked, t) // for the next requeue's drainHeld
+				}
 				continue
 			}
 			active, err := in.queueing.Queues(ctx, t)
