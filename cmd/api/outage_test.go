@@ -59,7 +59,7 @@ func TestTheAPIThroughAPostgresOutage(t *testing.T) {
 	})
 	t.Run("what needs the database is 503 with Retry-After", func(t *testing.T) {
 		for _, r := range []struct{ method, path, token string }{
-			{"GET", "/api/platform/events", unseen.Token},             // a token never read
+			{"GET", "/api/platform/events", unseen.Token},            // a token never read
 			{"GET", "/checkout/return?tenant=1&session_id=cs_x", ""}, // the purchases are read
 		} {
 			start := time.Now()
