@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
@@ -424,5 +425,67 @@ func TestDashboardAndAlertsNameOnlyExportedMetrics(t *testing.T) {
 		if !named[want] {
 			t.Errorf("neither the dashboard nor the rules use %s", want)
 		}
+	}
+}
+
+// The scrape configuration (prometheus/prometheus.yml) defines every job the alert rules and
+// the dashboard select on, each keeping the pods of the workload it is named after.
+func TestScrapeConfigDefinesTheJobsTheAlertsUse(t *testing.T) {
+	raw, err := os.ReadFile("prometheus/prometheus.yml")
+	testenv.Must(t, err)
+	var cfg struct {
+		RuleFiles     []string `yaml:"rule_files"`
+		ScrapeConfigs []struct {
+			JobName        string `yaml:"job_name"`
+			RelabelConfigs []struct {
+				SourceLabels []string `yaml:"source_labels"`
+				Regex        string   `yaml:"regex"`
+				Action       string   `yaml:"action"`
+			} `yaml:"relabel_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	testenv.Must(t, yaml.Unmarshal(raw, &cfg))
+	if !slices.Contains(cfg.RuleFiles, filepath.Base(alertsFile)) {
+		t.Errorf("rule_files %v does not load %s", cfg.RuleFiles, filepath.Base(alertsFile))
+	}
+	jobs := map[string]bool{}
+	for _, sc := range cfg.ScrapeConfigs {
+		jobs[sc.JobName] = true
+		component := strings.TrimPrefix(sc.JobName, "eventq-")
+		kept := slices.ContainsFunc(sc.RelabelConfigs, func(r struct {
+			SourceLabels []string `yaml:"source_labels"`
+			Regex        string   `yaml:"regex"`
+			Action       string   `yaml:"action"`
+		}) bool {
+			return r.Action == "keep" && r.Regex == "eventq;"+component
+		})
+		if !kept {
+			t.Errorf("job %s does not keep the pods of component %q", sc.JobName, component)
+		}
+	}
+	exprs := append(mustParseRules(t), dashboardExprs(mustLoadDashboard(t))...)
+	for _, e := range exprs {
+		expr, err := parser.NewParser(parser.Options{}).ParseExpr(grafanaVariables.Replace(e.expr))
+		if err != nil {
+			t.Errorf("%s: %v", e.where, err)
+			continue
+		}
+		parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+			vs, ok := n.(*parser.VectorSelector)
+			if !ok {
+				return nil
+			}
+			for _, m := range vs.LabelMatchers {
+				if m.Name != "job" || (m.Type != labels.MatchEqual && m.Type != labels.MatchRegexp) {
+					continue
+				}
+				for _, job := range strings.Split(m.Value, "|") {
+					if !jobs[job] {
+						t.Errorf("%s selects job %q, which prometheus/prometheus.yml does not scrape", e.where, job)
+					}
+				}
+			}
+			return nil
+		})
 	}
 }
