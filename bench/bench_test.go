@@ -159,6 +159,28 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		positive("checkpoint.loop.p50", c.Loop.P50)
 		positive("checkpoint.every_200ms.p50", c.Every200.P50)
 	}
+	if o := rep.Outage; o == nil {
+		t.Error("no outage")
+	} else {
+		positive("outage.before.p99", o.Before.P99)
+		positive("outage.during.p99", o.During.P99)
+		positive("outage.spooled", float64(o.Spooled))
+		positive("outage.drain_events_per_second", o.DrainEventsPerSec)
+		positive("outage.normal_events_per_second", o.NormalEventsPerSec)
+		if o.Failed != 0 {
+			t.Errorf("outage: %d requests not answered 202", o.Failed)
+		}
+	}
+	if b := rep.Bombs; b == nil {
+		t.Error("no bombs")
+	} else {
+		positive("bombs.requests", float64(b.Requests))
+		positive("bombs.idle_rss", b.IdleRSSMiB)
+		positive("bombs.peak_rss", b.PeakRSSMiB)
+		if b.Not413 != 0 {
+			t.Errorf("bombs: %d requests answered other than 413", b.Not413)
+		}
+	}
 	if l := rep.LongPoll; l == nil {
 		t.Error("no long_poll")
 	} else {

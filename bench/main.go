@@ -17,7 +17,8 @@
 // while a prune deletes old days (Postgres partitions dropped, SQLite batched deletes) against
 // the same ingestion alone, a day partition dropped vs DELETE, the partitioned table's insert
 // rate vs an unpartitioned copy, events export and the migration of an unpartitioned database;
-// (11) shared consumption: lease + ack of batches of 100 with 1–8 consumers vs the GET + DELETE
+// (12) tracking through a Postgres outage (the spool), and the api's memory while clients post
+// gzip bodies that decode to 50 MiB; (11) shared consumption: lease + ack of batches of 100 with 1–8 consumers vs the GET + DELETE
 // consumer, with and without 1 ms of work per event, lease latency at the cap of 10,000 leased
 // events and while reclaiming expired ones, and Redis memory per leased event.
 package main
@@ -108,6 +109,7 @@ type plan struct {
 	rebuildEvents    int // stored events a rebuild restores, per database
 	retention        retentionPlan
 	leases           leasePlan
+	outage           outagePlan
 	only             set // scenarios to run; empty runs them all
 
 	// Fulfilment below the worker's capacity, and the backlog the capacity is measured on.
@@ -117,7 +119,7 @@ type plan struct {
 }
 
 // scenarios are the names -only accepts.
-var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits", "longpoll", "compression", "rebuild", "retention", "leases", "checkpoint"}
+var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits", "longpoll", "compression", "rebuild", "retention", "leases", "checkpoint", "outage", "bombs"}
 
 // set is a set of scenario names.
 type set map[string]bool
@@ -149,7 +151,7 @@ var (
 		fulfilSessions: 2000, fulfilRate: 1000, fulfilFloorFor: 3 * time.Second, fulfilWaitAtMost: 2 * time.Minute,
 		fulfilLowRate: 200, fulfilLowSessions: 2000, capacitySessions: 5000,
 		longPollWaiters: 1000, longPollWakeups: 300, codingIterations: 30, rebuildEvents: 100000,
-		retention: fullRetention, leases: fullLeases,
+		retention: fullRetention, leases: fullLeases, outage: fullOutage,
 		limits:     limitsPlan{turns: 8, clients: 64, warmUp: time.Second, ingestFor: 3 * time.Second, reads: 30},
 		checkpoint: checkpointPlan{turns: 2, commits: 1500, rows: 1000, perSecond: 140},
 	}
@@ -161,7 +163,7 @@ var (
 		fulfilSessions: 200, fulfilRate: 1000, fulfilFloorFor: 300 * time.Millisecond, fulfilWaitAtMost: 30 * time.Second,
 		fulfilLowRate: 200, fulfilLowSessions: 200, capacitySessions: 500,
 		longPollWaiters: 100, longPollWakeups: 30, codingIterations: 5, rebuildEvents: 5000,
-		retention: quickRetention, leases: quickLeases,
+		retention: quickRetention, leases: quickLeases, outage: quickOutage,
 		limits:     limitsPlan{turns: 2, clients: 64, warmUp: 300 * time.Millisecond, ingestFor: time.Second, reads: 5},
 		checkpoint: checkpointPlan{turns: 1, commits: 100, rows: 1000, perSecond: 140},
 	}
@@ -196,6 +198,9 @@ func run(ctx context.Context, o options) (*Report, error) {
 		return nil, err
 	}
 	if err := runPostgresPhase(ctx, s, p, rep); err != nil {
+		return nil, err
+	}
+	if err := runHostilePhase(ctx, s, p.outage, p.runs("outage"), p.runs("bombs"), rep); err != nil {
 		return nil, err
 	}
 	if p.runs("ingest-sqlite") || p.runs("rebuild") {

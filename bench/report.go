@@ -37,6 +37,8 @@ type Report struct {
 	Retention       *Retention           `json:"retention"`
 	Leases          *Leases              `json:"leases"`
 	Checkpoint      *CheckpointTail      `json:"checkpoint"`
+	Outage          *Outage              `json:"outage"`
+	Bombs           *Bombs               `json:"bombs"`
 	Rows            []Row                `json:"table"`
 }
 
@@ -231,6 +233,12 @@ func (r *Report) buildRows() {
 	}
 	if c := r.Checkpoint; c != nil {
 		c.rows(add)
+	}
+	if o := r.Outage; o != nil {
+		o.rows(add)
+	}
+	if bo := r.Bombs; bo != nil {
+		bo.rows(add)
 	}
 	r.Rows = rows
 }

@@ -78,7 +78,9 @@ func (s *Server) decodeBody(c *fiber.Ctx) error {
 	if len(header) == 0 {
 		return c.Next()
 	}
-	body, err := decode(c.Request().Body(), string(header), bodyLimit(c.Path()))
+	buf := decodeBuffers.Get().(*bytes.Buffer)
+	defer putDecodeBuffer(buf) // after the handler: handlers copy what outlives them
+	body, err := decode(c.Request().Body(), string(header), bodyLimit(c.Path()), buf)
 	if err != nil {
 		if !isWebhook(c.Path()) {
 			return err
@@ -88,12 +90,28 @@ func (s *Server) decodeBody(c *fiber.Ctx) error {
 	}
 	c.Request().Header.Del(fiber.HeaderContentEncoding)
 	c.Request().SetBodyRaw(body)
-	return c.Next()
+	err = c.Next()
+	c.Request().SetBodyRaw(nil) // the buffer goes back to the pool
+	return err
+}
+
+// decodeBuffers hold decoded bodies: a body decodes into a buffer of its route's limit at most,
+// reused by the next request, so that many requests decoding to their limit (or past it) do
+// not each leave that much garbage behind.
+var decodeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putDecodeBuffer returns buf to decodeBuffers.
+func putDecodeBuffer(buf *bytes.Buffer) {
+	if buf.Cap() <= maxBodyBytes+bytes.MinRead+1 {
+		buf.Reset()
+		decodeBuffers.Put(buf)
+	}
 }
 
 // decode undoes the codings of a Content-Encoding header value (listed in the order they were
-// applied) on body, producing at most limit bytes: more is errTooLarge.
-func decode(body []byte, header string, limit int) ([]byte, error) {
+// applied) on body, producing at most limit bytes (more is errTooLarge). The last coding is
+// decoded into buf, whose bytes the result then is.
+func decode(body []byte, header string, limit int, buf *bytes.Buffer) ([]byte, error) {
 	var codings []string
 	for _, part := range strings.Split(header, ",") {
 		switch coding := strings.ToLower(strings.TrimSpace(part)); coding {
@@ -105,11 +123,14 @@ func decode(body []byte, header string, limit int) ([]byte, error) {
 		}
 	}
 	for i := len(codings) - 1; i >= 0; i-- {
-		out, err := decodeOne(body, codings[i], limit)
-		if err != nil {
+		out := buf
+		if i > 0 { // an intermediate form: its own buffer
+			out = new(bytes.Buffer)
+		}
+		if err := decodeOne(body, codings[i], limit, out); err != nil {
 			return nil, err
 		}
-		body = out
+		body = out.Bytes()
 	}
 	if len(body) > limit {
 		return nil, errTooLarge
@@ -117,8 +138,8 @@ func decode(body []byte, header string, limit int) ([]byte, error) {
 	return body, nil
 }
 
-// decodeOne decodes body in one coding, reading at most limit+1 bytes of its output.
-func decodeOne(body []byte, coding string, limit int) ([]byte, error) {
+// decodeOne decodes body in one coding into out, reading at most limit+1 bytes of its output.
+func decodeOne(body []byte, coding string, limit int, out *bytes.Buffer) error {
 	var (
 		r       io.Reader
 		release func()
@@ -130,7 +151,7 @@ func decodeOne(body []byte, coding string, limit int) ([]byte, error) {
 			zr = new(gzip.Reader)
 		}
 		if err := zr.Reset(bytes.NewReader(body)); err != nil {
-			return nil, errBadEncoding
+			return errBadEncoding
 		}
 		zr.Multistream(true)
 		r, release = zr, func() { gzipReader.Put(zr) }
@@ -146,19 +167,21 @@ func decodeOne(body []byte, coding string, limit int) ([]byte, error) {
 		if err := d.Reset(bytes.NewReader(body)); err != nil {
 			zstdReader.Put(d)
 			<-windowed
-			return nil, errBadEncoding
+			return errBadEncoding
 		}
 		r, release = d, func() { d.Reset(nil); zstdReader.Put(d); <-windowed }
 	}
 	defer release()
-	out, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	out.Reset()
+	out.Grow(min(limit+1, 4*len(body)+bytes.MinRead))
+	_, err := out.ReadFrom(io.LimitReader(r, int64(limit)+1))
 	switch {
-	case len(out) > limit:
-		return nil, errTooLarge
+	case out.Len() > limit:
+		return errTooLarge
 	case err != nil && !errors.Is(err, io.EOF):
-		return nil, errBadEncoding
+		return errBadEncoding
 	}
-	return out, nil
+	return nil
 }
 
 // zlibOrRaw reads body as a zlib stream when its two-byte header says so, else as raw DEFLATE.

@@ -53,42 +53,42 @@ func TestDecodeReadsEveryCodingWithinTheLimit(t *testing.T) {
 	plain := []byte(strings.Repeat(`{"site_key":"k","events":[]}`, 100))
 	for _, c := range codingsDecoded {
 		t.Run(c.name+" decodes to the plain body", func(t *testing.T) {
-			got, err := decode(encode(t, c.name, plain), c.header, len(plain))
+			got, err := decode(encode(t, c.name, plain), c.header, len(plain), new(bytes.Buffer))
 			if err != nil || !bytes.Equal(got, plain) {
 				t.Fatalf("%v, %d bytes", err, len(got))
 			}
 		})
 		t.Run(c.name+" one byte over the limit is 413", func(t *testing.T) {
-			if _, err := decode(encode(t, c.name, plain), c.header, len(plain)-1); !errors.Is(err, errTooLarge) {
+			if _, err := decode(encode(t, c.name, plain), c.header, len(plain)-1, new(bytes.Buffer)); !errors.Is(err, errTooLarge) {
 				t.Fatalf("err %v", err)
 			}
 		})
 		t.Run(c.name+" that is not valid is 400", func(t *testing.T) {
 			bad := encode(t, c.name, plain)
 			bad = bad[:len(bad)/2]
-			if _, err := decode(bad, c.header, len(plain)); !errors.Is(err, errBadEncoding) {
+			if _, err := decode(bad, c.header, len(plain), new(bytes.Buffer)); !errors.Is(err, errBadEncoding) {
 				t.Fatalf("err %v", err)
 			}
 		})
 	}
 	t.Run("codings applied in turn are undone last first", func(t *testing.T) {
 		body := encode(t, "br", encode(t, "gzip", plain))
-		got, err := decode(body, "gzip, br", len(plain))
+		got, err := decode(body, "gzip, br", len(plain), new(bytes.Buffer))
 		if err != nil || !bytes.Equal(got, plain) {
 			t.Fatalf("%v, %d bytes", err, len(got))
 		}
 	})
 	t.Run("identity is no coding", func(t *testing.T) {
-		if got, err := decode(plain, "identity", len(plain)); err != nil || !bytes.Equal(got, plain) {
+		if got, err := decode(plain, "identity", len(plain), new(bytes.Buffer)); err != nil || !bytes.Equal(got, plain) {
 			t.Fatalf("%v", err)
 		}
-		if _, err := decode(plain, "identity", len(plain)-1); !errors.Is(err, errTooLarge) {
+		if _, err := decode(plain, "identity", len(plain)-1, new(bytes.Buffer)); !errors.Is(err, errTooLarge) {
 			t.Fatalf("%v", err)
 		}
 	})
 	for _, h := range []string{"compress", "x-custom", "gzip, snappy", "aes128gcm"} {
 		t.Run(h+" is an unknown coding", func(t *testing.T) {
-			if _, err := decode(plain, h, len(plain)); !errors.Is(err, errUnsupportedEncoding) {
+			if _, err := decode(plain, h, len(plain), new(bytes.Buffer)); !errors.Is(err, errUnsupportedEncoding) {
 				t.Fatalf("err %v", err)
 			}
 		})
