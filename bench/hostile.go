@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,8 +41,11 @@ type Outage struct {
 	During        Latency `json:"during"` // due while the database was down
 	Failed        int     `json:"failed"` // answers other than 202, errors, drops, in the whole run
 	Spooled       int64   `json:"spooled_events"`
-	// DrainSeconds runs from the restart until the spool is empty; DrainEventsPerSec is the
-	// spooled events over it.
+	// EmptySeconds runs from the restart until the spool is empty (the worker looks every
+	// half second, and its first tries meet connections the restart closed); DrainSeconds is
+	// the time the worker's successful drains took (its log), and DrainEventsPerSec the events
+	// they stored over it.
+	EmptySeconds      float64 `json:"empty_seconds"`
 	DrainSeconds      float64 `json:"drain_seconds"`
 	DrainEventsPerSec float64 `json:"drain_events_per_second"`
 	// NormalEventsPerSec is ingestion's sustained rate at fifty events a request on Postgres in
@@ -155,11 +160,39 @@ func benchOutage(ctx context.Context, s *stack, p outagePlan, normal float64) (*
 		if time.Since(restart) > 5*time.Minute {
 			return nil, fmt.Errorf("outage: the spool still holds %d events 5 minutes after the restart", n)
 		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
 			return nil, err
 		}
 	}
-	drain := time.Since(restart)
+	empty := time.Since(restart)
+	// The drain logs once it has also queued the tenant's held events.
+	var (
+		stored int64
+		drain  float64
+	)
+	for deadline := time.Now().Add(time.Minute); ; {
+		if stored, drain, err = drainsLogged(s.worker.logPath); err == nil || time.Now().After(deadline) {
+			break
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if os.Getenv("BENCH_DEBUG_OUTAGE") != "" {
+		worst := map[int]time.Duration{}
+		for i, due := range res.DueAt {
+			k := int((int64(due) - halted.Load()) / int64(100*time.Millisecond))
+			worst[k] = max(worst[k], res.Lat[i])
+		}
+		for k := -5; k < int(total/(100*time.Millisecond)); k++ {
+			if worst[k] > 200*time.Millisecond {
+				s.logf("outage debug: due %+.1fs after the halt: worst %s", float64(k)/10, worst[k])
+			}
+		}
+	}
 	var before, during []time.Duration
 	for i, due := range res.DueAt {
 		switch {
@@ -171,8 +204,8 @@ func benchOutage(ctx context.Context, s *stack, p outagePlan, normal float64) (*
 	}
 	out := &Outage{RatePerSec: p.rate, OutageSeconds: time.Duration(resumed.Load() - halted.Load()).Seconds(),
 		Before: summarize(before), During: summarize(during), Failed: res.Due - res.OK,
-		Spooled: spooled, DrainSeconds: drain.Seconds(), NormalEventsPerSec: normal}
-	out.DrainEventsPerSec = float64(spooled) / drain.Seconds()
+		Spooled: spooled, EmptySeconds: empty.Seconds(), DrainSeconds: drain, NormalEventsPerSec: normal}
+	out.DrainEventsPerSec = float64(stored) / drain
 	if normal > 0 {
 		out.Ratio = out.DrainEventsPerSec / normal
 		out.Met = out.Failed == 0 && out.Ratio >= outageTargetRatio
@@ -235,6 +268,7 @@ func (o *Outage) rows(add func(scenario, metric string, value float64, floor, ra
 	add(name, "p99 ms during the outage (beside: before it)", o.During.P99, f(o.Before.P99), f(o.During.P99/o.Before.P99), "", nil)
 	add(name, "p50 ms during the outage (beside: before it)", o.During.P50, f(o.Before.P50), nil, "", nil)
 	add(name, "events spooled", float64(o.Spooled), nil, nil, "", nil)
+	add(name, "s from the restart until the spool is empty (beside: draining)", o.EmptySeconds, f(o.DrainSeconds), nil, "", nil)
 	var ratio *float64
 	var met *bool
 	if o.NormalEventsPerSec > 0 {
@@ -250,4 +284,27 @@ func (bo *Bombs) rows(add func(scenario, metric string, value float64, floor, ra
 	name := fmt.Sprintf("%d clients posting %.0f KiB gzip → %.0f MiB, %.0f s", bo.Clients, bo.SentKiB, bo.DecodedMiB, bo.Seconds)
 	add(name, "api peak RSS MiB above idle (beside: idle)", bo.AboveIdleMiB, f(bo.IdleRSSMiB), nil, fmt.Sprintf("≤ %.0f MiB", bo.TargetAboveIdle), b(bo.Met))
 	add(name, "requests, all 413 (beside: answered otherwise)", float64(bo.Requests), f(float64(bo.Not413)), nil, "", nil)
+}
+
+// drainsLogged sums the worker's log lines of successful spool drains: events stored and the
+// seconds the drains took.
+func drainsLogged(path string) (events int64, seconds float64, err error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range bytes.Split(raw, []byte("\n")) {
+		var l struct {
+			Msg     string  `json:"msg"`
+			Events  int64   `json:"events"`
+			Seconds float64 `json:"seconds"`
+		}
+		if json.Unmarshal(line, &l) == nil && l.Msg == "worker: spooled tracking events stored" {
+			events, seconds = events+l.Events, seconds+l.Seconds
+		}
+	}
+	if events == 0 || seconds == 0 {
+		return 0, 0, fmt.Errorf("outage: the worker's log (%s) has no drain", path)
+	}
+	return events, seconds, nil
 }

@@ -27,6 +27,7 @@ func RunSpoolDrain(ctx context.Context, d SpoolDrainer, log *slog.Logger) {
 	defer t.Stop()
 	failing := false
 	for {
+		start := time.Now()
 		n, err := d.DrainSpool(ctx, owner)
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
@@ -34,7 +35,7 @@ func RunSpoolDrain(ctx context.Context, d SpoolDrainer, log *slog.Logger) {
 			failing = true
 		case err == nil:
 			if failing || n > 0 {
-				log.Info("worker: spooled tracking events stored", "events", n)
+				log.Info("worker: spooled tracking events stored", "events", n, "seconds", time.Since(start).Seconds())
 			}
 			failing = false
 		}

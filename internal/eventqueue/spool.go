@@ -75,9 +75,9 @@ func (s *Store) SpoolTenants(ctx context.Context) ([]uint64, error) {
 	return ids, nil
 }
 
-// SpoolFront returns up to limit of tenantID's oldest spooled requests, oldest first.
-func (s *Store) SpoolFront(ctx context.Context, tenantID uint64, limit int) ([]string, error) {
-	out, err := s.rdb.LRange(ctx, SpoolKey(tenantID), 0, int64(limit)-1).Result()
+// SpoolRange returns up to limit of tenantID's spooled requests from offset on, oldest first.
+func (s *Store) SpoolRange(ctx context.Context, tenantID uint64, offset, limit int) ([]string, error) {
+	out, err := s.rdb.LRange(ctx, SpoolKey(tenantID), int64(offset), int64(offset+limit)-1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("eventqueue: spool: %w", err)
 	}

@@ -1,13 +1,17 @@
 package tracking
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -28,12 +32,19 @@ import (
 // tenant in created_at order once its spool is empty.
 
 // spoolAfter is how long Ingest waits for a commit before it spools the request: a database
-// that hangs rather than refuses still gets the request answered within two seconds.
-const spoolAfter = 1500 * time.Millisecond
+// that hangs rather than refuses (a restart's recovery holds new connections for a second or
+// so) still gets the request answered within two seconds, the spool's write included.
+const spoolAfter = time.Second
 
-// spoolDrainEntries is how many spooled requests (of up to 100 events) DrainSpool stores in
-// one transaction.
-const spoolDrainEntries = 50
+// spoolDrainEntries and spoolDrainEvents bound one step of DrainSpool: the spooled requests
+// it reads (of up to 100 events each), and the events it stores in one transaction.
+const (
+	spoolDrainEntries = 10000
+	spoolDrainEvents  = 10000
+)
+
+// spoolStoresInFlight is how many steps of a drain are stored at once.
+const spoolStoresInFlight = 3
 
 // spoolLockTTL is how long a drainer holds the spool's lock without extending it.
 const spoolLockTTL = 30 * time.Second
@@ -43,11 +54,6 @@ var errSpoolFull = &apperr.Error{Code: apperr.Unavailable, Message: "Service Una
 
 // errCommitSlow is a commit that did not answer within spoolAfter.
 var errCommitSlow = errors.New("tracking: the database did not answer in time")
-
-// spoolEntry is one spooled request.
-type spoolEntry struct {
-	Rows []models.TrackedEvent `json:"rows"`
-}
 
 // spoolable reports whether a failed commit's request should go to the spool.
 func (in *Ingestor) spoolable(err error) bool {
@@ -61,10 +67,7 @@ func (in *Ingestor) spool(ctx context.Context, tenant uint64, rows []models.Trac
 	for i := range rows {     // whether they are queued is decided when they are stored
 		rows[i].Queued, rows[i].QueuePending = false, false
 	}
-	entry, err := json.Marshal(spoolEntry{Rows: rows})
-	if err != nil {
-		return fmt.Errorf("tracking: spool: %w", err)
-	}
+	entry := encodeSpoolEntry(make([]byte, 0, 256*len(rows)), rows)
 	switch err := in.queue.Spool(ctx, tenant, entry, len(rows), in.SpoolMax); {
 	case errors.Is(err, eventqueue.ErrSpoolFull):
 		in.log.Warn("tracking: the ingestion spool is full; request refused", "tenant_id", tenant, "events", len(rows))
@@ -89,6 +92,10 @@ func (in *Ingestor) DrainSpool(ctx context.Context, owner string) (int, error) {
 		}
 		return 0, err
 	}
+	// Not while the database is down: a step appends to the queue before it stores.
+	if err := in.db.WithContext(ctx).Exec("SELECT 1").Error; err != nil {
+		return 0, fmt.Errorf("tracking: spool: %w", err)
+	}
 	ok, err := in.queue.LockSpool(ctx, owner, spoolLockTTL)
 	if err != nil || !ok {
 		return 0, err
@@ -105,61 +112,172 @@ func (in *Ingestor) DrainSpool(ctx context.Context, owner string) (int, error) {
 	return total, nil
 }
 
-// drainTenantSpool stores tenant's spooled requests in order, then forgets the tenant and
-// drains its held events, the spooled ones first.
+// drainTenantSpool stores tenant's spooled requests in order and, when its events are queued,
+// appends each step's rows to the queue (ahead of the held ones, which are all newer) and
+// clears their pending marks, as the api's pusher does; a row whose append fails, or does not
+// fit in a full queue, stays pending for the held events' drain. Then it forgets the tenant
+// and drains its held events.
 func (in *Ingestor) drainTenantSpool(ctx context.Context, tenant uint64, owner string) (int, error) {
+	queued, err := in.queueing.Queues(ctx, tenant)
+	if err != nil {
+		return 0, err
+	}
 	total := 0
-	for {
-		entries, err := in.queue.SpoolFront(ctx, tenant, spoolDrainEntries)
-		if err != nil {
-			return total, err
+	appending := queued // until an append fails or the queue is full: the rest keeps its order pending
+	// Steps overlap: up to spoolStoresInFlight are stored at once (COPYs on their own
+	// connections) while the next is read from Redis and appended to the queue, in order. A
+	// step leaves the spool once it and every step before it are stored.
+	type storing struct {
+		spoolStep
+		done chan error
+	}
+	var inflight []storing
+	offset := 0 // entries taken by the steps in flight, not dropped yet
+	step, err := in.readSpoolStep(ctx, tenant, 0, queued)
+	for err == nil && (step.taken > 0 || len(inflight) > 0) {
+		if step.taken > 0 && len(inflight) < spoolStoresInFlight {
+			// Appended first, then stored with the marks of those appended cleared: a drain
+			// repeated after a crash in between appends nothing twice (the queue's
+			// deduplication of ids) and stores what is missing.
+			if appending {
+				appending = in.appendSpooled(ctx, tenant, step.rows)
+			}
+			st := storing{step, make(chan error, 1)}
+			go func() { st.done <- insertOnce(ctx, in.db, st.rows) }()
+			inflight, offset = append(inflight, st), offset+step.taken
+			step, err = in.readSpoolStep(ctx, tenant, offset, queued)
+			continue
 		}
-		if len(entries) == 0 {
+		first := inflight[0]
+		if err = <-first.done; err != nil {
+			err = fmt.Errorf("tracking: spool: store: %w", err)
 			break
 		}
-		queued, err := in.queueing.Queues(ctx, tenant)
-		if err != nil {
-			return total, err
+		if _, err = in.queue.SpoolDrop(ctx, tenant, first.taken, len(first.rows)); err != nil {
+			break
 		}
-		var rows []models.TrackedEvent
-		for _, raw := range entries {
-			var e spoolEntry
-			if err := json.Unmarshal([]byte(raw), &e); err != nil {
-				in.log.Error("tracking: spool: an entry that cannot be read is dropped", "tenant_id", tenant, "err", err)
-				continue
-			}
-			rows = append(rows, e.Rows...)
+		inflight, offset = inflight[1:], offset-first.taken
+		total += len(first.rows)
+		in.metrics.Unspooled(len(first.rows))
+		if _, err = in.queue.LockSpool(ctx, owner, spoolLockTTL); err != nil {
+			break
 		}
-		for i := range rows {
-			rows[i].TenantID = tenant
-			rows[i].Queued, rows[i].QueuePending = queued, queued
-		}
-		if err := insertOnce(ctx, in.db, rows); err != nil {
-			return total, fmt.Errorf("tracking: spool: store: %w", err)
-		}
-		if _, err := in.queue.SpoolDrop(ctx, tenant, len(entries), len(rows)); err != nil {
-			return total, err
-		}
-		total += len(rows)
-		in.metrics.Unspooled(len(rows))
-		if _, err := in.queue.LockSpool(ctx, owner, spoolLockTTL); err != nil {
-			return total, err
-		}
+	}
+	for _, st := range inflight { // after a failure: their outcome is not needed, their end is
+		<-st.done
+	}
+	if err != nil {
+		return total, err
 	}
 	if err := in.queue.SpoolForget(ctx, tenant); err != nil {
 		return total, err
 	}
-	_, err := in.DrainHeld(ctx, tenant)
+	_, err = in.DrainHeld(ctx, tenant)
 	return total, err
 }
 
+// spoolStep is one step of a drain: the spooled requests it takes and their rows.
+type spoolStep struct {
+	taken int
+	rows  []models.TrackedEvent
+}
+
+// readSpoolStep reads tenant's spooled requests from offset on, up to spoolDrainEvents events
+// (an entry that cannot be read is logged and taken, adding no row), with their queued flags.
+func (in *Ingestor) readSpoolStep(ctx context.Context, tenant uint64, offset int, queued bool) (spoolStep, error) {
+	entries, err := in.queue.SpoolRange(ctx, tenant, offset, spoolDrainEntries)
+	if err != nil {
+		return spoolStep{}, err
+	}
+	var step spoolStep
+	for _, raw := range entries {
+		if len(step.rows) >= spoolDrainEvents {
+			break
+		}
+		step.taken++
+		if step.rows, err = decodeSpoolEntry(step.rows, []byte(raw)); err != nil {
+			in.log.Error("tracking: spool: an entry that cannot be read is dropped", "tenant_id", tenant, "err", err)
+		}
+	}
+	for i := range step.rows {
+		step.rows[i].TenantID = tenant
+		step.rows[i].Queued, step.rows[i].QueuePending = queued, queued
+	}
+	return step, nil
+}
+
+// appendSpooled appends a step's rows (marked pending) to tenant's queue in order, before they
+// are stored, and clears the marks of those appended; those that do not fit in a full queue
+// stay marked, for the held events' drain. It reports whether every row went in.
+func (in *Ingestor) appendSpooled(ctx context.Context, tenant uint64, rows []models.TrackedEvent) bool {
+	res := in.queue.Drain(ctx, in.clock.Now(), batchOf(tenant, rows))
+	if res.Err != nil {
+		in.log.Warn("tracking: spool: queue append failed; the events stay pending", "tenant_id", tenant, "err", res.Err)
+		return false
+	}
+	in.metrics.Queued(res.Appended)
+	for i := range rows[:len(rows)-res.Held] {
+		rows[i].QueuePending = false
+	}
+	return res.Held == 0
+}
+
 // insertOnce inserts rows in one transaction, skipping those whose id (and created_at, the
-// partition key on Postgres) is stored already.
+// partition key on Postgres) is stored already. On Postgres the rows go by one COPY, as the
+// api's commits do; if one of them is stored already (a drain repeated after a crash), by
+// COPY into a temporary table and from there into tracked_events with ON CONFLICT DO NOTHING
+// (COPY itself cannot skip a conflict).
 func insertOnce(ctx context.Context, db *gorm.DB, rows []models.TrackedEvent) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, 500).Error
+	if !database.IsPostgres(db) {
+		return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			return tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, 500).Error
+		})
+	}
+	var pgErr *pgconn.PgError
+	if err := copyEvents(ctx, db, rows, nil); !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		return err // stored, or failed otherwise
+	}
+	buf := append(make([]byte, 0, 64+len(rows)*512), copyHeader...)
+	for i := range rows {
+		buf = appendCopyRow(buf, &rows[i])
+	}
+	buf = binary.BigEndian.AppendUint16(buf, 0xffff)
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(driverConn any) error {
+		c, ok := driverConn.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("tracking: spool: driver connection is %T, not pgx", driverConn)
+		}
+		pg := c.Conn().PgConn()
+		err := pg.Exec(ctx, spoolTempTable).Close()
+		if err == nil {
+			_, err = pg.CopyFrom(ctx, bytes.NewReader(buf), spoolCopySQL)
+		}
+		if err == nil {
+			err = pg.Exec(ctx, spoolInsertSQL).Close()
+		}
+		if err != nil && !pg.IsClosed() { // the connection goes back to the pool: not in a transaction
+			pg.Exec(context.WithoutCancel(ctx), "ROLLBACK").Close()
+		}
+		return err
 	})
 }
+
+var (
+	spoolColumns   = `"` + strings.Join(trackedEventColumns, `", "`) + `"`
+	spoolTempTable = `BEGIN; CREATE TEMP TABLE spool_rows (LIKE tracked_events) ON COMMIT DROP`
+	spoolCopySQL   = `COPY spool_rows (` + spoolColumns + `) FROM STDIN BINARY`
+	spoolInsertSQL = `INSERT INTO tracked_events (` + spoolColumns + `) SELECT ` + spoolColumns +
+		` FROM spool_rows ON CONFLICT DO NOTHING; COMMIT`
+)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -121,8 +122,8 @@ func TestIngestionSpoolsThroughAPostgresOutage(t *testing.T) {
 
 	t.Run("a drain repeated after a crash stores and queues nothing twice", func(t *testing.T) {
 		// The drainer died after storing its step and before dropping it from the spool.
-		entry := `{"rows":[{"ID":"` + want[1] + `","TenantID":1,"Type":"page_view","SessionID":"s","URL":"https://shop.example/a","PageHostname":"shop.example","PagePath":"/a","UserAgent":"test","IPAddress":"192.0.2.1","EventSequence":2,"CreatedAt":"` + stored.CreatedAt.UTC().Format(time.RFC3339Nano) + `"}]}`
-		if err := e.Queue.Spool(ctx, queued, []byte(entry), 1, 1000); err != nil {
+		entry := encodeSpoolEntry(nil, []models.TrackedEvent{stored})
+		if err := e.Queue.Spool(ctx, queued, entry, 1, 1000); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.Ingest.DrainSpool(ctx, "test"); err != nil {
@@ -145,4 +146,24 @@ func TestIngestionSpoolsThroughAPostgresOutage(t *testing.T) {
 			t.Fatalf("err %v, want errSpoolFull", err)
 		}
 	})
+}
+
+// A spooled request reads back as the rows it was made of; a damaged one adds no row.
+func TestSpoolEntriesReadBackAsWritten(t *testing.T) {
+	member := "m-7"
+	rows := []models.TrackedEvent{
+		newRow("01a21a2f-47cf-7c1f-b40d-9ba93edb1e32", 3, Input{Type: "page_view", SessionID: "s", URL: "https://shop.example/a?b=ü", EventSequence: 9, AudienceMemberID: &member},
+			Client{UserAgent: "Mozilla/5.0 \u00e9", IPAddress: "2001:db8::1"}, time.Date(2026, 11, 26, 12, 0, 0, 123456789, time.UTC)),
+		newRow("01a21a2f-47f2-713d-80f6-6b2a9adea96e", 3, input("", -1), Client{}, time.Unix(0, 0).UTC()),
+	}
+	entry := encodeSpoolEntry(nil, rows)
+	got, err := decodeSpoolEntry(nil, entry)
+	if err != nil || !reflect.DeepEqual(got, rows) {
+		t.Fatalf("read back %+v, %v\nwant %+v", got, err, rows)
+	}
+	for _, bad := range [][]byte{nil, {9}, entry[:len(entry)-1], append(slices.Clone(entry), 0)} {
+		if got, err := decodeSpoolEntry(rows[:1], bad); err == nil || len(got) != 1 {
+			t.Fatalf("%q: %d rows, %v", bad, len(got), err)
+		}
+	}
 }
