@@ -113,6 +113,8 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Princi
 }
 
 func (a *Authenticator) load(ctx context.Context, id, hash string) (*models.PersonalAccessToken, error) {
+	ctx, cancel := context.WithTimeout(ctx, database.LookupTimeout)
+	defer cancel()
 	var row models.PersonalAccessToken
 	q := a.db.WithContext(ctx)
 	if id != "" {

@@ -9,10 +9,17 @@ import (
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"modernc.org/sqlite"
 )
+
+// LookupTimeout bounds a lookup on the request path whose answer can come from memory when the
+// database does not give it in time (site keys, tokens, feature flags): a database that hangs,
+// or whose connection pool is taken by requests waiting on it, then costs a request this long,
+// not the time it takes to come back.
+const LookupTimeout = 750 * time.Millisecond
 
 // Unavailable reports whether err says the database could not be reached or could not work
 // (a connection refused or lost, a server starting up or shutting down, a failover to a

@@ -66,6 +66,8 @@ func (f *Flags) Active(ctx context.Context, feature string, tenantID uint64) (bo
 		return v, nil
 	}
 	var row models.Feature
+	ctx, cancel := context.WithTimeout(ctx, database.LookupTimeout)
+	defer cancel()
 	err := f.db.WithContext(ctx).Where("name = ? AND scope = ?", feature, Scope(tenantID)).Take(&row).Error
 	active := false
 	switch {

@@ -84,6 +84,8 @@ func (in *Ingestor) TenantBySiteKey(ctx context.Context, siteKey string) (uint64
 		return id, nil
 	}
 	var t models.Tenant
+	ctx, cancel := context.WithTimeout(ctx, database.LookupTimeout)
+	defer cancel()
 	err := in.db.WithContext(ctx).Select("id").Where("site_key = ?", siteKey).Take(&t).Error
 	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
 		if id, ok := in.siteKeys.Stale(siteKey); ok && database.Unavailable(err) {
