@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eventq/eventq/internal/breaker"
 	"github.com/eventq/eventq/internal/cache"
 	"gorm.io/gorm"
 
@@ -54,12 +55,13 @@ type Authenticator struct {
 	clock clock.Clock
 	log   *slog.Logger
 	cache *cache.TTL[string, *cachedToken]
+	down  *breaker.Breaker // open while the database was found unavailable
 }
 
 // NewAuthenticator returns an Authenticator reading db.
 func NewAuthenticator(db *gorm.DB, clk clock.Clock, log *slog.Logger) *Authenticator {
 	return &Authenticator{db: db, clock: clk, log: log,
-		cache: cache.New[string, *cachedToken](CacheTTL, clk)}
+		cache: cache.New[string, *cachedToken](CacheTTL, clk), down: &breaker.Breaker{Cooldown: database.DownCooldown}}
 }
 
 // Known reports whether token is one that this process read from the database recently and
@@ -85,8 +87,14 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Princi
 	hash := HashSecret(secret)
 	key := id + "|" + hash // a new token that reuses a deleted token's id is a new key
 	entry, ok := a.cache.Get(key)
+	if stale, known := a.cache.Stale(key); !ok && known && !a.down.Allow(a.clock.Now()) {
+		entry, ok = stale, true // the database was just found down: its last answer
+	}
 	if !ok {
 		row, err := a.load(ctx, id, hash)
+		if database.Unavailable(err) {
+			a.down.Fail(a.clock.Now())
+		}
 		switch stale, known := a.cache.Stale(key); {
 		case err != nil && known && database.Unavailable(err):
 			entry = stale // the last answer, the database being down (see cache.Stale)

@@ -21,6 +21,11 @@ import (
 // not the time it takes to come back.
 const LookupTimeout = 750 * time.Millisecond
 
+// DownCooldown is how long a lookup that found the database unavailable keeps answering from
+// memory without asking it again (a breaker.Breaker's Cooldown): during an outage each request
+// then pays no timeout of its own.
+const DownCooldown = time.Second
+
 // Unavailable reports whether err says the database could not be reached or could not work
 // (a connection refused or lost, a server starting up or shutting down, a failover to a
 // read-only server, a full disk, a lock held too long), as opposed to a refusal of what was

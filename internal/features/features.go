@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/eventq/eventq/internal/breaker"
 	"github.com/eventq/eventq/internal/cache"
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/database"
@@ -47,11 +48,12 @@ type Flags struct {
 	db    *gorm.DB
 	clock clock.Clock
 	cache *cache.TTL[string, bool]
+	down  *breaker.Breaker // open while the database was found unavailable
 }
 
 // New returns Flags on db; clk times the cache and the rows' updated_at.
 func New(db *gorm.DB, clk clock.Clock) *Flags {
-	return &Flags{db: db, clock: clk, cache: cache.New[string, bool](CacheTTL, clk)}
+	return &Flags{db: db, clock: clk, cache: cache.New[string, bool](CacheTTL, clk), down: &breaker.Breaker{Cooldown: database.DownCooldown}}
 }
 
 // Queues reports whether tenantID's events go to its queue: UseQueueEvents is active.
@@ -65,6 +67,9 @@ func (f *Flags) Active(ctx context.Context, feature string, tenantID uint64) (bo
 	if v, ok := f.cache.Get(key); ok {
 		return v, nil
 	}
+	if v, ok := f.cache.Stale(key); ok && !f.down.Allow(f.clock.Now()) {
+		return v, nil // the database was just found down: its last answer
+	}
 	var row models.Feature
 	ctx, cancel := context.WithTimeout(ctx, database.LookupTimeout)
 	defer cancel()
@@ -73,8 +78,11 @@ func (f *Flags) Active(ctx context.Context, feature string, tenantID uint64) (bo
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound):
 	case err != nil:
-		if stale, ok := f.cache.Stale(key); ok && database.Unavailable(err) {
-			return stale, nil // the last value read: the database is down (see cache.Stale)
+		if database.Unavailable(err) {
+			f.down.Fail(f.clock.Now())
+			if stale, ok := f.cache.Stale(key); ok {
+				return stale, nil // the last value read: the database is down (see cache.Stale)
+			}
 		}
 		return false, fmt.Errorf("features: %w", err)
 	default:

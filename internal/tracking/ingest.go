@@ -55,6 +55,7 @@ type Ingestor struct {
 	requests   chan *commitRequest
 	pushed     chan settlement
 	breaker    *breaker.Breaker
+	dbDown     *breaker.Breaker // open while the database was found unavailable: lookups answer from memory, requests spool
 	stop       chan struct{}
 	closeOnce  sync.Once
 	commitOnce sync.Once // starts the group-commit loops on the first commit
@@ -65,7 +66,7 @@ type Ingestor struct {
 // Close stops them. queueing says which tenants' events are queued; m may be nil.
 func NewIngestor(db *gorm.DB, queueing features.Queueing, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger, m *metrics.Metrics) *Ingestor {
 	in := &Ingestor{db: db, queueing: queueing, queue: queue, clock: clk, log: log, metrics: m,
-		siteKeys: cache.New[string, uint64](siteKeyTTL, clk), breaker: &breaker.Breaker{Cooldown: breakerCooldown},
+		siteKeys: cache.New[string, uint64](siteKeyTTL, clk), breaker: &breaker.Breaker{Cooldown: breakerCooldown}, dbDown: &breaker.Breaker{Cooldown: database.DownCooldown},
 		requests: make(chan *commitRequest, 4096), pushed: make(chan settlement, 1024), stop: make(chan struct{})}
 	if !database.IsPostgres(db) {
 		in.sqlite = &sqliteInserts{db: db}
@@ -83,11 +84,20 @@ func (in *Ingestor) TenantBySiteKey(ctx context.Context, siteKey string) (uint64
 		}
 		return id, nil
 	}
+	if id, ok := in.siteKeys.Stale(siteKey); ok && !in.dbDown.Allow(in.clock.Now()) {
+		if id == 0 { // the database was just found down: its last answer
+			return 0, ErrUnknownSiteKey
+		}
+		return id, nil
+	}
 	var t models.Tenant
 	ctx, cancel := context.WithTimeout(ctx, database.LookupTimeout)
 	defer cancel()
 	err := in.db.WithContext(ctx).Select("id").Where("site_key = ?", siteKey).Take(&t).Error
 	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+		if database.Unavailable(err) {
+			in.dbDown.Fail(in.clock.Now())
+		}
 		if id, ok := in.siteKeys.Stale(siteKey); ok && database.Unavailable(err) {
 			if id == 0 { // the last answer, the database being down (see cache.Stale)
 				return 0, ErrUnknownSiteKey
@@ -127,10 +137,14 @@ func (in *Ingestor) Ingest(ctx context.Context, tenantID uint64, inputs []Input,
 		rows[i].Queued = queued // not marked pending: a pending batch stands for the marks
 		ids[i] = rows[i].ID
 	}
+	if !spoolNow && in.SpoolMax > 0 && !in.dbDown.Allow(in.clock.Now()) {
+		spoolNow, err = true, errCommitSlow // the database was just found down: no commit to wait for
+	}
 	if !spoolNow {
 		err = in.commit(ctx, tenantID, rows, queued)
 	}
 	if err != nil && in.spoolable(err) {
+		in.dbDown.Fail(in.clock.Now())
 		err = in.spool(ctx, tenantID, rows, err)
 	}
 	if err != nil {

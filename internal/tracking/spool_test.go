@@ -88,6 +88,7 @@ func TestIngestionSpoolsThroughAPostgresOutage(t *testing.T) {
 	if err := pg.Resume(); err != nil {
 		t.Fatal(err)
 	}
+	e.Clock.Advance(database.DownCooldown) // the Ingestor tries the database again
 	// Stored directly (the database answers), held behind the spooled events.
 	want = append(want, ingest(t, queued))
 	if got := e.queueIDs(t, queued); !slices.Equal(got, want[:1]) {
