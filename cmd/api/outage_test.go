@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/testenv"
 )
 
@@ -16,20 +15,7 @@ import (
 // it had seen; once the database is back the spool is stored and queued in acceptance order.
 func TestTheAPIThroughAPostgresOutage(t *testing.T) {
 	testenv.OnOneDatabase(t) // a Postgres of its own, whatever the suite's database
-	pg, err := testenv.StartPostgres("synchronous_commit=on", "fsync=on")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pg.Stop)
-	url, err := pg.CreateMigratedDatabase("outage")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := database.Open(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { database.Close(db) })
+	pg, db, url := testenv.DurablePostgres(t, "outage")
 	e := startAPIOn(t, testenv.StartRedis(t), db, url)
 	tn := testenv.MustTenant(t, db, true)
 	unseen := testenv.MustTenant(t, db, true)

@@ -27,14 +27,7 @@ import (
 // backup is lost. Tracking works again at once.
 func TestChaosBackupAndRestoreDrill(t *testing.T) {
 	testenv.OnOneDatabase(t) // a Postgres of its own, whatever the suite's database
-	pg, err := testenv.StartPostgres("synchronous_commit=on", "fsync=on")
-	testenv.Must(t, err)
-	t.Cleanup(pg.Stop)
-	url, err := pg.CreateMigratedDatabase("drill")
-	testenv.Must(t, err)
-	db, err := database.Open(url)
-	testenv.Must(t, err)
-	t.Cleanup(func() { database.Close(db) })
+	pg, db, url := testenv.DurablePostgres(t, "drill")
 	s := startStack(t, onDatabase(db, url))
 	sh := s.MustShop(t, "acct_drill", true)
 	tn := sh.Tenant
@@ -138,7 +131,7 @@ func TestChaosBackupAndRestoreDrill(t *testing.T) {
 	}
 	t.Logf("rebuild: %s", strings.TrimSpace(out))
 
-	db, err = database.Open(url)
+	db, err := database.Open(url)
 	testenv.Must(t, err)
 	t.Cleanup(func() { database.Close(db) })
 	var stored []string

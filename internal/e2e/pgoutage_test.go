@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/internal/tracking"
@@ -31,14 +30,7 @@ type producer struct {
 // each producer's in the order they were accepted; every paid session is fulfilled once.
 func TestChaosPostgresOutagesLoseNothing(t *testing.T) {
 	testenv.OnOneDatabase(t) // a Postgres of its own, whatever the suite's database
-	pg, err := testenv.StartPostgres("synchronous_commit=on", "fsync=on")
-	testenv.Must(t, err)
-	t.Cleanup(pg.Stop)
-	url, err := pg.CreateMigratedDatabase("chaos")
-	testenv.Must(t, err)
-	db, err := database.Open(url)
-	testenv.Must(t, err)
-	t.Cleanup(func() { database.Close(db) })
+	pg, db, url := testenv.DurablePostgres(t, "chaos")
 	s := startStack(t, roomyQueue, onDatabase(db, url))
 	sh := s.MustShop(t, "acct_chaos_pg", true)
 

@@ -134,6 +134,29 @@ func DB(t testing.TB) (*gorm.DB, string) {
 	return db, url
 }
 
+// DurablePostgres starts a Postgres server of t's own, with durability on (fsync and
+// synchronous_commit: an immediate shutdown must not lose a commit), for a test that halts and
+// resumes it, whatever the suite's database; it creates a migrated database called name on it
+// and opens it. The server stops and the database closes when the test ends.
+func DurablePostgres(t testing.TB, name string) (*Postgres, *gorm.DB, string) {
+	t.Helper()
+	pg, err := StartPostgres("synchronous_commit=on", "fsync=on")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	url, err := pg.CreateMigratedDatabase(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := database.Open(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { database.Close(db) })
+	return pg, db, url
+}
+
 // Main runs a package's tests, stops the servers shared by them, runs cleanups and exits.
 // Call it from TestMain in every package that uses DatabaseURL.
 func Main(m interface{ Run() int }, cleanups ...func()) {

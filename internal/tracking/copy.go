@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 
@@ -33,20 +34,34 @@ var trackedEventColumns = []string{"id", "tenant_id", "type", "session_id", "aud
 // BEGIN, the INSERT and the COMMIT as round trips of their own cost the api and Postgres more
 // than the COPY did.
 func copyEvents(ctx context.Context, db *gorm.DB, rows []models.TrackedEvent, pending []models.PendingBatch) error {
-	buf := append(make([]byte, 0, 64+len(rows)*512), copyHeader...)
-	for i := range rows {
-		buf = appendCopyRow(buf, &rows[i])
-	}
-	buf = binary.BigEndian.AppendUint16(buf, 0xffff) // the trailer: a field count of -1
+	buf := encodeCopy(rows)
 	query := copySQL
 	if len(pending) > 0 {
 		query = pendingBatchInsert(pending) + "; " + copySQL
 	}
+	// The connection is taken once the rows are encoded, not held while they are.
+	return withPgConn(ctx, db, func(pg *pgconn.PgConn) error {
+		_, err := pg.CopyFrom(ctx, bytes.NewReader(buf), query)
+		return err
+	})
+}
+
+// encodeCopy is rows as a binary COPY's data: header, rows, trailer.
+func encodeCopy(rows []models.TrackedEvent) []byte {
+	buf := append(make([]byte, 0, 64+len(rows)*512), copyHeader...)
+	for i := range rows {
+		buf = appendCopyRow(buf, &rows[i])
+	}
+	return binary.BigEndian.AppendUint16(buf, 0xffff) // the trailer: a field count of -1
+}
+
+// withPgConn runs f on a connection of db's pool, as pgx's own connection.
+func withPgConn(ctx context.Context, db *gorm.DB, f func(*pgconn.PgConn) error) error {
 	sqlDB, err := db.DB()
 	if err != nil {
 		return err
 	}
-	conn, err := sqlDB.Conn(ctx) // taken once the rows are encoded, not held while they are
+	conn, err := sqlDB.Conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -54,10 +69,9 @@ func copyEvents(ctx context.Context, db *gorm.DB, rows []models.TrackedEvent, pe
 	return conn.Raw(func(driverConn any) error {
 		c, ok := driverConn.(*stdlib.Conn)
 		if !ok {
-			return fmt.Errorf("tracking: copy: driver connection is %T, not pgx", driverConn)
+			return fmt.Errorf("tracking: driver connection is %T, not pgx", driverConn)
 		}
-		_, err := c.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), query)
-		return err
+		return f(c.Conn().PgConn())
 	})
 }
 

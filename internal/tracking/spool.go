@@ -3,7 +3,6 @@ package tracking
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -240,26 +238,8 @@ func insertOnce(ctx context.Context, db *gorm.DB, rows []models.TrackedEvent) er
 	if err := copyEvents(ctx, db, rows, nil); !errors.As(err, &pgErr) || pgErr.Code != "23505" {
 		return err // stored, or failed otherwise
 	}
-	buf := append(make([]byte, 0, 64+len(rows)*512), copyHeader...)
-	for i := range rows {
-		buf = appendCopyRow(buf, &rows[i])
-	}
-	buf = binary.BigEndian.AppendUint16(buf, 0xffff)
-	sqlDB, err := db.DB()
-	if err != nil {
-		return err
-	}
-	conn, err := sqlDB.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	return conn.Raw(func(driverConn any) error {
-		c, ok := driverConn.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("tracking: spool: driver connection is %T, not pgx", driverConn)
-		}
-		pg := c.Conn().PgConn()
+	buf := encodeCopy(rows)
+	return withPgConn(ctx, db, func(pg *pgconn.PgConn) error {
 		err := pg.Exec(ctx, spoolTempTable).Close()
 		if err == nil {
 			_, err = pg.CopyFrom(ctx, bytes.NewReader(buf), spoolCopySQL)

@@ -22,21 +22,7 @@ import (
 func startOutageIngest(t *testing.T) (*ingestEnv, *testenv.Postgres) {
 	t.Helper()
 	testenv.OnOneDatabase(t) // a Postgres of its own, whatever the suite's database
-	// Durable: an immediate shutdown must not lose what was committed before it.
-	pg, err := testenv.StartPostgres("synchronous_commit=on", "fsync=on")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pg.Stop)
-	url, err := pg.CreateMigratedDatabase("outage")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := database.Open(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { database.Close(db) })
+	pg, db, _ := testenv.DurablePostgres(t, "outage")
 	r := testenv.StartRedis(t)
 	e := &ingestEnv{DB: db, Redis: r, Queue: eventqueue.New(r.Client()), Flags: features.New(db, clock.Real{}), Clock: clock.NewFake(time.Now())}
 	e.Ingest = NewIngestor(db, e.Flags, e.Queue, e.Clock, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
