@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # chaos.sh — what `make chaos` runs: the crash and outage tests (internal/e2e/chaos_test.go and
 # crash_test.go, build tag chaos) on SQLite and then Postgres. They SIGKILL the api and the
-# worker, kill, hang and restart Redis while events are tracked, and print what was
+# worker, kill, hang and restart Redis while events are tracked, halt Postgres, drill a backup and
+# restore, and print what was
 # acknowledged, lost and duplicated. The worker test waits about a minute for asynq's lease.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -16,7 +17,7 @@ for db in sqlite postgres; do
 	EVENTQ_TEST_DB=$db go test -tags chaos -count=1 -timeout 20m -run '^TestChaos' -v ./internal/e2e >"$log" 2>&1 || rc=$?
 	# The figures and the verdicts; the whole log when something failed.
 	if ((rc == 0)); then
-		grep -E '^(--- |\s+chaos_test.go|ok)' "$log" || true
+		grep -E '^(--- |\s+[a-z_]+_test.go|ok)' "$log" || true
 	else
 		cat "$log"
 		status=1
