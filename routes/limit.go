@@ -31,6 +31,11 @@ type budget struct {
 	peek bool
 }
 
+// limiterBudget is b as the limiter's: its key prefixed by its name.
+func (b budget) limiterBudget() ratelimit.Budget {
+	return ratelimit.Budget{Key: b.name + ":" + b.key, Rate: b.rate, Peek: b.peek}
+}
+
 // limit spends one request of each budget, in order and in one round trip to the limiter's
 // store, stopping at the first that refuses. It sets Laravel's X-RateLimit-Limit and
 // X-RateLimit-Remaining (when several limits apply, those of the one with fewer requests
@@ -39,7 +44,7 @@ type budget struct {
 func (s *Server) limit(c *fiber.Ctx, budgets ...budget) error {
 	bs := make([]ratelimit.Budget, len(budgets))
 	for i, b := range budgets {
-		bs[i] = ratelimit.Budget{Key: b.name + ":" + b.key, Rate: b.rate, Peek: b.peek}
+		bs[i] = b.limiterBudget()
 	}
 	remaining := -1
 	for i, d := range s.Limiter.Allow(c.UserContext(), bs...) {

@@ -8,7 +8,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/eventq/eventq/internal/auth"
-	"github.com/eventq/eventq/internal/ratelimit"
 )
 
 const principalKey = "principal"
@@ -33,7 +32,8 @@ func (s *Server) token(abilities ...string) fiber.Handler {
 		}
 		p, err := s.Auth.Authenticate(c.UserContext(), token)
 		if errors.Is(err, auth.ErrUnauthenticated) { // spends one failure, with no header on the 401
-			s.Limiter.Allow(c.UserContext(), ratelimit.Budget{Key: failures.name + ":" + failures.key, Rate: failures.rate})
+			failures.peek = false
+			s.Limiter.Allow(c.UserContext(), failures.limiterBudget())
 		}
 		if err != nil {
 			return err

@@ -54,14 +54,14 @@ type Authenticator struct {
 	db    *gorm.DB
 	clock clock.Clock
 	log   *slog.Logger
-	cache *cache.TTL[string, *cachedToken]
-	down  *breaker.Breaker // open while the database was found unavailable
+	cache *cache.Fallback[string, *cachedToken] // answers from memory while the database is down
 }
 
 // NewAuthenticator returns an Authenticator reading db.
 func NewAuthenticator(db *gorm.DB, clk clock.Clock, log *slog.Logger) *Authenticator {
 	return &Authenticator{db: db, clock: clk, log: log,
-		cache: cache.New[string, *cachedToken](CacheTTL, clk), down: &breaker.Breaker{Cooldown: database.DownCooldown}}
+		cache: cache.NewFallback[string, *cachedToken](CacheTTL, clk, database.LookupTimeout,
+			&breaker.Breaker{Cooldown: database.DownCooldown}, database.Unavailable)}
 }
 
 // Known reports whether token is one that this process read from the database recently and
@@ -72,7 +72,7 @@ func (a *Authenticator) Known(token string) bool {
 		return false
 	}
 	hash := HashSecret(secret)
-	entry, ok := a.cache.Get(id + "|" + hash)
+	entry, ok := a.cache.TTL.Get(id + "|" + hash)
 	return ok && entry.row != nil && subtle.ConstantTimeCompare([]byte(entry.row.Token), []byte(hash)) == 1
 }
 
@@ -86,24 +86,12 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Princi
 	}
 	hash := HashSecret(secret)
 	key := id + "|" + hash // a new token that reuses a deleted token's id is a new key
-	entry, ok := a.cache.Get(key)
-	if stale, known := a.cache.Stale(key); !ok && known && !a.down.Allow(a.clock.Now()) {
-		entry, ok = stale, true // the database was just found down: its last answer
-	}
-	if !ok {
+	entry, err := a.cache.Get(ctx, key, func(ctx context.Context) (*cachedToken, error) {
 		row, err := a.load(ctx, id, hash)
-		if database.Unavailable(err) {
-			a.down.Fail(a.clock.Now())
-		}
-		switch stale, known := a.cache.Stale(key); {
-		case err != nil && known && database.Unavailable(err):
-			entry = stale // the last answer, the database being down (see cache.Stale)
-		case err != nil:
-			return nil, err
-		default:
-			entry = &cachedToken{row: row}
-			a.cache.Add(key, entry)
-		}
+		return &cachedToken{row: row}, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	row := entry.row
 	if row == nil || subtle.ConstantTimeCompare([]byte(row.Token), []byte(hash)) != 1 {
@@ -121,8 +109,6 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Princi
 }
 
 func (a *Authenticator) load(ctx context.Context, id, hash string) (*models.PersonalAccessToken, error) {
-	ctx, cancel := context.WithTimeout(ctx, database.LookupTimeout)
-	defer cancel()
 	var row models.PersonalAccessToken
 	q := a.db.WithContext(ctx)
 	if id != "" {

@@ -1,11 +1,14 @@
-// Package cache is the short-lived, bounded cache used for token, flag and site-key lookups.
+// Package cache is the short-lived, bounded cache used for token, flag and site-key lookups,
+// and the Fallback that answers them from memory while their source is down.
 package cache
 
 import (
+	"context"
 	"time"
 
 	"github.com/jellydator/ttlcache/v3"
 
+	"github.com/eventq/eventq/internal/breaker"
 	"github.com/eventq/eventq/internal/clock"
 )
 
@@ -65,3 +68,48 @@ func (t *TTL[K, V]) Add(key K, value V) {
 
 // Remove forgets key.
 func (t *TTL[K, V]) Remove(key K) { t.c.Delete(key) }
+
+// Fallback is a TTL cache in front of a source that may be down (the database): a key not
+// cached, or expired, is loaded with a deadline; when the source is unavailable, the key's
+// expired entry answers instead, and for the breaker's cooldown every expired entry answers
+// without asking the source, so that requests do not each wait for it in turn.
+type Fallback[K comparable, V any] struct {
+	*TTL[K, V]
+	timeout     time.Duration
+	down        *breaker.Breaker
+	unavailable func(error) bool
+}
+
+// NewFallback returns an empty Fallback whose entries live ttl by clk. A load waits at most
+// timeout; unavailable says which load errors mean the source is down, and opens down.
+func NewFallback[K comparable, V any](ttl time.Duration, clk clock.Clock, timeout time.Duration, down *breaker.Breaker,
+	unavailable func(error) bool) *Fallback[K, V] {
+	return &Fallback[K, V]{TTL: New[K, V](ttl, clk), timeout: timeout, down: down, unavailable: unavailable}
+}
+
+// Get returns key's unexpired value, else load's (stored), else, when load's error says the
+// source is unavailable or the source was just found so, key's expired value. Without one, it
+// returns load's error.
+func (f *Fallback[K, V]) Get(ctx context.Context, key K, load func(context.Context) (V, error)) (V, error) {
+	if v, ok := f.TTL.Get(key); ok {
+		return v, nil
+	}
+	stale, known := f.Stale(key)
+	if known && !f.down.Allow(f.clock.Now()) {
+		return stale, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	v, err := load(ctx)
+	if err == nil {
+		f.Add(key, v)
+		return v, nil
+	}
+	if f.unavailable(err) {
+		f.down.Fail(f.clock.Now())
+		if known {
+			return stale, nil
+		}
+	}
+	return v, err
+}

@@ -1,9 +1,12 @@
 package cache
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/breaker"
 	"github.com/eventq/eventq/internal/clock"
 )
 
@@ -56,5 +59,50 @@ func TestStaleReturnsExpiredEntriesUntilRemoved(t *testing.T) {
 	}
 	if _, ok := c.Stale("b"); ok {
 		t.Fatal("Stale returned an entry never stored")
+	}
+}
+
+// A source that hangs costs a lookup the timeout once: the expired value answers, and for the
+// cooldown the source is not asked again.
+func TestFallbackAnswersFromMemoryWhileTheSourceIsDown(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	down := &breaker.Breaker{Cooldown: time.Second}
+	unavailable := func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }
+	f := NewFallback[string, int](4*time.Second, clk, 50*time.Millisecond, down, unavailable)
+	ctx := context.Background()
+	calls := 0
+	ok := func(v int) func(context.Context) (int, error) {
+		return func(context.Context) (int, error) { calls++; return v, nil }
+	}
+	hang := func(ctx context.Context) (int, error) { calls++; <-ctx.Done(); return 0, ctx.Err() }
+
+	if v, err := f.Get(ctx, "a", ok(1)); v != 1 || err != nil || calls != 1 {
+		t.Fatalf("first load: %d, %v, %d calls", v, err, calls)
+	}
+	if v, _ := f.Get(ctx, "a", ok(2)); v != 1 || calls != 1 {
+		t.Fatalf("cached: %d, %d calls", v, calls)
+	}
+	clk.Advance(5 * time.Second) // expired
+	start := time.Now()
+	if v, err := f.Get(ctx, "a", hang); v != 1 || err != nil || calls != 2 {
+		t.Fatalf("source hung: %d, %v, %d calls; want the expired value", v, err, calls)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("a hung source cost %s, want about the timeout", took)
+	}
+	if v, err := f.Get(ctx, "a", hang); v != 1 || err != nil || calls != 2 {
+		t.Fatalf("within the cooldown: %d, %v, %d calls; want no call", v, err, calls)
+	}
+	if _, err := f.Get(ctx, "never", hang); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a key never loaded: %v, want the load's error", err)
+	}
+	clk.Advance(time.Second) // the cooldown is over: the source is asked again
+	if v, err := f.Get(ctx, "a", ok(3)); v != 3 || err != nil || calls != 4 {
+		t.Fatalf("after the cooldown: %d, %v, %d calls", v, err, calls)
+	}
+	failing := func(context.Context) (int, error) { calls++; return 0, errors.New("refused") }
+	clk.Advance(5 * time.Second)
+	if _, err := f.Get(ctx, "a", failing); err == nil {
+		t.Fatal("an error that is not unavailability was answered from memory")
 	}
 }

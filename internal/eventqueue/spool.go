@@ -49,15 +49,15 @@ func (s *Store) Spool(ctx context.Context, tenantID uint64, entry []byte, n int,
 		return fmt.Errorf("eventqueue: spool: %w", err)
 	}
 	if total > max {
-		s.rdb.DecrBy(context.WithoutCancel(ctx), SpoolEventsKey, int64(n))
-		return ErrSpoolFull
+		err = ErrSpoolFull
+	} else if err = s.NoteHeld(ctx, tenantID); err == nil {
+		err = spoolPush.Run(ctx, s.rdb, []string{SpoolKey(tenantID), HeldKey(tenantID)}, entry).Err()
 	}
-	if err := s.NoteHeld(ctx, tenantID); err != nil {
+	if err != nil { // not spooled: the count goes back
 		s.rdb.DecrBy(context.WithoutCancel(ctx), SpoolEventsKey, int64(n))
-		return err
-	}
-	if err := spoolPush.Run(ctx, s.rdb, []string{SpoolKey(tenantID), HeldKey(tenantID)}, entry).Err(); err != nil {
-		s.rdb.DecrBy(context.WithoutCancel(ctx), SpoolEventsKey, int64(n))
+		if errors.Is(err, ErrSpoolFull) {
+			return err
+		}
 		return fmt.Errorf("eventqueue: spool: %w", err)
 	}
 	if err := s.rdb.SAdd(ctx, SpoolTenantsKey, tenantID).Err(); err != nil {
@@ -141,8 +141,9 @@ func (s *Store) SpoolResetCount(ctx context.Context) error {
 	return s.rdb.Set(ctx, SpoolEventsKey, 0, 0).Err()
 }
 
-// spoolUnlock (for every lock of this file): KEYS lock; ARGV owner. Deletes the lock if owner holds it.
-var spoolUnlock = redis.NewScript(`
+// unlockScript (for every lock of this file): KEYS lock; ARGV owner. Deletes the lock if
+// owner holds it.
+var unlockScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
@@ -157,7 +158,7 @@ func (s *Store) LockSpool(ctx context.Context, owner string, ttl time.Duration) 
 
 // UnlockSpool releases the drain lock if owner holds it.
 func (s *Store) UnlockSpool(ctx context.Context, owner string) error {
-	return spoolUnlock.Run(ctx, s.rdb, []string{spoolLockKey}, owner).Err()
+	return unlockScript.Run(ctx, s.rdb, []string{spoolLockKey}, owner).Err()
 }
 
 // drainLockKey is held while one process appends tenantID's held events.
@@ -171,7 +172,7 @@ func (s *Store) LockHeldDrain(ctx context.Context, tenantID uint64, owner string
 
 // UnlockHeldDrain releases tenantID's held-drain lock if owner holds it.
 func (s *Store) UnlockHeldDrain(ctx context.Context, tenantID uint64, owner string) error {
-	return spoolUnlock.Run(ctx, s.rdb, []string{drainLockKey(tenantID)}, owner).Err()
+	return unlockScript.Run(ctx, s.rdb, []string{drainLockKey(tenantID)}, owner).Err()
 }
 
 // Held reports whether tenantID has a hold mark: its new events wait in the database.

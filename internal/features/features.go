@@ -47,13 +47,13 @@ type Queueing interface {
 type Flags struct {
 	db    *gorm.DB
 	clock clock.Clock
-	cache *cache.TTL[string, bool]
-	down  *breaker.Breaker // open while the database was found unavailable
+	cache *cache.Fallback[string, bool] // answers from memory while the database is down
 }
 
 // New returns Flags on db; clk times the cache and the rows' updated_at.
 func New(db *gorm.DB, clk clock.Clock) *Flags {
-	return &Flags{db: db, clock: clk, cache: cache.New[string, bool](CacheTTL, clk), down: &breaker.Breaker{Cooldown: database.DownCooldown}}
+	return &Flags{db: db, clock: clk, cache: cache.NewFallback[string, bool](CacheTTL, clk, database.LookupTimeout,
+		&breaker.Breaker{Cooldown: database.DownCooldown}, database.Unavailable)}
 }
 
 // Queues reports whether tenantID's events go to its queue: UseQueueEvents is active.
@@ -63,33 +63,17 @@ func (f *Flags) Queues(ctx context.Context, tenantID uint64) (bool, error) {
 
 // Active reports whether feature is on for tenantID. Flags are opt-in: no row means off.
 func (f *Flags) Active(ctx context.Context, feature string, tenantID uint64) (bool, error) {
-	key := feature + "\x00" + Scope(tenantID)
-	if v, ok := f.cache.Get(key); ok {
-		return v, nil
-	}
-	if v, ok := f.cache.Stale(key); ok && !f.down.Allow(f.clock.Now()) {
-		return v, nil // the database was just found down: its last answer
-	}
-	var row models.Feature
-	ctx, cancel := context.WithTimeout(ctx, database.LookupTimeout)
-	defer cancel()
-	err := f.db.WithContext(ctx).Where("name = ? AND scope = ?", feature, Scope(tenantID)).Take(&row).Error
-	active := false
-	switch {
-	case errors.Is(err, gorm.ErrRecordNotFound):
-	case err != nil:
-		if database.Unavailable(err) {
-			f.down.Fail(f.clock.Now())
-			if stale, ok := f.cache.Stale(key); ok {
-				return stale, nil // the last value read: the database is down (see cache.Stale)
-			}
+	return f.cache.Get(ctx, feature+"\x00"+Scope(tenantID), func(ctx context.Context) (bool, error) {
+		var row models.Feature
+		err := f.db.WithContext(ctx).Where("name = ? AND scope = ?", feature, Scope(tenantID)).Take(&row).Error
+		switch {
+		case errors.Is(err, gorm.ErrRecordNotFound):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("features: %w", err)
 		}
-		return false, fmt.Errorf("features: %w", err)
-	default:
-		active = row.Value == "true"
-	}
-	f.cache.Add(key, active)
-	return active, nil
+		return row.Value == "true", nil
+	})
 }
 
 // ActiveTenants lists the tenants feature is on for, read from the database (no cache).

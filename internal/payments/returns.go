@@ -3,9 +3,10 @@ package payments
 import (
 	"context"
 	"errors"
-	"sync"
+	"strconv"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/cache"
@@ -18,13 +19,12 @@ import (
 const ReturnInterval = time.Second
 
 // Returns remembers each session's last return-page answer for ReturnInterval and lets one
-// visit at a time ask the provider about a session, so that however often the unauthenticated
-// page is hit (reloads, a script) a session costs the platform's provider rate limit at most
-// one call a second per api process.
+// visit at a time ask the provider about a session (visits meanwhile share its answer), so
+// that however often the unauthenticated page is hit (reloads, a script) a session costs the
+// platform's provider rate limit at most one call a second per api process.
 type Returns struct {
 	last   *cache.TTL[returnKey, returnAnswer]
-	mu     sync.Mutex
-	asking map[returnKey]*sync.Mutex
+	asking singleflight.Group
 }
 
 type returnKey struct {
@@ -48,12 +48,12 @@ func (a returnAnswer) answered() (Result, error) {
 
 // NewReturns returns an empty Returns timed by clk. It is safe for concurrent use.
 func NewReturns(clk clock.Clock) *Returns {
-	return &Returns{last: cache.New[returnKey, returnAnswer](ReturnInterval, clk), asking: map[returnKey]*sync.Mutex{}}
+	return &Returns{last: cache.New[returnKey, returnAnswer](ReturnInterval, clk)}
 }
 
 // answer returns the session's last answer if it is under ReturnInterval old, else ask's,
-// asking once at a time per session: a visit that waited for another's question gets its
-// answer (StatusFulfilled read as StatusAlreadyFulfilled).
+// asking once at a time per session: a visit that shared another's question gets its answer
+// (StatusFulfilled read as StatusAlreadyFulfilled).
 func (r *Returns) answer(key returnKey, ask func() (Result, error)) (Result, error) {
 	if r == nil {
 		return ask()
@@ -61,31 +61,21 @@ func (r *Returns) answer(key returnKey, ask func() (Result, error)) (Result, err
 	if a, ok := r.last.Get(key); ok {
 		return a.answered()
 	}
-	r.mu.Lock()
-	m := r.asking[key]
-	if m == nil {
-		m = new(sync.Mutex)
-		r.asking[key] = m
-	}
-	r.mu.Unlock()
-	m.Lock()
-	defer func() {
-		m.Unlock()
-		r.mu.Lock()
-		if r.asking[key] == m && m.TryLock() { // no one else waits on it
-			delete(r.asking, key)
-			m.Unlock()
+	asked := false
+	v, _, _ := r.asking.Do(strconv.FormatUint(key.tenant, 10)+"|"+key.session, func() (any, error) {
+		asked = true
+		res, err := ask()
+		a := returnAnswer{res, err}
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			r.last.Add(key, a)
 		}
-		r.mu.Unlock()
-	}()
-	if a, ok := r.last.Get(key); ok {
-		return a.answered()
+		return a, nil
+	})
+	a := v.(returnAnswer)
+	if asked {
+		return a.res, a.err
 	}
-	res, err := ask()
-	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		r.last.Add(key, returnAnswer{res, err})
-	}
-	return res, err
+	return a.answered()
 }
 
 // fulfilledReturn is the return page's answer from the database alone: the tenant's purchase of

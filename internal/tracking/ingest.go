@@ -43,7 +43,7 @@ type Ingestor struct {
 	queue    *eventqueue.Store
 	clock    clock.Clock
 	log      *slog.Logger
-	siteKeys *cache.TTL[string, uint64]
+	siteKeys *cache.Fallback[string, uint64] // opens dbDown
 	metrics  *metrics.Metrics
 	sqlite   *sqliteInserts // nil on Postgres, which takes a COPY
 
@@ -65,8 +65,10 @@ type Ingestor struct {
 // NewIngestor wires an Ingestor; its group-commit goroutines start with the first commit and
 // Close stops them. queueing says which tenants' events are queued; m may be nil.
 func NewIngestor(db *gorm.DB, queueing features.Queueing, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger, m *metrics.Metrics) *Ingestor {
+	dbDown := &breaker.Breaker{Cooldown: database.DownCooldown}
 	in := &Ingestor{db: db, queueing: queueing, queue: queue, clock: clk, log: log, metrics: m,
-		siteKeys: cache.New[string, uint64](siteKeyTTL, clk), breaker: &breaker.Breaker{Cooldown: breakerCooldown}, dbDown: &breaker.Breaker{Cooldown: database.DownCooldown},
+		siteKeys: cache.NewFallback[string, uint64](siteKeyTTL, clk, database.LookupTimeout, dbDown, database.Unavailable),
+		breaker:  &breaker.Breaker{Cooldown: breakerCooldown}, dbDown: dbDown,
 		requests: make(chan *commitRequest, 4096), pushed: make(chan settlement, 1024), stop: make(chan struct{})}
 	if !database.IsPostgres(db) {
 		in.sqlite = &sqliteInserts{db: db}
@@ -78,39 +80,18 @@ func NewIngestor(db *gorm.DB, queueing features.Queueing, queue *eventqueue.Stor
 // TenantBySiteKey resolves a public site key to its tenant id (cached briefly). While the
 // database is unreachable, a site key looked up before is answered as it was then.
 func (in *Ingestor) TenantBySiteKey(ctx context.Context, siteKey string) (uint64, error) {
-	if id, ok := in.siteKeys.Get(siteKey); ok {
-		if id == 0 {
-			return 0, ErrUnknownSiteKey
+	id, err := in.siteKeys.Get(ctx, siteKey, func(ctx context.Context) (uint64, error) {
+		var t models.Tenant // id 0 when there is none: a miss is cached too
+		err := in.db.WithContext(ctx).Select("id").Where("site_key = ?", siteKey).Take(&t).Error
+		if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+			return 0, fmt.Errorf("tracking: site key: %w", err)
 		}
-		return id, nil
+		return t.ID, nil
+	})
+	if err == nil && id == 0 {
+		err = ErrUnknownSiteKey
 	}
-	if id, ok := in.siteKeys.Stale(siteKey); ok && !in.dbDown.Allow(in.clock.Now()) {
-		if id == 0 { // the database was just found down: its last answer
-			return 0, ErrUnknownSiteKey
-		}
-		return id, nil
-	}
-	var t models.Tenant
-	ctx, cancel := context.WithTimeout(ctx, database.LookupTimeout)
-	defer cancel()
-	err := in.db.WithContext(ctx).Select("id").Where("site_key = ?", siteKey).Take(&t).Error
-	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
-		if database.Unavailable(err) {
-			in.dbDown.Fail(in.clock.Now())
-		}
-		if id, ok := in.siteKeys.Stale(siteKey); ok && database.Unavailable(err) {
-			if id == 0 { // the last answer, the database being down (see cache.Stale)
-				return 0, ErrUnknownSiteKey
-			}
-			return id, nil
-		}
-		return 0, fmt.Errorf("tracking: site key: %w", err)
-	}
-	in.siteKeys.Add(siteKey, t.ID)
-	if t.ID == 0 {
-		return 0, ErrUnknownSiteKey
-	}
-	return t.ID, nil
+	return id, err
 }
 
 // Ingest commits events to the database and, when the tenant's UseQueueEvents is active,

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -58,13 +57,10 @@ func (in *Ingestor) spoolable(err error) bool {
 	return in.SpoolMax > 0 && (errors.Is(err, errCommitSlow) || database.Unavailable(err))
 }
 
-// spool keeps rows of tenant in the spool. On failure it returns cause (the database's
-// error, which the caller would have answered) unless the spool is full.
+// spool keeps rows of tenant in the spool (whether they are queued is decided when they are
+// stored: the entry does not keep it). On failure it returns cause (the database's error,
+// which the caller would have answered) unless the spool is full.
 func (in *Ingestor) spool(ctx context.Context, tenant uint64, rows []models.TrackedEvent, cause error) error {
-	rows = slices.Clone(rows) // a committer may still be writing them (errCommitSlow)
-	for i := range rows {     // whether they are queued is decided when they are stored
-		rows[i].Queued, rows[i].QueuePending = false, false
-	}
 	entry := encodeSpoolEntry(make([]byte, 0, 256*len(rows)), rows)
 	switch err := in.queue.Spool(ctx, tenant, entry, len(rows), in.SpoolMax); {
 	case errors.Is(err, eventqueue.ErrSpoolFull):
@@ -111,10 +107,10 @@ func (in *Ingestor) DrainSpool(ctx context.Context, owner string) (int, error) {
 }
 
 // drainTenantSpool stores tenant's spooled requests in order and, when its events are queued,
-// appends each step's rows to the queue (ahead of the held ones, which are all newer) and
-// clears their pending marks, as the api's pusher does; a row whose append fails, or does not
-// fit in a full queue, stays pending for the held events' drain. Then it forgets the tenant
-// and drains its held events.
+// appends each step's rows to the queue first (ahead of the held ones, which are all newer),
+// storing those appended unmarked; a row whose append fails, or does not fit in a full queue,
+// is stored pending for the held events' drain. Then it forgets the tenant and drains its held
+// events.
 func (in *Ingestor) drainTenantSpool(ctx context.Context, tenant uint64, owner string) (int, error) {
 	queued, err := in.queueing.Queues(ctx, tenant)
 	if err != nil {
