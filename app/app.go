@@ -26,12 +26,16 @@ import (
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/members"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/payments"
+	"github.com/eventq/eventq/internal/products"
 	"github.com/eventq/eventq/internal/psp"
+	"github.com/eventq/eventq/internal/purchases"
 	"github.com/eventq/eventq/internal/ratelimit"
 	"github.com/eventq/eventq/internal/redisconn"
 	"github.com/eventq/eventq/internal/retention"
+	"github.com/eventq/eventq/internal/tenants"
 	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/jobs"
 )
@@ -73,6 +77,16 @@ type App struct {
 	Retention *retention.Pruner
 	// Auth checks platform API tokens.
 	Auth *auth.Authenticator
+	// Tokens creates, lists and revokes tenants' API tokens.
+	Tokens *auth.Tokens
+	// Tenants creates, changes and lists tenants, their site keys and features.
+	Tenants *tenants.Service
+	// Members creates, changes and lists tenants' audience members.
+	Members *members.Service
+	// Products creates, changes and lists tenants' products.
+	Products *products.Service
+	// Purchases answers what members bought and may access.
+	Purchases *purchases.Service
 	// Limiter applies the rate limits.
 	Limiter *ratelimit.Limiter
 
@@ -160,6 +174,11 @@ func (a *App) open() error {
 	}
 	a.Retention = &retention.Pruner{DB: db, Keep: a.Config.Retention.Keep, Clock: a.Clock, Log: a.Log, Metrics: a.Metrics}
 	a.Auth = auth.NewAuthenticator(db, a.Clock, a.Log)
+	a.Tokens = auth.NewTokens(db, a.Clock)
+	a.Tenants = tenants.New(db, a.Flags, a.Clock)
+	a.Members = members.New(db, a.Clock)
+	a.Products = products.New(db, a.Clock)
+	a.Purchases = purchases.New(db, a.Clock)
 	a.Limiter = ratelimit.New(rdb, a.Clock, a.Metrics)
 	return nil
 }

@@ -12,13 +12,19 @@ const TenantMorphType = `App\Models\Tenant`
 
 // Tenant is one creator site. SiteKey is public (embedded in pages); PSPAccountID is the
 // tenant's connected account at the payment provider, when it has one.
+//
+// AllowedHostnames, when not empty, are the only page hostnames (and their subdomains) whose
+// events POST /api/track accepts; RedactQueryParams are the query parameters whose values
+// ingestion replaces. Both are stored as JSON lists (StringList).
 type Tenant struct {
-	ID           uint64  `gorm:"primaryKey"`
-	Name         string  `gorm:"size:255;not null"`
-	SiteKey      string  `gorm:"size:64;not null;uniqueIndex"`
-	PSPAccountID *string `gorm:"column:psp_account_id;size:255;index"`
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	ID                uint64     `gorm:"primaryKey"`
+	Name              string     `gorm:"size:255;not null"`
+	SiteKey           string     `gorm:"size:64;not null;uniqueIndex"`
+	PSPAccountID      *string    `gorm:"column:psp_account_id;size:255;uniqueIndex:tenants_psp_account_id_unique"`
+	AllowedHostnames  StringList `gorm:"type:text;not null;default:'[]'"`
+	RedactQueryParams StringList `gorm:"type:text;not null;default:'[]'"`
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
 }
 
 // Account is the tenant's connected account at the payment provider, or "" for the
@@ -55,23 +61,28 @@ type Feature struct {
 	UpdatedAt time.Time
 }
 
-// AudienceMember is a person known to one tenant.
+// AudienceMember is a person known to one tenant. ExternalID is the tenant's own id for the
+// person (unique within the tenant when set), so a site can name a member without storing
+// eventq's id. Name "" is unset.
 type AudienceMember struct {
-	ID        uint64 `gorm:"primaryKey"`
-	TenantID  uint64 `gorm:"not null;uniqueIndex:audience_members_tenant_email_unique,priority:1"`
-	Email     string `gorm:"size:255;not null;uniqueIndex:audience_members_tenant_email_unique,priority:2"`
-	Name      string `gorm:"size:255;not null;default:''"`
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	ID         uint64  `gorm:"primaryKey;index:audience_members_tenant_id_id,priority:2"`
+	TenantID   uint64  `gorm:"not null;index:audience_members_tenant_id_id,priority:1;index:audience_members_tenant_email,priority:1;uniqueIndex:audience_members_tenant_external_unique,priority:1"`
+	Email      string  `gorm:"size:255;not null;index:audience_members_tenant_email,priority:2"`
+	Name       string  `gorm:"size:255;not null;default:''"`
+	ExternalID *string `gorm:"size:191;uniqueIndex:audience_members_tenant_external_unique,priority:2"`
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
-// Product is something a tenant sells, priced in minor units of Currency.
+// Product is something a tenant sells, priced in minor units of Currency. Products are never
+// deleted (purchases refer to them); Active false withdraws one from sale.
 type Product struct {
 	ID        uint64 `gorm:"primaryKey"`
 	TenantID  uint64 `gorm:"not null;index"`
 	Name      string `gorm:"size:255;not null"`
 	Amount    int64  `gorm:"not null"`
 	Currency  string `gorm:"size:3;not null"`
+	Active    bool   `gorm:"not null;default:true"`
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
@@ -84,3 +95,7 @@ func ParseID(s string) (uint64, bool) {
 	id, err := strconv.ParseUint(s, 10, 64)
 	return id, err == nil && id > 0
 }
+
+// FormatTime renders a time the way every JSON document shows it: RFC 3339 in UTC, with a
+// numeric offset (+00:00).
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }

@@ -16,10 +16,14 @@ import (
 	"github.com/eventq/eventq/internal/auth"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/consume"
+	"github.com/eventq/eventq/internal/members"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/payments"
+	"github.com/eventq/eventq/internal/products"
+	"github.com/eventq/eventq/internal/purchases"
 	"github.com/eventq/eventq/internal/ratelimit"
 	"github.com/eventq/eventq/internal/redisconn"
+	"github.com/eventq/eventq/internal/tenants"
 	"github.com/eventq/eventq/internal/tracking"
 )
 
@@ -47,6 +51,16 @@ type Server struct {
 	Limiter *ratelimit.Limiter
 	// Limits are the rate limits of the tracking and platform routes.
 	Limits config.Limits
+	// Members, Products and Purchases serve a tenant's members, products, entitlements and
+	// purchases to its token.
+	Members   *members.Service
+	Products  *products.Service
+	Purchases *purchases.Service
+	// Tenants and Tokens serve the operator API.
+	Tenants *tenants.Service
+	Tokens  *auth.Tokens
+	// AdminTokens are the operator API's tokens (ADMIN_API_TOKENS); empty: no operator API.
+	AdminTokens []string
 	// BenchNoop registers POST /bench/noop (benchNoop) and GET /bench/page (benchPage), for
 	// make bench only.
 	BenchNoop bool
@@ -98,6 +112,7 @@ func New(s *Server) *fiber.App {
 	app.Delete("/api/platform/events/dead-letters", s.token(auth.AbilityEventsDelete), s.dropDeadLetters)
 	app.Post("/api/platform/track", s.token(auth.AbilityEventsWrite), s.trackPlatform)
 	app.Post("/api/platform/checkout/sessions", s.token(auth.AbilityCheckoutWrite), s.createCheckout)
+	s.frontDoor(app)
 
 	app.Post("/api/webhooks/psp", s.webhook)
 	app.Post("/api/webhooks/stripe", s.webhook)

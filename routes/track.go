@@ -33,11 +33,14 @@ func (s *Server) trackPublic(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	tenantID, err := s.Ingest.TenantBySiteKey(c.UserContext(), siteKey)
+	site, err := s.Ingest.SiteByKey(c.UserContext(), siteKey)
 	if err != nil {
 		return err
 	}
-	return s.ingest(c, tenantID, events)
+	if err := site.CheckHostnames(events); err != nil {
+		return err
+	}
+	return s.ingest(c, site.TenantID, events)
 }
 
 // trackPlatform answers POST /api/platform/track for server-side callers with a token; their

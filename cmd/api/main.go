@@ -79,6 +79,8 @@ func (m *Main) Open() error {
 		PingDB: a.PingDB, Redis: a.Redis, Log: m.Log, Ingest: a.Ingest, Consume: a.Consume, Auth: a.Auth,
 		TrustedProxies: m.Config.TrustedProxies, Payments: a.Payments, Metrics: a.Metrics, Limiter: a.Limiter,
 		Limits: m.Config.Limits, BenchNoop: m.Config.BenchNoopRoute,
+		Members: a.Members, Products: a.Products, Purchases: a.Purchases, Tenants: a.Tenants, Tokens: a.Tokens,
+		AdminTokens: m.Config.AdminTokens,
 	})
 	ln, err := net.Listen("tcp", m.Config.HTTPAddr)
 	if err != nil {

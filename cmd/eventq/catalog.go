@@ -2,36 +2,34 @@ package main
 
 import (
 	"fmt"
-	"net/mail"
-	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/eventq/eventq/internal/validate"
 	"github.com/eventq/eventq/models"
 )
 
-var currencyRe = regexp.MustCompile(`^[a-z]{3}$`)
-
 func (c *cli) memberCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "member", Short: "Manage audience members"}
-	var tenantID, email, name string
+	var tenantID, email, name, external string
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create an audience member of a tenant",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			addr, err := mail.ParseAddress(email)
-			if err != nil || addr.Address != strings.TrimSpace(email) {
-				return fmt.Errorf("--email: %q is not an e-mail address", email)
-			}
-			db, tenant, err := c.tenant(cmd, tenantID)
+			tenant, err := c.tenant(cmd, tenantID)
 			if err != nil {
 				return err
 			}
-			m := models.AudienceMember{TenantID: tenant.ID, Email: addr.Address, Name: name}
-			if err := db.WithContext(cmd.Context()).Create(&m).Error; err != nil {
-				return fmt.Errorf("create member: %w", err)
+			a, err := c.application()
+			if err != nil {
+				return err
+			}
+			in := validate.Clean(map[string]any{"email": email, "name": name, "external_id": external})
+			m, err := a.Members.Create(cmd.Context(), tenant.ID, in)
+			if err != nil {
+				return fmt.Errorf("create member: %w", flagErr(err, nil))
 			}
 			return c.print(struct {
 				ID    string `json:"id"`
@@ -42,6 +40,7 @@ func (c *cli) memberCommand() *cobra.Command {
 	create.Flags().StringVar(&tenantID, "tenant", "", "tenant id (required)")
 	create.Flags().StringVar(&email, "email", "", "e-mail address (required)")
 	create.Flags().StringVar(&name, "name", "", "display name")
+	create.Flags().StringVar(&external, "external-id", "", "the tenant's own id of the member (unique within the tenant)")
 	cmd.AddCommand(create)
 	return cmd
 }
@@ -55,24 +54,21 @@ func (c *cli) productCommand() *cobra.Command {
 		Short: "Create a product priced in minor units (cents)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			currency = strings.ToLower(strings.TrimSpace(currency))
-			switch {
-			case strings.TrimSpace(name) == "":
-				return fmt.Errorf("--name is required")
-			case !cmd.Flags().Changed("amount"):
-				return fmt.Errorf("--amount is required")
-			case amount < 0:
-				return fmt.Errorf("--amount must be zero or more minor units, got %d", amount)
-			case !currencyRe.MatchString(currency):
-				return fmt.Errorf("--currency must be a three-letter ISO code such as usd, got %q", currency)
-			}
-			db, tenant, err := c.tenant(cmd, tenantID)
+			tenant, err := c.tenant(cmd, tenantID)
 			if err != nil {
 				return err
 			}
-			p := models.Product{TenantID: tenant.ID, Name: strings.TrimSpace(name), Amount: amount, Currency: currency}
-			if err := db.WithContext(cmd.Context()).Create(&p).Error; err != nil {
-				return fmt.Errorf("create product: %w", err)
+			a, err := c.application()
+			if err != nil {
+				return err
+			}
+			in := validate.Clean(map[string]any{"name": name, "currency": strings.ToLower(currency)})
+			if cmd.Flags().Changed("amount") {
+				in["amount"] = fmt.Sprint(amount)
+			}
+			p, err := a.Products.Create(cmd.Context(), tenant.ID, in)
+			if err != nil {
+				return fmt.Errorf("create product: %w", flagErr(err, nil))
 			}
 			return c.print(struct {
 				ID       string `json:"id"`

@@ -55,11 +55,20 @@ func TestMemberCreate(t *testing.T) {
 		})
 	}
 
-	t.Run("fails on a duplicate email at one tenant", func(t *testing.T) {
+	// An address is not an identity (a site may have two accounts with one address); the
+	// tenant's own id is, and it is unique.
+	t.Run("takes a second member with the same email, not the same external id", func(t *testing.T) {
 		e := newCLI(t)
 		tenant := e.mustTenant(t, "Acme")
-		e.MustObject(t, keys, "member", "create", "--tenant", tenant, "--email", "ada@example.com")
-		e.MustFail(t, "member", "create", "--tenant", tenant, "--email", "ada@example.com")
+		first := e.MustObject(t, keys, "member", "create", "--tenant", tenant, "--email", "ada@example.com", "--external-id", "u-1")
+		second := e.MustObject(t, keys, "member", "create", "--tenant", tenant, "--email", "ada@example.com")
+		if str(t, first, "id") == str(t, second, "id") {
+			t.Fatalf("one id for two members: %v", first)
+		}
+		stderr := e.MustFail(t, "member", "create", "--tenant", tenant, "--email", "bob@example.com", "--external-id", "u-1")
+		if !strings.Contains(stderr, "--external-id: The external id has already been taken.") {
+			t.Errorf("stderr %q", stderr)
+		}
 	})
 
 	t.Run("fails for an unknown tenant", func(t *testing.T) {

@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/spf13/cobra"
 
+	"github.com/eventq/eventq/internal/export"
 	"github.com/eventq/eventq/models"
 )
 
@@ -21,17 +21,18 @@ func (c *cli) eventsCommand() *cobra.Command {
 			if limit < 1 || limit > 10000 {
 				return fmt.Errorf("--limit must be between 1 and 10000, got %d", limit)
 			}
-			db, tenant, err := c.tenant(cmd, tenantID)
+			tenant, err := c.tenant(cmd, tenantID)
 			if err != nil {
 				return err
 			}
-			var rows []models.TrackedEvent
-			err = db.WithContext(cmd.Context()).Where("tenant_id = ?", tenant.ID).
-				Order("created_at DESC, id DESC").Limit(limit).Find(&rows).Error
+			db, err := c.database()
+			if err != nil {
+				return err
+			}
+			rows, err := export.Latest(cmd.Context(), db, tenant.ID, limit)
 			if err != nil {
 				return fmt.Errorf("list events: %w", err)
 			}
-			slices.Reverse(rows)
 			out := make([]models.QueueEvent, len(rows))
 			for i := range rows {
 				out[i] = rows[i].Queue()

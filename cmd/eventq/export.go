@@ -48,7 +48,11 @@ with the number of events. Nothing is printed but the events.`,
 			if !ok {
 				return fmt.Errorf("--format must be jsonl or parquet, got %q", format)
 			}
-			db, tenant, err := c.tenant(cmd, tenantID)
+			tenant, err := c.tenant(cmd, tenantID)
+			if err != nil {
+				return err
+			}
+			db, err := c.database()
 			if err != nil {
 				return err
 			}

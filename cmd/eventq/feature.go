@@ -1,10 +1,14 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/eventq/eventq/internal/features"
-	"github.com/eventq/eventq/models"
+	"github.com/eventq/eventq/internal/tenants"
 )
 
 func (c *cli) featureCommand() *cobra.Command {
@@ -12,7 +16,7 @@ func (c *cli) featureCommand() *cobra.Command {
 	for _, active := range []bool{true, false} {
 		use, short := "deactivate", "Turn a feature off for a tenant"
 		if active {
-			use, short = "activate", "Turn a feature on for a tenant; API processes see it within 5 seconds"
+			use, short = "activate", "Turn a feature on for a tenant; API processes see it within a second"
 		}
 		var tenantID string
 		sub := &cobra.Command{
@@ -21,7 +25,7 @@ func (c *cli) featureCommand() *cobra.Command {
 			Args:      cobra.ExactArgs(1),
 			ValidArgs: features.Known,
 			RunE: func(cmd *cobra.Command, args []string) error {
-				_, tenant, err := c.tenant(cmd, tenantID)
+				tenant, err := c.tenant(cmd, tenantID)
 				if err != nil {
 					return err
 				}
@@ -29,14 +33,14 @@ func (c *cli) featureCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if err := a.Flags.Set(cmd.Context(), args[0], tenant.ID, active); err != nil {
+				out, err := a.Tenants.SetFeature(cmd.Context(), tenant.ID, args[0], active)
+				if errors.Is(err, tenants.ErrNotFound) {
+					return fmt.Errorf("unknown feature %q (known: %s)", args[0], strings.Join(features.Known, ", "))
+				}
+				if err != nil {
 					return err
 				}
-				return c.print(struct {
-					Feature  string `json:"feature"`
-					TenantID string `json:"tenant_id"`
-					Active   bool   `json:"active"`
-				}{args[0], models.FormatID(tenant.ID), active})
+				return c.print(out)
 			},
 		}
 		sub.Flags().StringVar(&tenantID, "tenant", "", "tenant id (required)")

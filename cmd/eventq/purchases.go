@@ -36,13 +36,15 @@ func (c *cli) purchasesCommand() *cobra.Command {
 		Short: "Print a tenant's purchases, oldest first, with their status (paid, refunded or disputed)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, tenant, err := c.tenant(cmd, tenantID)
+			tenant, err := c.tenant(cmd, tenantID)
 			if err != nil {
 				return err
 			}
-			var rows []models.Purchase
-			err = db.WithContext(cmd.Context()).Where("tenant_id = ?", tenant.ID).
-				Order("created_at, id").Find(&rows).Error
+			a, err := c.application()
+			if err != nil {
+				return err
+			}
+			rows, err := a.Purchases.Purchases(cmd.Context(), tenant.ID, 0)
 			if err != nil {
 				return fmt.Errorf("list purchases: %w", err)
 			}
@@ -82,16 +84,16 @@ func (c *cli) entitlementsCommand() *cobra.Command {
 					return fmt.Errorf("--member must be an audience member id, got %q", memberID)
 				}
 			}
-			db, tenant, err := c.tenant(cmd, tenantID)
+			tenant, err := c.tenant(cmd, tenantID)
 			if err != nil {
 				return err
 			}
-			q := db.WithContext(cmd.Context()).Where("tenant_id = ? AND revoked_at IS NULL", tenant.ID)
-			if member != 0 {
-				q = q.Where("audience_member_id = ?", member)
+			a, err := c.application()
+			if err != nil {
+				return err
 			}
-			var rows []models.Entitlement
-			if err := q.Order("id").Find(&rows).Error; err != nil {
+			rows, err := a.Purchases.Entitlements(cmd.Context(), tenant.ID, member)
+			if err != nil {
 				return fmt.Errorf("list entitlements: %w", err)
 			}
 			out := make([]entitlementJSON, len(rows))

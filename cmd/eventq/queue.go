@@ -20,7 +20,7 @@ stored events not in the queue (held back while it is full, EVENTQUEUE_MAX_LENGT
 for the worker after a failed append), the events under a live lease, and the dead letters.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, tenant, err := c.tenant(cmd, tenantID)
+			tenant, err := c.tenant(cmd, tenantID)
 			if err != nil {
 				return err
 			}
@@ -72,7 +72,7 @@ been recorded: those events come back. Prints {"tenants","restored"}.`,
 					return err
 				}
 			} else {
-				_, tenant, err := c.tenant(cmd, tenantID)
+				tenant, err := c.tenant(cmd, tenantID)
 				if err != nil {
 					return err
 				}

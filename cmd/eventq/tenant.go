@@ -1,18 +1,20 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/tenants"
+	"github.com/eventq/eventq/internal/validate"
 	"github.com/eventq/eventq/models"
 )
 
+// tenantJSON is what `tenant create` prints; update and rotate-site-key print the whole
+// tenant (tenants.JSON), as the operator API does.
 type tenantJSON struct {
 	ID           string  `json:"id"`
 	Name         string  `json:"name"`
@@ -28,53 +30,127 @@ func (c *cli) tenantCommand() *cobra.Command {
 		Short: "Create a tenant and its public site key",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if strings.TrimSpace(name) == "" {
-				return errors.New("--name is required")
-			}
-			if account != "" && !strings.HasPrefix(account, "acct_") {
-				return fmt.Errorf("--psp-account must look like acct_…, got %q", account)
-			}
-			db, err := c.database()
+			a, err := c.application()
 			if err != nil {
 				return err
 			}
-			key := make([]byte, 16)
-			if _, err := rand.Read(key); err != nil {
-				return err
-			}
-			t := models.Tenant{Name: strings.TrimSpace(name), SiteKey: "site_" + hex.EncodeToString(key)}
+			in := validate.Clean(map[string]any{"name": name})
 			if account != "" {
-				t.PSPAccountID = &account
+				in["psp_account_id"] = account
 			}
-			if err := db.WithContext(cmd.Context()).Create(&t).Error; err != nil {
-				return fmt.Errorf("create tenant: %w", err)
+			t, err := a.Tenants.Create(cmd.Context(), in)
+			if err != nil {
+				return fmt.Errorf("create tenant: %w", flagErr(err, map[string]string{"psp_account_id": "--psp-account"}))
 			}
 			return c.print(tenantJSON{ID: models.FormatID(t.ID), Name: t.Name, SiteKey: t.SiteKey, PSPAccountID: t.PSPAccountID})
 		},
 	}
 	create.Flags().StringVar(&name, "name", "", "tenant name (required)")
 	create.Flags().StringVar(&account, "psp-account", "", "the tenant's connected account id at the payment provider (acct_…)")
-	cmd.AddCommand(create)
+
+	var id, hostnames, redact string
+	update := &cobra.Command{
+		Use:   "update",
+		Short: "Change a tenant's allowed hostnames or redacted query parameters (api processes see it within a second)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in := map[string]any{}
+			if cmd.Flags().Changed("allowed-hostnames") {
+				in["allowed_hostnames"] = list(hostnames)
+			}
+			if cmd.Flags().Changed("redact-query-params") {
+				in["redact_query_params"] = list(redact)
+			}
+			if len(in) == 0 {
+				return errors.New("give --allowed-hostnames or --redact-query-params (an empty value clears the list)")
+			}
+			return c.changeTenant(cmd, id, func(a *tenants.Service, n uint64) (*models.Tenant, error) {
+				return a.Update(cmd.Context(), n, in)
+			})
+		},
+	}
+	update.Flags().StringVar(&id, "id", "", "tenant id (required)")
+	update.Flags().StringVar(&hostnames, "allowed-hostnames", "", "comma list of the hostnames POST /api/track accepts pages of (subdomains included); empty: any")
+	update.Flags().StringVar(&redact, "redact-query-params", "", "comma list of query parameters whose values are replaced by \"redacted\" at ingestion")
+
+	rotate := &cobra.Command{
+		Use:   "rotate-site-key",
+		Short: "Give a tenant a new site key; the old one is refused within a second",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return c.changeTenant(cmd, id, func(a *tenants.Service, n uint64) (*models.Tenant, error) {
+				return a.RotateSiteKey(cmd.Context(), n)
+			})
+		},
+	}
+	rotate.Flags().StringVar(&id, "id", "", "tenant id (required)")
+	cmd.AddCommand(create, update, rotate)
 	return cmd
 }
 
-// tenant loads the tenant named by a --tenant flag value.
-func (c *cli) tenant(cmd *cobra.Command, id string) (*gorm.DB, *models.Tenant, error) {
+// changeTenant applies change to the tenant --id names and prints the tenant.
+func (c *cli) changeTenant(cmd *cobra.Command, id string, change func(*tenants.Service, uint64) (*models.Tenant, error)) error {
+	t, err := c.tenant(cmd, id)
+	if err != nil {
+		return err
+	}
+	a, err := c.application()
+	if err != nil {
+		return err
+	}
+	if t, err = change(a.Tenants, t.ID); err != nil {
+		return flagErr(err, nil)
+	}
+	v, err := a.Tenants.View(cmd.Context(), t)
+	if err != nil {
+		return err
+	}
+	return c.print(v)
+}
+
+// list splits a comma list into the []any a request body would hold.
+func list(s string) []any {
+	out := []any{}
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// flagErr renders a service's validation error for stderr, each message after the flag that
+// gave the field (flags maps field to flag; by default --field with dashes).
+func flagErr(err error, flags map[string]string) error {
+	var ae *apperr.Error
+	if !errors.As(err, &ae) || ae.Fields.Empty() {
+		return err
+	}
+	var msgs []string
+	for _, k := range ae.Fields.Keys() {
+		field, _, _ := strings.Cut(k, ".")
+		flag, ok := flags[field]
+		if !ok {
+			flag = "--" + strings.ReplaceAll(field, "_", "-")
+		}
+		msgs = append(msgs, flag+": "+strings.Join(ae.Fields.Messages(k), " "))
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// tenant loads the tenant named by a --tenant (or --id) flag value.
+func (c *cli) tenant(cmd *cobra.Command, id string) (*models.Tenant, error) {
 	n, ok := models.ParseID(id)
 	if !ok {
-		return nil, nil, fmt.Errorf("--tenant must be a tenant id, got %q", id)
+		return nil, fmt.Errorf("--tenant must be a tenant id, got %q", id)
 	}
-	db, err := c.database()
+	a, err := c.application()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	var t models.Tenant
-	err = db.WithContext(cmd.Context()).Take(&t, n).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, nil, fmt.Errorf("tenant %s not found", id)
+	t, err := a.Tenants.Get(cmd.Context(), n)
+	if errors.Is(err, tenants.ErrNotFound) {
+		return nil, fmt.Errorf("tenant %s not found", id)
 	}
-	if err != nil {
-		return nil, nil, err
-	}
-	return db, &t, nil
+	return t, err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -35,11 +36,15 @@ func (c *cli) tokenCommand() *cobra.Command {
 				t := time.Now().UTC().Add(d)
 				expires = &t
 			}
-			db, tenant, err := c.tenant(cmd, tenantID)
+			tenant, err := c.tenant(cmd, tenantID)
 			if err != nil {
 				return err
 			}
-			row, plain, err := auth.CreateToken(cmd.Context(), db, tenant.ID, name, abl, expires)
+			a, err := c.application()
+			if err != nil {
+				return err
+			}
+			row, plain, err := a.Tokens.Create(cmd.Context(), tenant.ID, auth.TokenInput{Name: name, Abilities: abl, ExpiresAt: expires})
 			if err != nil {
 				return err
 			}
@@ -64,11 +69,14 @@ func (c *cli) tokenCommand() *cobra.Command {
 			if !ok {
 				return fmt.Errorf("--id must be a token id, got %q", id)
 			}
-			db, err := c.database()
+			a, err := c.application()
 			if err != nil {
 				return err
 			}
-			if err := auth.RevokeToken(cmd.Context(), db, n); err != nil {
+			if err := a.Tokens.Revoke(cmd.Context(), n); err != nil {
+				if errors.Is(err, auth.ErrTokenNotFound) {
+					return fmt.Errorf("token %d not found", n)
+				}
 				return err
 			}
 			return c.print(struct {

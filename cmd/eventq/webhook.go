@@ -101,7 +101,11 @@ func (c *cli) sendWebhook(cmd *cobra.Command, f sendFlags) error {
 	if !validate.HTTPURL(target) {
 		return fmt.Errorf("--url must be an absolute http(s) URL, got %q", target)
 	}
-	db, tenant, err := c.tenant(cmd, f.tenant)
+	tenant, err := c.tenant(cmd, f.tenant)
+	if err != nil {
+		return err
+	}
+	db, err := c.database()
 	if err != nil {
 		return err
 	}

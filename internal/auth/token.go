@@ -19,10 +19,15 @@ const (
 	AbilityEventsDelete  = "events:delete"
 	AbilityEventsWrite   = "events:write"
 	AbilityCheckoutWrite = "checkout:write"
+	AbilityMembersRead   = "members:read"
+	AbilityMembersWrite  = "members:write"
+	AbilityProductsRead  = "products:read"
+	AbilityProductsWrite = "products:write"
 )
 
-// KnownAbilities are the abilities the CLI accepts.
-var KnownAbilities = []string{AbilityAll, AbilityEventsRead, AbilityEventsDelete, AbilityEventsWrite, AbilityCheckoutWrite}
+// KnownAbilities are the abilities a token can be given.
+var KnownAbilities = []string{AbilityAll, AbilityEventsRead, AbilityEventsDelete, AbilityEventsWrite, AbilityCheckoutWrite,
+	AbilityMembersRead, AbilityMembersWrite, AbilityProductsRead, AbilityProductsWrite}
 
 // HashSecret is what Sanctum stores in personal_access_tokens.token: hex SHA-256 of the secret.
 func HashSecret(secret string) string {

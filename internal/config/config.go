@@ -28,7 +28,7 @@ var Variables = []string{
 	"RATE_LIMIT_TRACK", "RATE_LIMIT_TRACK_IP", "RATE_LIMIT_PLATFORM", "EVENTQUEUE_MAX_LENGTH",
 	"EVENTQUEUE_MAX_DELIVERIES", "EVENTQUEUE_MAX_DEAD_LETTERS", "DEAD_LETTER_RETENTION",
 	"RATE_LIMIT_RETURN", "RATE_LIMIT_AUTH_FAILURES", "INGEST_SPOOL_MAX", "EVENT_RETENTION", "EVENT_PRUNE_INTERVAL",
-	"BENCH_NOOP_ROUTE",
+	"BENCH_NOOP_ROUTE", "ADMIN_API_TOKENS",
 }
 
 // Config is everything the three binaries read from the environment. The zero value is not
@@ -61,6 +61,9 @@ type Config struct {
 	Limits Limits
 	// Retention is how long stored events are kept.
 	Retention RetentionConfig
+	// AdminTokens are the operator API's bearer tokens (ADMIN_API_TOKENS, comma list). Default
+	// none: no operator API, every /api/admin path is 404.
+	AdminTokens []string
 	// BenchNoopRoute adds the api's POST /bench/noop, which answers like a tracking request
 	// without doing any of its work, and GET /bench/page, a body of a given size from memory:
 	// the HTTP floors `make bench` measures ingestion and reads against (BENCH_NOOP_ROUTE, on
@@ -137,6 +140,7 @@ func Load(environ []string) (Config, error) {
 		DatabaseURL:       get("DATABASE_URL", "sqlite://var/eventq.db"),
 		QueueConnection:   strings.ToLower(get("EVENTQUEUE_QUEUE_CONNECTION", DefaultConnection)),
 		WorkerMetricsAddr: get("WORKER_METRICS_ADDR", ""),
+		AdminTokens:       splitList(get("ADMIN_API_TOKENS", "")),
 		PprofAddr:         get("PPROF_ADDR", ""),
 		Redis: RedisConfig{
 			URLs:         map[string]string{DefaultConnection: get("REDIS_URL", "redis://127.0.0.1:6379/0")},

@@ -18,8 +18,8 @@ func migrations() []*gormigrate.Migration {
 		ID: "2026112101_initial",
 		Migrate: func(tx *gorm.DB) error {
 			return tx.AutoMigrate(
-				&models.Tenant{}, &models.PersonalAccessToken{}, &models.Feature{},
-				&models.AudienceMember{}, &models.Product{}, &models.TrackedEvent{},
+				&v1Tenant{}, &models.PersonalAccessToken{}, &models.Feature{},
+				&v1AudienceMember{}, &v1Product{}, &models.TrackedEvent{},
 			)
 		},
 	}, {
@@ -72,6 +72,10 @@ func migrations() []*gormigrate.Migration {
 		// of queue_pending over every row.
 		ID:      "2026112602_pending_index",
 		Migrate: pendingIndex,
+	}, {
+		// Members, products and tenants as the HTTP front door manages them (frontDoor).
+		ID:      "2026112701_front_door",
+		Migrate: frontDoor,
 	}}
 }
 

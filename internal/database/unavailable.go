@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
 	"modernc.org/sqlite"
 )
 
@@ -65,4 +66,23 @@ func Unavailable(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "failed to connect") ||
 		strings.Contains(msg, "connection refused")
+}
+
+// UniqueViolation reports whether err is a unique constraint's refusal (Postgres 23505,
+// SQLite's SQLITE_CONSTRAINT_UNIQUE or _PRIMARYKEY): a concurrent write got there first.
+func UniqueViolation(err error) bool {
+	var (
+		pgErr   *pgconn.PgError
+		liteErr *sqlite.Error
+	)
+	switch {
+	case errors.Is(err, gorm.ErrDuplicatedKey): // translated by the dialector
+		return true
+	case errors.As(err, &pgErr):
+		return pgErr.Code == "23505"
+	case errors.As(err, &liteErr):
+		code := liteErr.Code()
+		return code == 2067 || code == 1555 // SQLITE_CONSTRAINT_UNIQUE, SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	return false
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -125,4 +126,15 @@ func eachPage(ctx context.Context, db *gorm.DB, q Query, fn func([]models.Tracke
 		}
 		last = &next
 	}
+}
+
+// Latest returns tenantID's limit newest stored events, oldest first.
+func Latest(ctx context.Context, db *gorm.DB, tenantID uint64, limit int) ([]models.TrackedEvent, error) {
+	var rows []models.TrackedEvent
+	err := db.WithContext(ctx).Where("tenant_id = ?", tenantID).Order("created_at DESC, id DESC").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("export: latest: %w", err)
+	}
+	slices.Reverse(rows)
+	return rows, nil
 }

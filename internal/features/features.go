@@ -24,11 +24,15 @@ import (
 // UseQueueEvents enables writing a tenant's events to its queue and reading them back.
 const UseQueueEvents = "UseQueueEvents"
 
-// Known lists the features that can be switched.
-var Known = []string{UseQueueEvents}
+// AnonymizeIp stores and queues a tenant's visitors' addresses shortened (IPv4 /24, IPv6 /48).
+const AnonymizeIp = "AnonymizeIp"
 
-// CacheTTL bounds how long a flag value is trusted: a change reaches every process within it.
-const CacheTTL = 4 * time.Second
+// Known lists the features that can be switched.
+var Known = []string{UseQueueEvents, AnonymizeIp}
+
+// CacheTTL bounds how long a flag value is trusted: a change reaches every api process within
+// a second (the contract's bound), with room for the request that reads it.
+const CacheTTL = 500 * time.Millisecond
 
 // ErrUnknownFeature is returned for a name not in Known.
 var ErrUnknownFeature = errors.New("unknown feature")
@@ -113,6 +117,38 @@ func (f *Flags) Set(ctx context.Context, feature string, tenantID uint64, active
 	f.cache.Remove(feature + "\x00" + Scope(tenantID))
 	return nil
 }
+
+// OfTenants reads every known feature of the tenants ids, from the database (no cache): a
+// map from tenant id to feature to value, every known feature present (false when unset).
+func (f *Flags) OfTenants(ctx context.Context, ids []uint64) (map[uint64]map[string]bool, error) {
+	out := make(map[uint64]map[string]bool, len(ids))
+	scopes := make([]string, len(ids))
+	for i, id := range ids {
+		out[id] = map[string]bool{}
+		for _, k := range Known {
+			out[id][k] = false
+		}
+		scopes[i] = Scope(id)
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var rows []models.Feature
+	if err := f.db.WithContext(ctx).Where("scope IN ? AND name IN ?", scopes, Known).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("features: %w", err)
+	}
+	for _, r := range rows {
+		if _, id, ok := strings.Cut(r.Scope, "|"); ok {
+			if n, err := strconv.ParseUint(id, 10, 64); err == nil && out[n] != nil {
+				out[n][r.Name] = r.Value == "true"
+			}
+		}
+	}
+	return out, nil
+}
+
+// IsKnown reports whether feature is one of Known.
+func IsKnown(feature string) bool { return isKnown(feature) }
 
 func isKnown(feature string) bool {
 	for _, k := range Known {

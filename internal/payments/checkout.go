@@ -23,7 +23,7 @@ type Checkout struct {
 // CreateCheckout creates a payment Checkout Session with the provider, on tenantID's connected
 // account (the platform's when it has none), for one product and member of the tenant, with
 // the metadata fulfilment resolves and a success URL that leads to the return page. A member
-// or product that is not the tenant's (0 included) is an apperr.Invalid error with field
+// or product that is not the tenant's (0 included), or a withdrawn product, is an apperr.Invalid error with field
 // errors, and the provider hears nothing; provider failures are psp's errors (ErrNoKey,
 // ErrProvider).
 func (svc *Service) CreateCheckout(ctx context.Context, tenantID, memberID, productID uint64, cancelURL string) (Checkout, error) {
@@ -40,7 +40,7 @@ func (svc *Service) CreateCheckout(ctx context.Context, tenantID, memberID, prod
 	if err := tenantRow(db, &member, memberID, tenantID); err != nil {
 		errs.Add("audience_member_id", "The selected audience member id is invalid.")
 	}
-	if err := tenantRow(db, &product, productID, tenantID); err != nil {
+	if err := tenantRow(db, &product, productID, tenantID); err != nil || !product.Active { // withdrawn: not for sale
 		errs.Add("product_id", "The selected product id is invalid.")
 	}
 	if err := errs.Err(); err != nil {

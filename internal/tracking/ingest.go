@@ -27,8 +27,9 @@ import (
 // ErrUnknownSiteKey is returned for a site key that names no tenant.
 var ErrUnknownSiteKey = &apperr.Error{Code: apperr.Unauthorized, Message: "Unauthenticated."}
 
-// siteKeyTTL bounds how long a site key lookup (hit or miss) is cached.
-const siteKeyTTL = 4 * time.Second
+// siteKeyTTL bounds how long a site key lookup (hit or miss) is cached: a rotated key, or a
+// change of the tenant's allowed hostnames, reaches every api process within a second.
+const siteKeyTTL = 500 * time.Millisecond
 
 // Client is what the server knows of the caller: its user agent and address.
 type Client struct {
@@ -43,7 +44,7 @@ type Ingestor struct {
 	queue    *eventqueue.Store
 	clock    clock.Clock
 	log      *slog.Logger
-	siteKeys *cache.Fallback[string, uint64] // opens dbDown
+	siteKeys *cache.Fallback[string, Site] // opens dbDown
 	metrics  *metrics.Metrics
 	sqlite   *sqliteInserts // nil on Postgres, which takes a COPY
 
@@ -67,7 +68,7 @@ type Ingestor struct {
 func NewIngestor(db *gorm.DB, queueing features.Queueing, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger, m *metrics.Metrics) *Ingestor {
 	dbDown := &breaker.Breaker{Cooldown: database.DownCooldown}
 	in := &Ingestor{db: db, queueing: queueing, queue: queue, clock: clk, log: log, metrics: m,
-		siteKeys: cache.NewFallback[string, uint64](siteKeyTTL, clk, database.LookupTimeout, dbDown, database.Unavailable),
+		siteKeys: cache.NewFallback[string, Site](siteKeyTTL, clk, database.LookupTimeout, dbDown, database.Unavailable),
 		breaker:  &breaker.Breaker{Cooldown: breakerCooldown}, dbDown: dbDown,
 		requests: make(chan *commitRequest, 4096), pushed: make(chan settlement, 1024), stop: make(chan struct{})}
 	if !database.IsPostgres(db) {
@@ -77,21 +78,29 @@ func NewIngestor(db *gorm.DB, queueing features.Queueing, queue *eventqueue.Stor
 	return in
 }
 
-// TenantBySiteKey resolves a public site key to its tenant id (cached briefly). While the
+// Site is what public ingestion needs of the tenant a site key names.
+type Site struct {
+	TenantID uint64
+	// AllowedHostnames, when not empty, are the page hostnames (and their subdomains) whose
+	// events are accepted.
+	AllowedHostnames []string
+}
+
+// SiteByKey resolves a public site key to its tenant (cached for siteKeyTTL). While the
 // database is unreachable, a site key looked up before is answered as it was then.
-func (in *Ingestor) TenantBySiteKey(ctx context.Context, siteKey string) (uint64, error) {
-	id, err := in.siteKeys.Get(ctx, siteKey, func(ctx context.Context) (uint64, error) {
+func (in *Ingestor) SiteByKey(ctx context.Context, siteKey string) (Site, error) {
+	site, err := in.siteKeys.Get(ctx, siteKey, func(ctx context.Context) (Site, error) {
 		var t models.Tenant // id 0 when there is none: a miss is cached too
-		err := in.db.WithContext(ctx).Select("id").Where("site_key = ?", siteKey).Take(&t).Error
+		err := in.db.WithContext(ctx).Select("id", "allowed_hostnames").Where("site_key = ?", siteKey).Take(&t).Error
 		if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
-			return 0, fmt.Errorf("tracking: site key: %w", err)
+			return Site{}, fmt.Errorf("tracking: site key: %w", err)
 		}
-		return t.ID, nil
+		return Site{TenantID: t.ID, AllowedHostnames: t.AllowedHostnames}, nil
 	})
-	if err == nil && id == 0 {
+	if err == nil && site.TenantID == 0 {
 		err = ErrUnknownSiteKey
 	}
-	return id, err
+	return site, err
 }
 
 // Ingest commits events to the database and, when the tenant's UseQueueEvents is active,

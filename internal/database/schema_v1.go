@@ -1,0 +1,41 @@
+package database
+
+import "time"
+
+// The tables the first migration made, as they were then: the migrations that changed them
+// later (frontDoor) start from these, so a new database and an upgraded one go through the
+// same steps. Never edit them.
+
+type v1Tenant struct {
+	ID           uint64  `gorm:"primaryKey"`
+	Name         string  `gorm:"size:255;not null"`
+	SiteKey      string  `gorm:"size:64;not null;uniqueIndex:idx_tenants_site_key"`
+	PSPAccountID *string `gorm:"column:psp_account_id;size:255;index:idx_tenants_psp_account_id"`
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+func (v1Tenant) TableName() string { return "tenants" }
+
+type v1AudienceMember struct {
+	ID        uint64 `gorm:"primaryKey"`
+	TenantID  uint64 `gorm:"not null;uniqueIndex:audience_members_tenant_email_unique,priority:1"`
+	Email     string `gorm:"size:255;not null;uniqueIndex:audience_members_tenant_email_unique,priority:2"`
+	Name      string `gorm:"size:255;not null;default:''"`
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+func (v1AudienceMember) TableName() string { return "audience_members" }
+
+type v1Product struct {
+	ID        uint64 `gorm:"primaryKey"`
+	TenantID  uint64 `gorm:"not null;index:idx_products_tenant_id"`
+	Name      string `gorm:"size:255;not null"`
+	Amount    int64  `gorm:"not null"`
+	Currency  string `gorm:"size:3;not null"`
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+func (v1Product) TableName() string { return "products" }

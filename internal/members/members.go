@@ -1,0 +1,245 @@
+// Package members is the one service for a tenant's audience members: creating, reading,
+// changing and listing them, with Laravel's validation rules and messages. The HTTP routes
+// and the operator CLI both use it.
+package members
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/breaker"
+	"github.com/eventq/eventq/internal/cache"
+	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/paginate"
+	"github.com/eventq/eventq/internal/validate"
+	"github.com/eventq/eventq/models"
+)
+
+// Field limits of the contract's rules.
+const (
+	maxEmail      = 254
+	maxName       = 255
+	maxExternalID = 191
+)
+
+// ExternalPrefix marks a member reference that is the tenant's own id of the member.
+const ExternalPrefix = "external:"
+
+// ErrNotFound is the answer for a member of another tenant, an erased one or none at all:
+// the same for the three.
+var ErrNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}
+
+var errTaken = "The external id has already been taken."
+
+// ResolveTTL bounds the age of a cached member reference (Resolve): a member created, given a
+// new external id or erased is seen by every api process within a second.
+const ResolveTTL = 500 * time.Millisecond
+
+// Service reads and writes members. It is safe for concurrent use.
+type Service struct {
+	db    *gorm.DB
+	clock clock.Clock
+	refs  *cache.Fallback[refKey, uint64] // 0: no such member
+}
+
+type refKey struct {
+	tenant uint64
+	ref    string
+}
+
+// New returns a Service on db; clk stamps rows and times the cache.
+func New(db *gorm.DB, clk clock.Clock) *Service {
+	return &Service{db: db, clock: clk, refs: cache.NewFallback[refKey, uint64](ResolveTTL, clk, database.LookupTimeout,
+		&breaker.Breaker{Cooldown: database.DownCooldown}, database.Unavailable)}
+}
+
+// Resolve returns the id of the member ref names, as Get would find it, from a cache at most
+// ResolveTTL old (during a database outage, the last answer read): for the entitlement check,
+// asked on every page view.
+func (s *Service) Resolve(ctx context.Context, tenantID uint64, ref string) (uint64, error) {
+	id, err := s.refs.Get(ctx, refKey{tenantID, ref}, func(ctx context.Context) (uint64, error) {
+		m, err := s.Get(ctx, tenantID, ref)
+		if err == ErrNotFound {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		return m.ID, nil
+	})
+	if err == nil && id == 0 {
+		err = ErrNotFound
+	}
+	return id, err
+}
+
+// JSON is a member as every JSON document shows it; unset values are null.
+type JSON struct {
+	ID         string  `json:"id"`
+	ExternalID *string `json:"external_id"`
+	Email      string  `json:"email"`
+	Name       *string `json:"name"`
+	CreatedAt  string  `json:"created_at"`
+}
+
+// View renders m.
+func View(m *models.AudienceMember) JSON {
+	out := JSON{ID: models.FormatID(m.ID), ExternalID: m.ExternalID, Email: m.Email, CreatedAt: models.FormatTime(m.CreatedAt)}
+	if m.Name != "" {
+		name := m.Name
+		out.Name = &name
+	}
+	return out
+}
+
+// Create validates in (a request body as validate.DecodeObject reads it: email required,
+// name and external_id optional) and stores a member of tenantID.
+func (s *Service) Create(ctx context.Context, tenantID uint64, in map[string]any) (*models.AudienceMember, error) {
+	var errs apperr.FieldErrors
+	m := &models.AudienceMember{TenantID: tenantID}
+	if in["email"] == nil {
+		validate.Required(&errs, "email")
+	} else if email, ok := validate.Email(&errs, "email", in["email"], maxEmail); ok {
+		m.Email = email
+	}
+	if name := validate.NullableString(&errs, "name", in["name"], maxName); name != nil {
+		m.Name = *name
+	}
+	if in["external_id"] != nil {
+		if ext, ok := validate.StringBetween(&errs, "external_id", in["external_id"], 1, maxExternalID); ok {
+			m.ExternalID = &ext
+		}
+	}
+	if err := s.unique(ctx, &errs, m); err != nil {
+		return nil, err
+	}
+	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	now := s.clock.Now().UTC()
+	m.CreatedAt, m.UpdatedAt = now, now
+	if err := s.db.WithContext(ctx).Create(m).Error; err != nil {
+		return nil, s.writeErr(err)
+	}
+	return m, nil
+}
+
+// Update applies the keys of in that are present (email, name, external_id; null clears name
+// and external_id) to the member ref names.
+func (s *Service) Update(ctx context.Context, tenantID uint64, ref string, in map[string]any) (*models.AudienceMember, error) {
+	m, err := s.Get(ctx, tenantID, ref)
+	if err != nil {
+		return nil, err
+	}
+	var errs apperr.FieldErrors
+	if validate.Present(in, "email") {
+		if in["email"] == nil {
+			validate.Required(&errs, "email")
+		} else if email, ok := validate.Email(&errs, "email", in["email"], maxEmail); ok {
+			m.Email = email
+		}
+	}
+	if validate.Present(in, "name") {
+		m.Name = ""
+		if name := validate.NullableString(&errs, "name", in["name"], maxName); name != nil {
+			m.Name = *name
+		}
+	}
+	if validate.Present(in, "external_id") {
+		m.ExternalID = nil
+		if in["external_id"] != nil {
+			if ext, ok := validate.StringBetween(&errs, "external_id", in["external_id"], 1, maxExternalID); ok {
+				m.ExternalID = &ext
+			}
+		}
+	}
+	if err := s.unique(ctx, &errs, m); err != nil {
+		return nil, err
+	}
+	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	m.UpdatedAt = s.clock.Now().UTC()
+	err = s.db.WithContext(ctx).Model(m).Select("email", "name", "external_id", "updated_at").Updates(m).Error
+	if err != nil {
+		return nil, s.writeErr(err)
+	}
+	return m, nil
+}
+
+// unique adds the "taken" error when another member of the tenant has m's external id. The
+// unique index is the last word (writeErr); this gives the usual answer without a failed write.
+func (s *Service) unique(ctx context.Context, errs *apperr.FieldErrors, m *models.AudienceMember) error {
+	if m.ExternalID == nil || !errs.Empty() && len(errs.Messages("external_id")) > 0 {
+		return nil
+	}
+	var n int64
+	err := s.db.WithContext(ctx).Model(&models.AudienceMember{}).
+		Where("tenant_id = ? AND external_id = ? AND id <> ?", m.TenantID, *m.ExternalID, m.ID).Count(&n).Error
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		errs.Add("external_id", errTaken)
+	}
+	return nil
+}
+
+// writeErr turns a unique violation of a concurrent write into the validation answer.
+func (s *Service) writeErr(err error) error {
+	if database.UniqueViolation(err) {
+		var errs apperr.FieldErrors
+		errs.Add("external_id", errTaken)
+		return errs.Err()
+	}
+	return err
+}
+
+// Get returns the member ref names: an id, or ExternalPrefix and the tenant's own id
+// (percent-encoded). Anything that is not the tenant's member is ErrNotFound.
+func (s *Service) Get(ctx context.Context, tenantID uint64, ref string) (*models.AudienceMember, error) {
+	q := s.db.WithContext(ctx).Where("tenant_id = ?", tenantID)
+	if ext, ok := strings.CutPrefix(ref, ExternalPrefix); ok {
+		ext, err := url.PathUnescape(ext)
+		if err != nil || ext == "" {
+			return nil, ErrNotFound
+		}
+		q = q.Where("external_id = ?", ext)
+	} else if id, ok := models.ParseID(ref); ok {
+		q = q.Where("id = ?", id)
+	} else {
+		return nil, ErrNotFound
+	}
+	var m models.AudienceMember
+	if err := q.Take(&m).Error; err != nil {
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil, ErrNotFound
+		}
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Filter narrows a list: members with this external id or e-mail address, when set.
+type Filter struct {
+	ExternalID, Email string
+}
+
+// List returns one page of tenantID's members in id order.
+func (s *Service) List(ctx context.Context, tenantID uint64, f Filter, r paginate.Request) (paginate.Page[models.AudienceMember], error) {
+	q := s.db.WithContext(ctx).Model(&models.AudienceMember{}).Where("tenant_id = ?", tenantID)
+	if f.ExternalID != "" {
+		q = q.Where("external_id = ?", f.ExternalID)
+	}
+	if f.Email != "" {
+		q = q.Where("email = ?", f.Email)
+	}
+	return paginate.Find(q, "id", r, func(m *models.AudienceMember) uint64 { return m.ID })
+}

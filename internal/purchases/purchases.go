@@ -1,0 +1,122 @@
+// Package purchases is the one service that reads what members bought: purchases and the
+// entitlements they grant. Fulfilment and revocation (internal/payments) write them; this
+// package answers the questions the HTTP routes and the CLI ask, the entitlement check (on
+// every page view of a paywalled site) from a cache that is never more than CheckTTL old.
+package purchases
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/eventq/eventq/internal/breaker"
+	"github.com/eventq/eventq/internal/cache"
+	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/models"
+)
+
+// CheckTTL bounds the age of a cached entitlement answer, so that a grant or a revocation
+// (fulfilment, refund, dispute, erasure) is seen by every api process within a second,
+// without any message between processes that could be lost.
+const CheckTTL = 500 * time.Millisecond
+
+// Service answers questions about purchases and entitlements. It is safe for concurrent use.
+type Service struct {
+	db      *gorm.DB
+	inForce *cache.Fallback[inForceKey, []models.Entitlement]
+}
+
+type inForceKey struct{ tenant, member uint64 }
+
+// New returns a Service on db; clk times its cache.
+func New(db *gorm.DB, clk clock.Clock) *Service {
+	down := &breaker.Breaker{Cooldown: database.DownCooldown}
+	return &Service{db: db, inForce: cache.NewFallback[inForceKey, []models.Entitlement](CheckTTL, clk,
+		database.LookupTimeout, down, database.Unavailable)}
+}
+
+// PurchaseJSON is a purchase as the HTTP routes show it.
+type PurchaseJSON struct {
+	ID               string `json:"id"`
+	AudienceMemberID string `json:"audience_member_id"`
+	ProductID        string `json:"product_id"`
+	AmountTotal      int64  `json:"amount_total"`
+	Currency         string `json:"currency"`
+	Status           string `json:"status"`
+	CreatedAt        string `json:"created_at"`
+}
+
+// ViewPurchase renders p.
+func ViewPurchase(p *models.Purchase) PurchaseJSON {
+	return PurchaseJSON{ID: models.FormatID(p.ID), AudienceMemberID: models.FormatID(p.AudienceMemberID),
+		ProductID: models.FormatID(p.ProductID), AmountTotal: p.AmountTotal, Currency: p.Currency,
+		Status: p.Status, CreatedAt: models.FormatTime(p.CreatedAt)}
+}
+
+// EntitlementJSON is an entitlement as the HTTP routes show it.
+type EntitlementJSON struct {
+	ID         string `json:"id"`
+	ProductID  string `json:"product_id"`
+	PurchaseID string `json:"purchase_id"`
+	GrantedAt  string `json:"granted_at"`
+}
+
+// ViewEntitlement renders e.
+func ViewEntitlement(e *models.Entitlement) EntitlementJSON {
+	return EntitlementJSON{ID: models.FormatID(e.ID), ProductID: models.FormatID(e.ProductID),
+		PurchaseID: models.FormatID(e.PurchaseID), GrantedAt: models.FormatTime(e.CreatedAt)}
+}
+
+// Purchases lists tenantID's purchases oldest first, of one member when member is not 0.
+func (s *Service) Purchases(ctx context.Context, tenantID, member uint64) ([]models.Purchase, error) {
+	q := s.db.WithContext(ctx).Where("tenant_id = ?", tenantID)
+	if member != 0 {
+		q = q.Where("audience_member_id = ?", member)
+	}
+	var rows []models.Purchase
+	if err := q.Order("created_at, id").Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// Entitlements lists tenantID's entitlements in force (not revoked) by id, of one member when
+// member is not 0, read from the database.
+func (s *Service) Entitlements(ctx context.Context, tenantID, member uint64) ([]models.Entitlement, error) {
+	q := s.db.WithContext(ctx).Where("tenant_id = ? AND revoked_at IS NULL", tenantID)
+	if member != 0 {
+		q = q.Where("audience_member_id = ?", member)
+	}
+	var rows []models.Entitlement
+	if err := q.Order("id").Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// InForce lists the member's entitlements in force by id, from the cache (at most CheckTTL
+// old; during a database outage, the last answer read).
+func (s *Service) InForce(ctx context.Context, tenantID, member uint64) ([]models.Entitlement, error) {
+	return s.inForce.Get(ctx, inForceKey{tenantID, member}, func(ctx context.Context) ([]models.Entitlement, error) {
+		return s.Entitlements(ctx, tenantID, member)
+	})
+}
+
+// Check returns the member's first entitlement in force to product, or nil when there is none.
+func (s *Service) Check(ctx context.Context, tenantID, member, product uint64) (*models.Entitlement, error) {
+	all, err := s.InForce(ctx, tenantID, member)
+	if err != nil {
+		return nil, err
+	}
+	for i := range all {
+		if all[i].ProductID == product {
+			return &all[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// Forget drops the cached answers of a member, for a grant or revocation made by this process.
+func (s *Service) Forget(tenantID, member uint64) { s.inForce.Remove(inForceKey{tenantID, member}) }

@@ -1,0 +1,115 @@
+package routes
+
+import (
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/members"
+	"github.com/eventq/eventq/internal/paginate"
+	"github.com/eventq/eventq/internal/purchases"
+	"github.com/eventq/eventq/internal/validate"
+	"github.com/eventq/eventq/models"
+)
+
+// The routes of a tenant's members, their entitlements and purchases (members.Service,
+// purchases.Service), for the tenant's token.
+
+func (s *Server) createMember(c *fiber.Ctx) error {
+	m, err := s.Members.Create(c.UserContext(), principal(c).TenantID, validate.DecodeObject(c.Body()))
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(fiber.Map{"data": members.View(m)})
+}
+
+func (s *Server) listMembers(c *fiber.Ctx) error {
+	var errs apperr.FieldErrors
+	r := pageRequest(c, &errs)
+	if err := errs.Err(); err != nil {
+		return err
+	}
+	f := members.Filter{ExternalID: strings.TrimSpace(query(c, "external_id")), Email: strings.TrimSpace(query(c, "email"))}
+	page, err := s.Members.List(c.UserContext(), principal(c).TenantID, f, r)
+	if err != nil {
+		return err
+	}
+	return sendList(c, r, paginate.Map(page, members.View))
+}
+
+// memberRef is the {member} of a path: an id or "external:" and an external id, as sent
+// (percent-encoded; members.Service.Get decodes it).
+func memberRef(c *fiber.Ctx) string { return c.Params("member") }
+
+func (s *Server) getMember(c *fiber.Ctx) error {
+	m, err := s.Members.Get(c.UserContext(), principal(c).TenantID, memberRef(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"data": members.View(m)})
+}
+
+func (s *Server) updateMember(c *fiber.Ctx) error {
+	m, err := s.Members.Update(c.UserContext(), principal(c).TenantID, memberRef(c), validate.DecodeObject(c.Body()))
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"data": members.View(m)})
+}
+
+func (s *Server) memberEntitlements(c *fiber.Ctx) error {
+	tenantID := principal(c).TenantID
+	id, err := s.Members.Resolve(c.UserContext(), tenantID, memberRef(c))
+	if err != nil {
+		return err
+	}
+	rows, err := s.Purchases.InForce(c.UserContext(), tenantID, id)
+	if err != nil {
+		return err
+	}
+	out := make([]purchases.EntitlementJSON, len(rows))
+	for i := range rows {
+		out[i] = purchases.ViewEntitlement(&rows[i])
+	}
+	return c.JSON(fiber.Map{"data": out})
+}
+
+// checkEntitlement answers the paywall's question, "may this member open this product?", on
+// every page view: both lookups come from caches at most half a second old.
+func (s *Server) checkEntitlement(c *fiber.Ctx) error {
+	tenantID := principal(c).TenantID
+	member, err := s.Members.Resolve(c.UserContext(), tenantID, memberRef(c))
+	if err != nil {
+		return err
+	}
+	product, ok := models.ParseID(c.Params("product"))
+	if !ok {
+		return members.ErrNotFound
+	}
+	e, err := s.Purchases.Check(c.UserContext(), tenantID, member, product)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return members.ErrNotFound
+	}
+	return c.JSON(fiber.Map{"data": purchases.ViewEntitlement(e)})
+}
+
+func (s *Server) memberPurchases(c *fiber.Ctx) error {
+	tenantID := principal(c).TenantID
+	m, err := s.Members.Get(c.UserContext(), tenantID, memberRef(c))
+	if err != nil {
+		return err
+	}
+	rows, err := s.Purchases.Purchases(c.UserContext(), tenantID, m.ID)
+	if err != nil {
+		return err
+	}
+	out := make([]purchases.PurchaseJSON, len(rows))
+	for i := range rows {
+		out[i] = purchases.ViewPurchase(&rows[i])
+	}
+	return c.JSON(fiber.Map{"data": out})
+}
