@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
@@ -124,7 +125,7 @@ func TestRefundsAndDisputesRevoke(t *testing.T) {
 
 	t.Run("a refund racing the fulfilment ends revoked, once", func(t *testing.T) {
 		for i := 0; i < 8; i++ {
-			s := e.MustShop(t, "acct_racing")
+			s := e.MustShop(t, fmt.Sprintf("acct_racing_%d", i))
 			cs, id, payload := e.PaidSession(t, s)
 			rid, rpayload := e.PSP.Refund(s.Account, *cs.PaymentIntent, 1999, 1999)
 			var wg sync.WaitGroup

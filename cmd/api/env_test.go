@@ -28,6 +28,8 @@ type apiEnv struct {
 	Main  *Main
 	Base  string
 	Queue *eventqueue.Store
+	// DBURL is the database's DATABASE_URL, for a second api process on it.
+	DBURL string
 }
 
 func startAPI(t *testing.T, extraEnv ...string) *apiEnv {
@@ -56,7 +58,7 @@ func startAPIOn(t *testing.T, r *testenv.Redis, db *gorm.DB, dbURL string, extra
 	done := make(chan struct{})
 	go func() { defer close(done); m.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &apiEnv{Redis: r, DB: db, Main: m, Base: "http://" + m.Addr(), Queue: eventqueue.New(r.Client())}
+	return &apiEnv{Redis: r, DB: db, Main: m, Base: "http://" + m.Addr(), Queue: eventqueue.New(r.Client()), DBURL: dbURL}
 }
 
 // tenant is a tenant with a token; testenv.MustTenant makes one.

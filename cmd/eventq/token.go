@@ -62,7 +62,7 @@ func (c *cli) tokenCommand() *cobra.Command {
 	var id string
 	revoke := &cobra.Command{
 		Use:   "revoke",
-		Short: "Revoke a token; every API process refuses it within 5 seconds",
+		Short: "Revoke a token; every API process refuses it within 4 seconds",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n, ok := models.ParseID(id)

@@ -20,8 +20,8 @@ import (
 )
 
 // CacheTTL bounds how long a token row is trusted without re-reading it: a revoked or expired
-// token stops working on every process within this time.
-const CacheTTL = 4 * time.Second
+// token stops working on every process within this time, inside the contract's 4 s.
+const CacheTTL = 3 * time.Second
 
 // LastUsedInterval throttles last_used_at writes: at most one per token per interval and
 // process.

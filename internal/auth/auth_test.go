@@ -121,7 +121,7 @@ func TestRevocationReachesACachedTokenWithinCacheTTL(t *testing.T) {
 	if _, err := a.Authenticate(ctx, plain); !errors.Is(err, auth.ErrUnauthenticated) {
 		t.Fatalf("auth.CacheTTL after the revocation: %v", err)
 	}
-	if auth.CacheTTL > 5*time.Second {
-		t.Fatalf("auth.CacheTTL %s exceeds the promised 5 s", auth.CacheTTL)
+	if auth.CacheTTL >= 4*time.Second {
+		t.Fatalf("auth.CacheTTL %s is not within the promised 4 s", auth.CacheTTL)
 	}
 }
