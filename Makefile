@@ -3,7 +3,7 @@
 GO    ?= go
 
 .DEFAULT_GOAL := help
-.PHONY: help run test chaos build vet fmt bench bench-check clean
+.PHONY: help run test chaos build vet fmt bench bench-check lint-openapi clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -33,6 +33,10 @@ bench: ## measure eventq against its floors (own Redis, Postgres, SQLite); BENCH
 bench-check: ## the bench harness's own test: a -quick run of every scenario, checking each reports figures (CI runs it)
 	@bash scripts/ensure-deps.sh go redis-server postgres
 	$(GO) test -tags bench -count=1 -timeout 10m ./bench
+
+lint-openapi: ## lint docs/openapi.yaml with Redocly's recommended rules (npm; make test checks the same rules in Go)
+	@bash scripts/ensure-deps.sh npx
+	cd docs && npx --yes @redocly/cli@2.77.0 lint openapi.yaml
 
 clean: ## remove bin/ (the data in var/ stays)
 	rm -rf bin

@@ -38,6 +38,7 @@ package_for() {
 	case $1 in
 	redis-server) echo redis-server ;;
 	redis-cli) echo redis-tools ;;
+	npx | npm) echo npm ;;
 	chromium) echo chromium ;;
 	postgres | initdb) echo postgresql ;;
 	go) ;;

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -20,7 +21,7 @@ import (
 // Real responses of the api, good and bad, validate against docs/openapi.yaml (statuses,
 // headers and bodies), and the api serves that same document.
 func TestResponsesMatchTheOpenAPIDescription(t *testing.T) {
-	e := startAPI(t, "EVENTQUEUE_MAX_DELIVERIES=1")
+	e := startAPI(t, "EVENTQUEUE_MAX_DELIVERIES=1", "ADMIN_API_TOKENS="+adminToken)
 	tn := testenv.MustTenant(t, e.DB, true)
 	readOnly := testenv.MustTenant(t, e.DB, true, "events:read")
 	openapi3filter.RegisterBodyDecoder("application/javascript", func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
@@ -52,6 +53,17 @@ func TestResponsesMatchTheOpenAPIDescription(t *testing.T) {
 	badTrack, _ := json.Marshal(map[string]any{"site_key": tn.SiteKey, "events": []any{map[string]any{"type": "BAD"}}})
 	unknownSite, _ := json.Marshal(map[string]any{"site_key": "nope", "events": []any{pageView("s", 1)}})
 	platform, _ := json.Marshal(map[string]any{"events": []any{pageView("p", 1)}})
+
+	// The front door's resources: a member, a product and a second token to revoke.
+	var member memberBody
+	mustData(t, e.doJSON(t, "POST", "/api/platform/members", tn.Token, map[string]any{"email": "ada@example.com", "external_id": "u-1"}), 201, &member)
+	var product productBody
+	mustData(t, e.doJSON(t, "POST", "/api/platform/products", tn.Token, map[string]any{"name": "Course", "amount": 1999, "currency": "usd"}), 201, &product)
+	var spare struct {
+		ID string `json:"id"`
+	}
+	mustData(t, e.doJSON(t, "POST", fmt.Sprintf("/api/admin/tenants/%d/tokens", tn.ID), adminToken, `{}`), 201, &spare)
+	tenantPath := fmt.Sprintf("/api/admin/tenants/%d", tn.ID)
 
 	type call struct {
 		method, path, token string
@@ -86,10 +98,40 @@ func TestResponsesMatchTheOpenAPIDescription(t *testing.T) {
 		{"DELETE", "/api/platform/events/dead-letters?count=1", deadTenant.Token, nil, 204, nil},
 		{"DELETE", "/api/platform/events/dead-letters", tn.Token, nil, 422, nil},
 		{"DELETE", "/api/platform/events/dead-letters?count=1", readOnly.Token, nil, 403, nil},
-		{"POST", "/api/platform/checkout/sessions", tn.Token, []byte(`{"audience_member_id":"1","product_id":"1","cancel_url":"https://shop.example/"}`), 422, nil},
+		{"POST", "/api/platform/checkout/sessions", tn.Token, []byte(`{"audience_member_id":"999999","product_id":"999999","cancel_url":"https://shop.example/"}`), 422, nil},
 		{"POST", "/api/webhooks/psp", "", []byte(`{"type":"checkout.session.completed"}`), 200, nil},
 		{"POST", "/api/webhooks/stripe", "", []byte(`not json`), 200, nil},
 		{"GET", "/checkout/return?tenant=1&session_id=cs_x", "", nil, 503, []string{"Accept", "application/json"}},
+		{"POST", "/api/platform/members", tn.Token, []byte(`{"email":"bob@example.com"}`), 201, nil},
+		{"POST", "/api/platform/members", tn.Token, []byte(`{"email":"bob"}`), 422, nil},
+		{"GET", "/api/platform/members?per_page=1", tn.Token, nil, 200, nil},
+		{"GET", "/api/platform/members?per_page=0", tn.Token, nil, 422, nil},
+		{"GET", "/api/platform/members/" + member.ID, tn.Token, nil, 200, nil},
+		{"GET", "/api/platform/members/external:u-1", tn.Token, nil, 200, nil},
+		{"GET", "/api/platform/members/999999", tn.Token, nil, 404, nil},
+		{"PATCH", "/api/platform/members/" + member.ID, tn.Token, []byte(`{"name":"Ada"}`), 200, nil},
+		{"PATCH", "/api/platform/members/" + member.ID, readOnly.Token, []byte(`{"name":"Ada"}`), 403, nil},
+		{"GET", "/api/platform/members/" + member.ID + "/entitlements", tn.Token, nil, 200, nil},
+		{"GET", "/api/platform/members/" + member.ID + "/entitlements/" + product.ID, tn.Token, nil, 404, nil},
+		{"GET", "/api/platform/members/" + member.ID + "/purchases", tn.Token, nil, 200, nil},
+		{"POST", "/api/platform/products", tn.Token, []byte(`{"name":"Book","amount":500,"currency":"eur"}`), 201, nil},
+		{"POST", "/api/platform/products", tn.Token, []byte(`{}`), 422, nil},
+		{"GET", "/api/platform/products?active=true", tn.Token, nil, 200, nil},
+		{"GET", "/api/platform/products/" + product.ID, tn.Token, nil, 200, nil},
+		{"PATCH", "/api/platform/products/" + product.ID, tn.Token, []byte(`{"active":false}`), 200, nil},
+		{"POST", "/api/admin/tenants", adminToken, []byte(`{"name":"New","allowed_hostnames":["shop.example"]}`), 201, nil},
+		{"POST", "/api/admin/tenants", adminToken, []byte(`{}`), 422, nil},
+		{"GET", "/api/admin/tenants", adminToken, nil, 200, nil},
+		{"GET", "/api/admin/tenants", "wrong", nil, 401, nil},
+		{"GET", tenantPath, adminToken, nil, 200, nil},
+		{"GET", "/api/admin/tenants/999999", adminToken, nil, 404, nil},
+		{"PATCH", tenantPath, adminToken, []byte(`{"redact_query_params":["email"]}`), 200, nil},
+		{"GET", tenantPath + "/tokens", adminToken, nil, 200, nil},
+		{"POST", tenantPath + "/tokens", adminToken, []byte(`{"abilities":["members:read"]}`), 201, nil},
+		{"DELETE", "/api/admin/tokens/" + spare.ID, adminToken, nil, 204, nil},
+		{"DELETE", "/api/admin/tokens/999999", adminToken, nil, 404, nil},
+		{"PUT", tenantPath + "/features/AnonymizeIp", adminToken, []byte(`{"active":false}`), 200, nil},
+		{"POST", tenantPath + "/site-key", adminToken, nil, 200, nil},
 		{"GET", "/tracker.js", "", nil, 200, nil},
 		{"GET", "/healthz", "", nil, 200, nil},
 		{"GET", "/readyz", "", nil, 200, nil},
