@@ -28,7 +28,7 @@ func TestMembersOverHTTP(t *testing.T) {
 	mustData(t, res, 201, &ada)
 
 	t.Run("got by id and by external id, percent-encoded", func(t *testing.T) {
-		for _, ref := range []string{ada.ID, "external:u-42", "external:" + url.PathEscape("u-42")} {
+		for _, ref := range []string{ada.ID, "external:u-42", "external:" + url.PathEscape("u-42"), "external%3Au-42"} {
 			if res := e.doJSON(t, "GET", "/api/platform/members/"+ref, tn.Token, nil); res.Status != 200 || !memberJSON.Match(res.Body) {
 				t.Fatalf("GET %s: %d %s", ref, res.Status, res.Body)
 			}

@@ -202,13 +202,17 @@ func (s *Service) writeErr(err error) error {
 	return err
 }
 
-// Get returns the member ref names: an id, or ExternalPrefix and the tenant's own id
-// (percent-encoded). Anything that is not the tenant's member is ErrNotFound.
+// Get returns the member ref names, as a path carries it (percent-encoded, decoded here once):
+// an id, or ExternalPrefix and the tenant's own id. Anything that is not the tenant's member
+// is ErrNotFound.
 func (s *Service) Get(ctx context.Context, tenantID uint64, ref string) (*models.AudienceMember, error) {
 	q := s.db.WithContext(ctx).Where("tenant_id = ?", tenantID)
+	ref, err := url.PathUnescape(ref) // once, whether the client encoded the ":" too or not
+	if err != nil {
+		return nil, ErrNotFound
+	}
 	if ext, ok := strings.CutPrefix(ref, ExternalPrefix); ok {
-		ext, err := url.PathUnescape(ext)
-		if err != nil || ext == "" {
+		if ext == "" {
 			return nil, ErrNotFound
 		}
 		q = q.Where("external_id = ?", ext)
