@@ -20,6 +20,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/auth"
+	"github.com/eventq/eventq/internal/changes"
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/consume"
@@ -79,6 +80,11 @@ type App struct {
 	Auth *auth.Authenticator
 	// Tokens creates, lists and revokes tenants' API tokens.
 	Tokens *auth.Tokens
+	// Changes is the change feed: grants, revocations and member changes are announced on
+	// it, and Follower (started by FollowChanges, in the api) drops what they void of the
+	// caches of Members and Purchases.
+	Changes  *changes.Feed
+	Follower *changes.Follower
 	// Tenants creates, changes and lists tenants, their site keys and features.
 	Tenants *tenants.Service
 	// Members creates, changes and lists tenants' audience members.
@@ -176,11 +182,23 @@ func (a *App) open() error {
 	a.Auth = auth.NewAuthenticator(db, a.Clock, a.Log)
 	a.Tokens = auth.NewTokens(db, a.Clock)
 	a.Tenants = tenants.New(db, a.Flags, a.Clock)
-	a.Members = members.New(db, a.Clock)
+	a.Changes = changes.NewFeed(rdb, a.Log)
+	a.Follower = changes.NewFollower(rdb, a.Clock, a.Log)
+	a.Payments.Changes = a.Changes
+	a.Members = members.New(db, a.Clock, a.Changes, a.Follower)
 	a.Products = products.New(db, a.Clock)
-	a.Purchases = purchases.New(db, a.Clock)
+	a.Purchases = purchases.New(db, a.Clock, a.Follower)
 	a.Limiter = ratelimit.New(rdb, a.Clock, a.Metrics)
 	return nil
+}
+
+// FollowChanges starts following the change feed, so that Members and Purchases may cache;
+// Close stops it. Only the api calls it: other processes answer no entitlement checks.
+func (a *App) FollowChanges() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.Follower.Run(ctx) }()
+	a.onClose("change feed", func() error { cancel(); <-done; return nil })
 }
 
 // TaskInspector returns an inspector of the background tasks, on the default Redis connection.

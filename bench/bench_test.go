@@ -181,6 +181,19 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 			t.Errorf("bombs: %d requests answered other than 413", b.Not413)
 		}
 	}
+	if fd := rep.FrontDoor; fd == nil {
+		t.Error("no front_door")
+	} else {
+		positive("front_door.check", fd.Check.RequestsPerSec)
+		positive("front_door.floor", fd.Floor.RequestsPerSec)
+		positive("front_door.refund_to_404.p50", fd.RevocationLatency.P50)
+		positive("front_door.member_creates", fd.CreatesPerSec)
+		positive("front_door.list_first.p50", fd.ListFirst.P50)
+		positive("front_door.list_deep.p50", fd.ListDeep.P50)
+		if fd.RevocationLatency.N != fd.Revocations {
+			t.Errorf("front_door: %d of %d refunds measured", fd.RevocationLatency.N, fd.Revocations)
+		}
+	}
 	if l := rep.LongPoll; l == nil {
 		t.Error("no long_poll")
 	} else {

@@ -110,6 +110,7 @@ type plan struct {
 	retention        retentionPlan
 	leases           leasePlan
 	outage           outagePlan
+	frontDoor        frontDoorPlan
 	only             set // scenarios to run; empty runs them all
 
 	// Fulfilment below the worker's capacity, and the backlog the capacity is measured on.
@@ -119,7 +120,7 @@ type plan struct {
 }
 
 // scenarios are the names -only accepts.
-var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits", "longpoll", "compression", "rebuild", "retention", "leases", "checkpoint", "outage", "bombs"}
+var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits", "longpoll", "compression", "rebuild", "retention", "leases", "checkpoint", "outage", "bombs", "frontdoor"}
 
 // set is a set of scenario names.
 type set map[string]bool
@@ -151,7 +152,7 @@ var (
 		fulfilSessions: 2000, fulfilRate: 1000, fulfilFloorFor: 3 * time.Second, fulfilWaitAtMost: 2 * time.Minute,
 		fulfilLowRate: 200, fulfilLowSessions: 2000, capacitySessions: 5000,
 		longPollWaiters: 1000, longPollWakeups: 300, codingIterations: 30, rebuildEvents: 100000,
-		retention: fullRetention, leases: fullLeases, outage: fullOutage,
+		retention: fullRetention, leases: fullLeases, outage: fullOutage, frontDoor: fullFrontDoor,
 		limits:     limitsPlan{turns: 8, clients: 64, warmUp: time.Second, ingestFor: 3 * time.Second, reads: 30},
 		checkpoint: checkpointPlan{turns: 2, commits: 1500, rows: 1000, perSecond: 140},
 	}
@@ -163,7 +164,7 @@ var (
 		fulfilSessions: 200, fulfilRate: 1000, fulfilFloorFor: 300 * time.Millisecond, fulfilWaitAtMost: 30 * time.Second,
 		fulfilLowRate: 200, fulfilLowSessions: 200, capacitySessions: 500,
 		longPollWaiters: 100, longPollWakeups: 30, codingIterations: 5, rebuildEvents: 5000,
-		retention: quickRetention, leases: quickLeases, outage: quickOutage,
+		retention: quickRetention, leases: quickLeases, outage: quickOutage, frontDoor: quickFrontDoor,
 		limits:     limitsPlan{turns: 2, clients: 64, warmUp: 300 * time.Millisecond, ingestFor: time.Second, reads: 5},
 		checkpoint: checkpointPlan{turns: 1, commits: 100, rows: 1000, perSecond: 140},
 	}
@@ -201,6 +202,9 @@ func run(ctx context.Context, o options) (*Report, error) {
 		return nil, err
 	}
 	if err := runHostilePhase(ctx, s, p.outage, p.runs("outage"), p.runs("bombs"), rep); err != nil {
+		return nil, err
+	}
+	if err := runFrontDoorPhase(ctx, s, p, rep); err != nil {
 		return nil, err
 	}
 	if p.runs("ingest-sqlite") || p.runs("rebuild") {

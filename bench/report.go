@@ -39,6 +39,7 @@ type Report struct {
 	Checkpoint      *CheckpointTail      `json:"checkpoint"`
 	Outage          *Outage              `json:"outage"`
 	Bombs           *Bombs               `json:"bombs"`
+	FrontDoor       *FrontDoor           `json:"front_door"`
 	Rows            []Row                `json:"table"`
 }
 
@@ -239,6 +240,9 @@ func (r *Report) buildRows() {
 	}
 	if bo := r.Bombs; bo != nil {
 		bo.rows(add)
+	}
+	if fd := r.FrontDoor; fd != nil {
+		fd.rows(add)
 	}
 	r.Rows = rows
 }

@@ -74,6 +74,7 @@ func (m *Main) Open() error {
 	if err != nil {
 		return err
 	}
+	a.FollowChanges()
 	m.App = a
 	m.http = routes.New(&routes.Server{
 		PingDB: a.PingDB, Redis: a.Redis, Log: m.Log, Ingest: a.Ingest, Consume: a.Consume, Auth: a.Auth,

@@ -4,6 +4,7 @@ package cache
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/jellydator/ttlcache/v3"
@@ -112,4 +113,59 @@ func (f *Fallback[K, V]) Get(ctx context.Context, key K, load func(context.Conte
 		}
 	}
 	return v, err
+}
+
+// Followed is a cache kept true by a change feed: an entry lives ttl while fresh says the
+// feed is followed, Forget drops one on a change, Reset drops all when changes may have been
+// missed; while the feed is not followed nothing is cached. A load that raced a Forget or a
+// Reset is answered but not stored, so an answer read before a change is never kept after it.
+type Followed[K comparable, V any] struct {
+	ttl   *TTL[K, V]
+	fresh func() bool
+	mu    sync.Mutex
+	gen   uint64 // counts Forgets and Resets
+}
+
+// NewFollowed returns an empty Followed whose entries live ttl by clk while fresh is true.
+func NewFollowed[K comparable, V any](ttl time.Duration, clk clock.Clock, fresh func() bool) *Followed[K, V] {
+	return &Followed[K, V]{ttl: New[K, V](ttl, clk), fresh: fresh}
+}
+
+// Get returns key's value from the cache when the feed is followed, else load's.
+func (f *Followed[K, V]) Get(ctx context.Context, key K, load func(context.Context) (V, error)) (V, error) {
+	fresh := f.fresh()
+	if fresh {
+		if v, ok := f.ttl.Get(key); ok {
+			return v, nil
+		}
+	}
+	f.mu.Lock()
+	gen := f.gen
+	f.mu.Unlock()
+	v, err := load(ctx)
+	if err != nil || !fresh {
+		return v, err
+	}
+	f.mu.Lock()
+	if f.gen == gen {
+		f.ttl.Add(key, v)
+	}
+	f.mu.Unlock()
+	return v, nil
+}
+
+// Forget drops key's entry.
+func (f *Followed[K, V]) Forget(key K) {
+	f.mu.Lock()
+	f.gen++
+	f.ttl.Remove(key)
+	f.mu.Unlock()
+}
+
+// Reset drops every entry.
+func (f *Followed[K, V]) Reset() {
+	f.mu.Lock()
+	f.gen++
+	f.ttl.c.DeleteAll()
+	f.mu.Unlock()
 }

@@ -106,3 +106,53 @@ func TestFallbackAnswersFromMemoryWhileTheSourceIsDown(t *testing.T) {
 		t.Fatal("an error that is not unavailability was answered from memory")
 	}
 }
+
+// A Followed cache keeps answers only while its feed is followed, and never keeps one read
+// before a Forget or Reset that happened during the read.
+func TestFollowedKeepsNoAnswerAChangeRaced(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	fresh := true
+	c := NewFollowed[string, int](time.Minute, clk, func() bool { return fresh })
+	loads := 0
+	load := func(v int) func(context.Context) (int, error) {
+		return func(context.Context) (int, error) { loads++; return v, nil }
+	}
+	ctx := context.Background()
+	if v, _ := c.Get(ctx, "k", load(1)); v != 1 {
+		t.Fatal(v)
+	}
+	if v, _ := c.Get(ctx, "k", load(2)); v != 1 || loads != 1 {
+		t.Fatalf("cached: %d after %d loads", v, loads)
+	}
+	c.Forget("k")
+	// A load during which the key is forgotten (its answer may predate the change).
+	v, _ := c.Get(ctx, "k", func(context.Context) (int, error) { loads++; c.Forget("k"); return 3, nil })
+	if v != 3 {
+		t.Fatal(v)
+	}
+	if v, _ := c.Get(ctx, "k", load(4)); v != 4 {
+		t.Fatalf("the raced answer was kept: %d", v)
+	}
+	// The same with a Reset.
+	c.Forget("k")
+	c.Get(ctx, "k", func(context.Context) (int, error) { c.Reset(); return 5, nil })
+	if v, _ := c.Get(ctx, "k", load(6)); v != 6 {
+		t.Fatalf("the answer raced by a reset was kept: %d", v)
+	}
+	// Not followed: every Get loads, nothing is kept.
+	fresh = false
+	if v, _ := c.Get(ctx, "k", load(7)); v != 7 {
+		t.Fatalf("answered %d from the cache while the feed is not followed", v)
+	}
+	if v, _ := c.Get(ctx, "k", load(8)); v != 8 {
+		t.Fatal(v)
+	}
+	fresh = true
+	if v, _ := c.Get(ctx, "k", load(9)); v != 6 && v != 9 {
+		t.Fatal(v)
+	}
+	clk.Advance(2 * time.Minute)
+	if v, _ := c.Get(ctx, "k", load(10)); v != 10 {
+		t.Fatalf("an entry outlived its ttl: %d", v)
+	}
+}

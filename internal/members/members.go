@@ -13,8 +13,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/apperr"
-	"github.com/eventq/eventq/internal/breaker"
 	"github.com/eventq/eventq/internal/cache"
+	"github.com/eventq/eventq/internal/changes"
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/paginate"
@@ -38,15 +38,17 @@ var ErrNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}
 
 var errTaken = "The external id has already been taken."
 
-// ResolveTTL bounds the age of a cached member reference (Resolve): a member created, given a
-// new external id or erased is seen by every api process within a second.
-const ResolveTTL = 500 * time.Millisecond
+// ResolveTTL bounds the age of a cached member reference (Resolve). Every create, change and
+// erasure is announced on the change feed, which drops the references it touches on every
+// api process that follows it; a process that does not follow the feed caches nothing.
+const ResolveTTL = 30 * time.Second
 
 // Service reads and writes members. It is safe for concurrent use.
 type Service struct {
-	db    *gorm.DB
-	clock clock.Clock
-	refs  *cache.Fallback[refKey, uint64] // 0: no such member
+	db      *gorm.DB
+	clock   clock.Clock
+	changes *changes.Feed                   // nil: nothing announced
+	refs    *cache.Followed[refKey, uint64] // 0: no such member
 }
 
 type refKey struct {
@@ -54,18 +56,29 @@ type refKey struct {
 	ref    string
 }
 
-// New returns a Service on db; clk stamps rows and times the cache.
-func New(db *gorm.DB, clk clock.Clock) *Service {
-	return &Service{db: db, clock: clk, refs: cache.NewFallback[refKey, uint64](ResolveTTL, clk, database.LookupTimeout,
-		&breaker.Breaker{Cooldown: database.DownCooldown}, database.Unavailable)}
+// New returns a Service on db; clk stamps rows and times the cache. feed hears of every
+// change (nil: none); references are cached while follower follows the feed (nil: never).
+func New(db *gorm.DB, clk clock.Clock, feed *changes.Feed, follower *changes.Follower) *Service {
+	s := &Service{db: db, clock: clk, changes: feed, refs: cache.NewFollowed[refKey, uint64](ResolveTTL, clk, follower.Fresh)}
+	if follower != nil {
+		follower.On(changes.Member, func(c changes.Change) {
+			for _, ref := range c.Refs {
+				s.refs.Forget(refKey{c.Tenant, ref})
+			}
+		}, s.refs.Reset)
+	}
+	return s
 }
 
-// Resolve returns the id of the member ref names, as Get would find it, from a cache at most
-// ResolveTTL old (during a database outage, the last answer read): for the entitlement check,
-// asked on every page view.
+// Resolve returns the id of the member ref names, as Get would find it, from a cache the
+// change feed keeps true: for the entitlement check, asked on every page view.
 func (s *Service) Resolve(ctx context.Context, tenantID uint64, ref string) (uint64, error) {
+	ref, ok := decodeRef(ref)
+	if !ok {
+		return 0, ErrNotFound
+	}
 	id, err := s.refs.Get(ctx, refKey{tenantID, ref}, func(ctx context.Context) (uint64, error) {
-		m, err := s.Get(ctx, tenantID, ref)
+		m, err := s.get(ctx, tenantID, ref)
 		if err == ErrNotFound {
 			return 0, nil
 		}
@@ -78,6 +91,18 @@ func (s *Service) Resolve(ctx context.Context, tenantID uint64, ref string) (uin
 		err = ErrNotFound
 	}
 	return id, err
+}
+
+// announce tells the api processes that the references refs of a member changed.
+func (s *Service) announce(ctx context.Context, m *models.AudienceMember, refs ...string) {
+	if s.changes == nil {
+		return
+	}
+	refs = append(refs, models.FormatID(m.ID))
+	if m.ExternalID != nil {
+		refs = append(refs, ExternalPrefix+*m.ExternalID)
+	}
+	_ = s.changes.Announce(ctx, changes.Change{Kind: changes.Member, Tenant: m.TenantID, ID: m.ID, Refs: refs}) // logged
 }
 
 // JSON is a member as every JSON document shows it; unset values are null.
@@ -128,6 +153,7 @@ func (s *Service) Create(ctx context.Context, tenantID uint64, in map[string]any
 	if err := s.db.WithContext(ctx).Create(m).Error; err != nil {
 		return nil, s.writeErr(err)
 	}
+	s.announce(ctx, m) // a reference looked up before it existed was cached as none
 	return m, nil
 }
 
@@ -137,6 +163,10 @@ func (s *Service) Update(ctx context.Context, tenantID uint64, ref string, in ma
 	m, err := s.Get(ctx, tenantID, ref)
 	if err != nil {
 		return nil, err
+	}
+	var before []string
+	if m.ExternalID != nil {
+		before = append(before, ExternalPrefix+*m.ExternalID)
 	}
 	var errs apperr.FieldErrors
 	if validate.Present(in, "email") {
@@ -171,6 +201,7 @@ func (s *Service) Update(ctx context.Context, tenantID uint64, ref string, in ma
 	if err != nil {
 		return nil, s.writeErr(err)
 	}
+	s.announce(ctx, m, before...)
 	return m, nil
 }
 
@@ -206,11 +237,23 @@ func (s *Service) writeErr(err error) error {
 // an id, or ExternalPrefix and the tenant's own id. Anything that is not the tenant's member
 // is ErrNotFound.
 func (s *Service) Get(ctx context.Context, tenantID uint64, ref string) (*models.AudienceMember, error) {
-	q := s.db.WithContext(ctx).Where("tenant_id = ?", tenantID)
-	ref, err := url.PathUnescape(ref) // once, whether the client encoded the ":" too or not
-	if err != nil {
+	ref, ok := decodeRef(ref)
+	if !ok {
 		return nil, ErrNotFound
 	}
+	return s.get(ctx, tenantID, ref)
+}
+
+// decodeRef decodes a path's member reference once, whether the client encoded the ":" of
+// ExternalPrefix too or not.
+func decodeRef(ref string) (string, bool) {
+	ref, err := url.PathUnescape(ref)
+	return ref, err == nil
+}
+
+// get looks up a decoded reference.
+func (s *Service) get(ctx context.Context, tenantID uint64, ref string) (*models.AudienceMember, error) {
+	q := s.db.WithContext(ctx).Where("tenant_id = ?", tenantID)
 	if ext, ok := strings.CutPrefix(ref, ExternalPrefix); ok {
 		if ext == "" {
 			return nil, ErrNotFound

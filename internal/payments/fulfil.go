@@ -81,6 +81,10 @@ func (svc *Service) fulfilSession(ctx context.Context, s Session) (Result, error
 	if _, err := svc.applyReversals(ctx, &st.purchase, r.tenantOn(s.Account)); err != nil {
 		return Result{}, err
 	}
+	// Also when it was fulfilled before: a retry after a failed announcement announces again.
+	if err := svc.announce(ctx, r.tenant, r.member); err != nil {
+		return Result{}, err
+	}
 	return res, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/changes"
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/metrics"
@@ -53,9 +54,27 @@ type Service struct {
 	// on every visit.
 	Returns *Returns
 
+	// Changes hears of every grant and revocation once committed, so that the api processes'
+	// caches of entitlements drop the member's; nil announces nothing.
+	Changes Announcer
+
 	// noOneStatement makes Postgres store a fulfilment as SQLite does (storeTx), for the test
 	// that compares the two ways.
 	noOneStatement bool
+}
+
+// Announcer is where grants and revocations are announced (changes.Feed).
+type Announcer interface {
+	Announce(ctx context.Context, c changes.Change) error
+}
+
+// announce tells the api processes that member's entitlements changed. Its error is the
+// caller's: a job retries, and its retry announces again.
+func (svc *Service) announce(ctx context.Context, tenantID, member uint64) error {
+	if svc.Changes == nil {
+		return nil
+	}
+	return svc.Changes.Announce(ctx, changes.Change{Kind: changes.Entitlements, Tenant: tenantID, ID: member})
 }
 
 // Pusher appends committed events marked pending to their tenant's queue (and clears their

@@ -79,6 +79,10 @@ func (svc *Service) applyReversal(ctx context.Context, r reversal) (string, erro
 	if err != nil {
 		return "", err
 	}
+	// Also when it was applied before: a retry after a failed announcement announces again.
+	if err := svc.announce(ctx, p.TenantID, p.AudienceMemberID); err != nil {
+		return "", err
+	}
 	if applied {
 		return RevokeApplied, nil
 	}

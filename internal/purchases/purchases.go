@@ -1,7 +1,7 @@
 // Package purchases is the one service that reads what members bought: purchases and the
 // entitlements they grant. Fulfilment and revocation (internal/payments) write them; this
 // package answers the questions the HTTP routes and the CLI ask, the entitlement check (on
-// every page view of a paywalled site) from a cache that is never more than CheckTTL old.
+// every page view of a paywalled site) from a cache the change feed keeps true.
 package purchases
 
 import (
@@ -10,31 +10,34 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/eventq/eventq/internal/breaker"
 	"github.com/eventq/eventq/internal/cache"
+	"github.com/eventq/eventq/internal/changes"
 	"github.com/eventq/eventq/internal/clock"
-	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/models"
 )
 
-// CheckTTL bounds the age of a cached entitlement answer, so that a grant or a revocation
-// (fulfilment, refund, dispute, erasure) is seen by every api process within a second,
-// without any message between processes that could be lost.
-const CheckTTL = 500 * time.Millisecond
+// CheckTTL bounds the age of a cached entitlement answer. Every grant and revocation is
+// announced on the change feed (internal/changes), which drops the member's answers on every
+// api process that follows it, within milliseconds; a process that does not follow the feed
+// caches nothing. The TTL is only the bound for a change whose announcement failed.
+const CheckTTL = 30 * time.Second
 
 // Service answers questions about purchases and entitlements. It is safe for concurrent use.
 type Service struct {
 	db      *gorm.DB
-	inForce *cache.Fallback[inForceKey, []models.Entitlement]
+	inForce *cache.Followed[inForceKey, []models.Entitlement]
 }
 
 type inForceKey struct{ tenant, member uint64 }
 
-// New returns a Service on db; clk times its cache.
-func New(db *gorm.DB, clk clock.Clock) *Service {
-	down := &breaker.Breaker{Cooldown: database.DownCooldown}
-	return &Service{db: db, inForce: cache.NewFallback[inForceKey, []models.Entitlement](CheckTTL, clk,
-		database.LookupTimeout, down, database.Unavailable)}
+// New returns a Service on db whose entitlement answers are cached while follower follows the
+// change feed (nil: never); clk times the cache.
+func New(db *gorm.DB, clk clock.Clock, follower *changes.Follower) *Service {
+	s := &Service{db: db, inForce: cache.NewFollowed[inForceKey, []models.Entitlement](CheckTTL, clk, follower.Fresh)}
+	if follower != nil {
+		follower.On(changes.Entitlements, func(c changes.Change) { s.inForce.Forget(inForceKey{c.Tenant, c.ID}) }, s.inForce.Reset)
+	}
+	return s
 }
 
 // PurchaseJSON is a purchase as the HTTP routes show it.
@@ -96,8 +99,8 @@ func (s *Service) Entitlements(ctx context.Context, tenantID, member uint64) ([]
 	return rows, nil
 }
 
-// InForce lists the member's entitlements in force by id, from the cache (at most CheckTTL
-// old; during a database outage, the last answer read).
+// InForce lists the member's entitlements in force by id, from the cache while the change
+// feed is followed, else from the database.
 func (s *Service) InForce(ctx context.Context, tenantID, member uint64) ([]models.Entitlement, error) {
 	return s.inForce.Get(ctx, inForceKey{tenantID, member}, func(ctx context.Context) ([]models.Entitlement, error) {
 		return s.Entitlements(ctx, tenantID, member)
@@ -118,5 +121,3 @@ func (s *Service) Check(ctx context.Context, tenantID, member, product uint64) (
 	return nil, nil
 }
 
-// Forget drops the cached answers of a member, for a grant or revocation made by this process.
-func (s *Service) Forget(tenantID, member uint64) { s.inForce.Remove(inForceKey{tenantID, member}) }

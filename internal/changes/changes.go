@@ -1,0 +1,215 @@
+// Package changes is the feed that keeps the api processes' caches of members and
+// entitlements true: every writer appends a change to one Redis stream after its commit, and
+// every api process follows the stream and drops what it cached of the change. A process
+// that cannot follow the stream (Redis unreachable, the follower not started) caches nothing
+// (Follower.Fresh), so an answer is never older than the last change it could have missed.
+//
+// A stream, not publish/subscribe: a follower reads on from the last entry it saw, so a
+// reconnection loses nothing it was sent, and a follower that falls behind catches up.
+package changes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/eventq/eventq/internal/clock"
+)
+
+// Key is the stream every change is appended to.
+const Key = "eventq:changes"
+
+// maxLen bounds the stream (approximately, as XADD MAXLEN ~ does): a follower reads it within
+// milliseconds of each append, so it holds far more than any follower is behind.
+const maxLen = 100_000
+
+// Kind says what changed.
+type Kind string
+
+// The kinds of change.
+const (
+	// Entitlements: the member (ID) was granted or lost an entitlement.
+	Entitlements Kind = "entitlements"
+	// Member: the member (ID) was created, changed or erased; Refs are the references to it
+	// (its id, "external:" and its former and new external ids) whose cached answers are void.
+	Member Kind = "member"
+)
+
+// Change is one entry of the feed.
+type Change struct {
+	Kind   Kind
+	Tenant uint64
+	ID     uint64
+	Refs   []string
+}
+
+// Feed appends changes to the stream. It is safe for concurrent use.
+type Feed struct {
+	rdb redis.UniversalClient
+	log *slog.Logger
+}
+
+// NewFeed returns the feed on rdb.
+func NewFeed(rdb redis.UniversalClient, log *slog.Logger) *Feed { return &Feed{rdb: rdb, log: log} }
+
+// Announce appends c, after the change was committed. A failure is logged and returned: the
+// change stands, and processes that cannot read the feed do not cache (Follower.Fresh).
+func (f *Feed) Announce(ctx context.Context, c Change) error {
+	err := f.rdb.XAdd(ctx, &redis.XAddArgs{Stream: Key, MaxLen: maxLen, Approx: true, Values: []any{
+		"k", string(c.Kind), "t", strconv.FormatUint(c.Tenant, 10), "i", strconv.FormatUint(c.ID, 10),
+		"r", strings.Join(c.Refs, "\x00"),
+	}}).Err()
+	if err != nil {
+		f.log.Warn("changes: announce failed; followers' caches may hold the old answer until they expire",
+			"kind", c.Kind, "tenant", c.Tenant, "err", err)
+		return fmt.Errorf("changes: announce: %w", err)
+	}
+	return nil
+}
+
+// freshFor is how long after its last successful read a follower counts as following.
+const freshFor = 1500 * time.Millisecond
+
+// block is how long one read waits for new entries.
+const block = 500 * time.Millisecond
+
+// Follower reads the feed and hands each change to the handlers of its kind. Until Run has
+// read the stream once, and whenever a read fails, it is not Fresh and every Reset handler
+// is called, so that caches start over. It is safe for concurrent use.
+type Follower struct {
+	rdb   redis.UniversalClient
+	clock clock.Clock
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	handlers map[Kind][]func(Change)
+	resets   []func()
+	lastRead atomic.Int64 // unix nanoseconds of the last successful read; 0: none
+}
+
+// NewFollower returns a follower of the feed on rdb; Run starts it.
+func NewFollower(rdb redis.UniversalClient, clk clock.Clock, log *slog.Logger) *Follower {
+	return &Follower{rdb: rdb, clock: clk, log: log, handlers: map[Kind][]func(Change){}}
+}
+
+// On registers h for the changes of kind k, and reset for when changes may have been missed.
+func (fl *Follower) On(k Kind, h func(Change), reset func()) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	fl.handlers[k] = append(fl.handlers[k], h)
+	fl.resets = append(fl.resets, reset)
+}
+
+// Fresh reports whether the follower has read the feed within the last freshFor: a cache may
+// keep answers only then. A nil Follower is never fresh.
+func (fl *Follower) Fresh() bool {
+	if fl == nil {
+		return false
+	}
+	last := fl.lastRead.Load()
+	return last != 0 && fl.clock.Now().Sub(time.Unix(0, last)) < freshFor
+}
+
+// Run follows the feed until ctx is done.
+func (fl *Follower) Run(ctx context.Context) {
+	last := "" // the id read up to; "" until the stream's end is known
+	failing := false
+	for ctx.Err() == nil {
+		var err error
+		if last == "" {
+			last, err = fl.end(ctx)
+		} else {
+			last, err = fl.read(ctx, last)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !failing {
+				fl.log.Warn("changes: cannot read the feed; caching members and entitlements is off until it can", "err", err)
+			}
+			failing, last = true, ""
+			fl.lastRead.Store(0)
+			fl.reset()
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		if failing {
+			fl.log.Info("changes: following the feed again")
+			failing = false
+		}
+		fl.lastRead.Store(fl.clock.Now().UnixNano())
+	}
+}
+
+// end returns the id of the stream's last entry ("0-0" when it is empty); the caches start
+// over from there.
+func (fl *Follower) end(ctx context.Context) (string, error) {
+	fl.reset()
+	msgs, err := fl.rdb.XRevRangeN(ctx, Key, "+", "-", 1).Result()
+	if err != nil {
+		return "", err
+	}
+	if len(msgs) == 0 {
+		return "0-0", nil
+	}
+	return msgs[0].ID, nil
+}
+
+// read waits up to block for entries after last, applies them and returns the new last id.
+func (fl *Follower) read(ctx context.Context, last string) (string, error) {
+	streams, err := fl.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{Key, last}, Count: 1000, Block: block}).Result()
+	if errors.Is(err, redis.Nil) {
+		return last, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, st := range streams {
+		for _, m := range st.Messages {
+			fl.apply(parse(m.Values))
+			last = m.ID
+		}
+	}
+	return last, nil
+}
+
+func (fl *Follower) apply(c Change) {
+	fl.mu.Lock()
+	hs := fl.handlers[c.Kind]
+	fl.mu.Unlock()
+	for _, h := range hs {
+		h(c)
+	}
+}
+
+func (fl *Follower) reset() {
+	fl.mu.Lock()
+	resets := fl.resets
+	fl.mu.Unlock()
+	for _, r := range resets {
+		r()
+	}
+}
+
+func parse(v map[string]any) Change {
+	str := func(k string) string { s, _ := v[k].(string); return s }
+	c := Change{Kind: Kind(str("k"))}
+	c.Tenant, _ = strconv.ParseUint(str("t"), 10, 64)
+	c.ID, _ = strconv.ParseUint(str("i"), 10, 64)
+	if r := str("r"); r != "" {
+		c.Refs = strings.Split(r, "\x00")
+	}
+	return c
+}
