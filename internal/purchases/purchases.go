@@ -120,4 +120,3 @@ func (s *Service) Check(ctx context.Context, tenantID, member, product uint64) (
 	}
 	return nil, nil
 }
-
