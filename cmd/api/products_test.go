@@ -153,7 +153,7 @@ func TestEntitlementsAcrossTwoAPIProcesses(t *testing.T) {
 
 	t.Run("a second purchase, checked by the external id another process gave the member", func(t *testing.T) {
 		byExternal := "/api/platform/members/external:site-user-7/entitlements/" + product
-		assertBody(t, b.doJSON(t, "GET", byExternal, s.Token, nil), 404, `{"message":"Not Found."}`) // cached as no such member
+		assertBody(t, b.doJSON(t, "GET", byExternal, s.Token, nil), 404, `{"message":"Not Found."}`) // no such member yet
 		var m memberBody
 		mustData(t, a.doJSON(t, "PATCH", "/api/platform/members/"+member, s.Token, map[string]any{"external_id": "site-user-7"}), 200, &m)
 		cs2 := a.MustCheckout(t, s)
@@ -162,6 +162,11 @@ func TestEntitlementsAcrossTwoAPIProcesses(t *testing.T) {
 			t.Fatalf("return page: %d %s", res.Status, res.Body)
 		}
 		waitStatus(t, b, byExternal, s.Token, 200, time.Now())
+		// b now holds external:site-user-7 as this member; another process gives the member a
+		// new external id, and the old one names no one on b within a second.
+		mustData(t, a.doJSON(t, "PATCH", "/api/platform/members/"+member, s.Token, map[string]any{"external_id": "site-user-8"}), 200, &m)
+		waitStatus(t, b, byExternal, s.Token, 404, time.Now())
+		waitStatus(t, b, "/api/platform/members/external:site-user-8/entitlements/"+product, s.Token, 200, time.Now())
 		assertBody(t, b.doJSON(t, "GET", "/api/platform/members/"+member+"/entitlements/999999", s.Token, nil), 404, `{"message":"Not Found."}`)
 		assertBody(t, b.doJSON(t, "GET", "/api/platform/members/999999/entitlements/"+product, s.Token, nil), 404, `{"message":"Not Found."}`)
 		other := testenv.MustTenant(t, a.DB, false)

@@ -14,8 +14,9 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/spf13/cobra"
 	"github.com/stripe/stripe-go/v76"
-	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/app"
+	"github.com/eventq/eventq/internal/apperr"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/psp"
@@ -105,7 +106,7 @@ func (c *cli) sendWebhook(cmd *cobra.Command, f sendFlags) error {
 	if err != nil {
 		return err
 	}
-	db, err := c.database()
+	a, err := c.application()
 	if err != nil {
 		return err
 	}
@@ -115,9 +116,9 @@ func (c *cli) sendWebhook(cmd *cobra.Command, f sendFlags) error {
 		data      any
 	)
 	if checkout {
-		sessionID, data, err = checkoutObject(cmd, db, tenant, cfg.AppURL, f, now)
+		sessionID, data, err = checkoutObject(cmd, a, tenant, cfg.AppURL, f, now)
 	} else {
-		sessionID, data, err = paymentObject(cmd, db, tenant, object, f.purchase, now)
+		sessionID, data, err = paymentObject(cmd, a, tenant, object, f.purchase, now)
 	}
 	if err != nil {
 		return err
@@ -138,14 +139,20 @@ func (c *cli) sendWebhook(cmd *cobra.Command, f sendFlags) error {
 
 // checkoutObject is a new paid Checkout Session of tenant for the member and product of f, as
 // the provider writes it, and its id.
-func checkoutObject(cmd *cobra.Command, db *gorm.DB, tenant *models.Tenant, appURL string, f sendFlags, now time.Time) (string, any, error) {
-	var member models.AudienceMember
-	if err := tenantRow(cmd, db, tenant, "--member", "member", f.member, &member); err != nil {
-		return "", nil, err
+func checkoutObject(cmd *cobra.Command, a *app.App, tenant *models.Tenant, appURL string, f sendFlags, now time.Time) (string, any, error) {
+	if _, ok := models.ParseID(f.member); !ok {
+		return "", nil, fmt.Errorf("--member must be a member id, got %q", f.member)
 	}
-	var product models.Product
-	if err := tenantRow(cmd, db, tenant, "--product", "product", f.product, &product); err != nil {
-		return "", nil, err
+	member, err := a.Members.Get(cmd.Context(), tenant.ID, f.member)
+	if err != nil {
+		return "", nil, rowErr(err, "member", f.member, tenant.ID)
+	}
+	product, err := a.Products.Get(cmd.Context(), tenant.ID, f.product)
+	if err != nil {
+		if _, ok := models.ParseID(f.product); !ok {
+			return "", nil, fmt.Errorf("--product must be a product id, got %q", f.product)
+		}
+		return "", nil, rowErr(err, "product", f.product, tenant.ID)
 	}
 	pi := psp.NewID("pi")
 	session := psp.SessionObject{
@@ -169,10 +176,14 @@ func checkoutObject(cmd *cobra.Command, db *gorm.DB, tenant *models.Tenant, appU
 // paymentObject is the object of a refund (a fully refunded charge) or a dispute of the
 // payment of tenant's purchase purchaseID, as the provider writes it, and the purchase's
 // checkout session id.
-func paymentObject(cmd *cobra.Command, db *gorm.DB, tenant *models.Tenant, object, purchaseID string, now time.Time) (string, any, error) {
-	var p models.Purchase
-	if err := tenantRow(cmd, db, tenant, "--purchase", "purchase", purchaseID, &p); err != nil {
-		return "", nil, err
+func paymentObject(cmd *cobra.Command, a *app.App, tenant *models.Tenant, object, purchaseID string, now time.Time) (string, any, error) {
+	n, ok := models.ParseID(purchaseID)
+	if !ok {
+		return "", nil, fmt.Errorf("--purchase must be a purchase id, got %q", purchaseID)
+	}
+	p, err := a.Purchases.Get(cmd.Context(), tenant.ID, n)
+	if err != nil {
+		return "", nil, rowErr(err, "purchase", purchaseID, tenant.ID)
 	}
 	if p.PSPPaymentIntentID == "" {
 		return "", nil, fmt.Errorf("purchase %s has no payment intent, so no refund or dispute can name it", purchaseID)
@@ -214,11 +225,11 @@ func (c *cli) accepted(cmd *cobra.Command, cfg config.Config, id string) error {
 		case !errors.Is(err, asynq.ErrTaskNotFound) && !errors.Is(err, asynq.ErrQueueNotFound):
 			return fmt.Errorf("cannot check its task in Redis (%s): %w", config.RedisVar(config.DefaultConnection), err)
 		}
-		var n int64
-		if err := a.DB.WithContext(cmd.Context()).Model(&models.WebhookInbox{}).Where("event_id = ?", id).Count(&n).Error; err != nil {
+		inbox, err := a.Payments.InInbox(cmd.Context(), id)
+		if err != nil {
 			return fmt.Errorf("cannot check the webhook inbox: %w", err)
 		}
-		if n > 0 {
+		if inbox {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -231,20 +242,13 @@ func (c *cli) accepted(cmd *cobra.Command, cfg config.Config, id string) error {
 	}
 }
 
-// tenantRow loads into dest the row with the id given in flag, which must belong to tenant.
-func tenantRow(cmd *cobra.Command, db *gorm.DB, tenant *models.Tenant, flag, what, id string, dest any) error {
-	n, ok := models.ParseID(id)
-	if !ok {
-		return fmt.Errorf("%s must be a %s id, got %q", flag, what, id)
+// rowErr says that what a flag named is not the tenant's, or why it could not be looked up.
+func rowErr(err error, what, id string, tenantID uint64) error {
+	var ae *apperr.Error
+	if errors.As(err, &ae) && ae.Code == apperr.NotFound {
+		return fmt.Errorf("%s %s not found at tenant %d", what, id, tenantID)
 	}
-	err := db.WithContext(cmd.Context()).Where("tenant_id = ?", tenant.ID).Take(dest, n).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return fmt.Errorf("%s %s not found at tenant %d", what, id, tenant.ID)
-	}
-	if err != nil {
-		return fmt.Errorf("load %s %s: %w", what, id, err)
-	}
-	return nil
+	return fmt.Errorf("load %s %s: %w", what, id, err)
 }
 
 // post delivers body signed with signature to target and returns the answer's status, or an

@@ -38,9 +38,11 @@ var ErrNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}
 
 var errTaken = "The external id has already been taken."
 
-// ResolveTTL bounds the age of a cached member reference (Resolve). Every create, change and
-// erasure is announced on the change feed, which drops the references it touches on every
-// api process that follows it; a process that does not follow the feed caches nothing.
+// ResolveTTL bounds the age of a cached member reference (Resolve). Every change of a member's
+// references (a new external id, an erasure) is announced on the change feed, which drops the
+// references it touches on every api process that follows it; a process that does not follow
+// the feed caches nothing. Only references that found a member are cached, so creating one
+// (which the CLI does without Redis) voids nothing.
 const ResolveTTL = 30 * time.Second
 
 // Service reads and writes members. It is safe for concurrent use.
@@ -48,7 +50,7 @@ type Service struct {
 	db      *gorm.DB
 	clock   clock.Clock
 	changes *changes.Feed                   // nil: nothing announced
-	refs    *cache.Followed[refKey, uint64] // 0: no such member
+	refs    *cache.Followed[refKey, uint64] // members found; a miss is not kept
 }
 
 type refKey struct {
@@ -77,20 +79,13 @@ func (s *Service) Resolve(ctx context.Context, tenantID uint64, ref string) (uin
 	if !ok {
 		return 0, ErrNotFound
 	}
-	id, err := s.refs.Get(ctx, refKey{tenantID, ref}, func(ctx context.Context) (uint64, error) {
-		m, err := s.get(ctx, tenantID, ref)
-		if err == ErrNotFound {
-			return 0, nil
-		}
+	return s.refs.Get(ctx, refKey{tenantID, ref}, func(ctx context.Context) (uint64, error) {
+		m, err := s.get(ctx, tenantID, ref) // ErrNotFound is not cached: a member created later needs no announcement
 		if err != nil {
 			return 0, err
 		}
 		return m.ID, nil
 	})
-	if err == nil && id == 0 {
-		err = ErrNotFound
-	}
-	return id, err
 }
 
 // announce tells the api processes that the references refs of a member changed.
@@ -153,8 +148,7 @@ func (s *Service) Create(ctx context.Context, tenantID uint64, in map[string]any
 	if err := s.db.WithContext(ctx).Create(m).Error; err != nil {
 		return nil, s.writeErr(err)
 	}
-	s.announce(ctx, m) // a reference looked up before it existed was cached as none
-	return m, nil
+	return m, nil // nothing to announce: a reference that named no member is not cached
 }
 
 // Update applies the keys of in that are present (email, name, external_id; null clears name

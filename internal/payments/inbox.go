@@ -44,3 +44,11 @@ func (svc *Service) DrainInbox(ctx context.Context) error {
 		}
 	}
 }
+
+// InInbox reports whether the verified event id waits in the webhook inbox (its enqueue failed
+// and the worker has not enqueued it yet).
+func (svc *Service) InInbox(ctx context.Context, id string) (bool, error) {
+	var n int64
+	err := svc.DB.WithContext(ctx).Model(&models.WebhookInbox{}).Where("event_id = ?", id).Count(&n).Error
+	return n > 0, err
+}

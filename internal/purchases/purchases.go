@@ -6,10 +6,12 @@ package purchases
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/internal/apperr"
 	"github.com/eventq/eventq/internal/cache"
 	"github.com/eventq/eventq/internal/changes"
 	"github.com/eventq/eventq/internal/clock"
@@ -119,4 +121,20 @@ func (s *Service) Check(ctx context.Context, tenantID, member, product uint64) (
 		}
 	}
 	return nil, nil
+}
+
+// ErrNotFound is the answer for a purchase of another tenant or none at all.
+var ErrNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}
+
+// Get returns tenantID's purchase id, or ErrNotFound.
+func (s *Service) Get(ctx context.Context, tenantID, id uint64) (*models.Purchase, error) {
+	var p models.Purchase
+	err := s.db.WithContext(ctx).Where("id = ? AND tenant_id = ?", id, tenantID).Take(&p).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
 }
