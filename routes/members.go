@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/utils"
 
 	"github.com/eventq/eventq/internal/apperr"
 	"github.com/eventq/eventq/internal/members"
@@ -39,8 +40,9 @@ func (s *Server) listMembers(c *fiber.Ctx) error {
 }
 
 // memberRef is the {member} of a path: an id or "external:" and an external id, as sent
-// (percent-encoded; members.Service.Get decodes it).
-func memberRef(c *fiber.Ctx) string { return c.Params("member") }
+// (percent-encoded; members.Service.Get decodes it). A copy: Fiber's value is the request's
+// buffer, reused by the next request, and the reference becomes a cache key.
+func memberRef(c *fiber.Ctx) string { return utils.CopyString(c.Params("member")) }
 
 func (s *Server) getMember(c *fiber.Ctx) error {
 	m, err := s.Members.Get(c.UserContext(), principal(c).TenantID, memberRef(c))

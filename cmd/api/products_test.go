@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,5 +194,55 @@ func waitStatus(t *testing.T, e *apiEnv, path, token string, status int, since t
 	})
 	if took := time.Since(since); took > time.Second {
 		t.Fatalf("%s answered %d after %s, want within 1 s", path, status, took)
+	}
+}
+
+// Many members checked in turn over kept-alive connections each get their own answer: the
+// cached member references are not the request buffers Fiber reuses (a reference kept as one
+// turned into another member's as the buffer was overwritten).
+func TestEntitlementChecksNeverMixMembersUp(t *testing.T) {
+	e := startAPI(t)
+	s := testenv.MustShop(t, e.DB, "", false)
+	const n = 40
+	ids := make([]uint64, n)
+	for i := range ids {
+		m := models.AudienceMember{TenantID: s.ID, Email: fmt.Sprintf("m%d@example.com", i)}
+		testenv.Must(t, e.DB.Create(&m).Error)
+		ids[i] = m.ID
+		if i%2 == 0 { // even members bought the product
+			p := models.Purchase{TenantID: s.ID, AudienceMemberID: m.ID, ProductID: s.Product.ID, PSPCheckoutSessionID: fmt.Sprintf("cs_mix_%d", i),
+				AmountTotal: 1999, Currency: "usd", Status: models.PurchasePaid}
+			testenv.Must(t, e.DB.Create(&p).Error)
+			testenv.Must(t, e.DB.Create(&models.Entitlement{TenantID: s.ID, AudienceMemberID: m.ID, ProductID: s.Product.ID, PurchaseID: p.ID}).Error)
+		}
+	}
+	testenv.Eventually(t, 3*time.Second, "the api follows the change feed", e.Main.App.Follower.Fresh)
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for k := 0; k < 150; k++ {
+				i := (k*7 + w*13) % n
+				ref := fmt.Sprint(ids[i])
+				if k%3 == 0 {
+					ref = "0" + ref // another spelling of the same id, another cache key
+				}
+				res := e.doJSON(t, "GET", fmt.Sprintf("/api/platform/members/%s/entitlements/%d", ref, s.Product.ID), s.Token, nil)
+				if want := map[bool]int{true: 200, false: 404}[i%2 == 0]; res.Status != want {
+					select {
+					case errs <- fmt.Sprintf("member %d (%s): %d %s, want %d", ids[i], ref, res.Status, res.Body, want):
+					default:
+					}
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for msg := range errs {
+		t.Error(msg)
 	}
 }
