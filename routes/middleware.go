@@ -21,16 +21,16 @@ func (s *Server) token(abilities ...string) fiber.Handler {
 		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 			return auth.ErrUnauthenticated
 		}
-		token = strings.TrimSpace(token)
+		bearer := auth.ParseBearer(strings.TrimSpace(token))
 		// An address past its budget of failed authentications is refused before a token
 		// this process does not know is looked up in the database.
 		failures := budget{name: limitAuth, key: s.clientBudgetKey(c), rate: s.Limits.AuthFailures, peek: true}
-		if !s.Auth.Known(token) {
+		if !s.Auth.KnownBearer(bearer) {
 			if err := s.limit(c, failures); err != nil {
 				return err
 			}
 		}
-		p, err := s.Auth.Authenticate(c.UserContext(), token)
+		p, err := s.Auth.AuthenticateBearer(c.UserContext(), bearer)
 		if errors.Is(err, auth.ErrUnauthenticated) { // spends one failure, with no header on the 401
 			failures.peek = false
 			s.Limiter.Allow(c.UserContext(), failures.limiterBudget())

@@ -44,8 +44,9 @@ type Principal struct {
 func (p *Principal) Can(ability string) bool { return Can(p.Abilities, ability) }
 
 type cachedToken struct {
-	row   *models.PersonalAccessToken // nil: no such token
-	usedW atomic.Int64                // unix nanos of this process's last last_used_at write
+	row       *models.PersonalAccessToken // nil: no such token
+	abilities []string                    // row's, decoded once
+	usedW     atomic.Int64                // unix nanos of this process's last last_used_at write
 }
 
 // Authenticator checks bearer tokens against personal_access_tokens, with a short cache.
@@ -64,37 +65,61 @@ func NewAuthenticator(db *gorm.DB, clk clock.Clock, log *slog.Logger) *Authentic
 			&breaker.Breaker{Cooldown: database.DownCooldown}, database.Unavailable)}
 }
 
-// Known reports whether token is one that this process read from the database recently and
-// found: Authenticate answers it from memory.
-func (a *Authenticator) Known(token string) bool {
+// Bearer is a token as sent, split and hashed once for Known and Authenticate.
+type Bearer struct {
+	id, hash string
+	ok       bool
+}
+
+// ParseBearer splits "<id>|<secret>" and hashes the secret.
+func ParseBearer(token string) Bearer {
 	id, secret, ok := splitToken(token)
 	if !ok {
+		return Bearer{}
+	}
+	return Bearer{id: id, hash: HashSecret(secret), ok: true}
+}
+
+// key is the cache key: a new token that reuses a deleted token's id is a new key.
+func (b Bearer) key() string { return b.id + "|" + b.hash }
+
+// Known reports whether token is one that this process read from the database recently and
+// found: Authenticate answers it from memory.
+func (a *Authenticator) Known(token string) bool { return a.KnownBearer(ParseBearer(token)) }
+
+// KnownBearer is Known of a parsed token.
+func (a *Authenticator) KnownBearer(b Bearer) bool {
+	if !b.ok {
 		return false
 	}
-	hash := HashSecret(secret)
-	entry, ok := a.cache.TTL.Get(id + "|" + hash)
-	return ok && entry.row != nil && subtle.ConstantTimeCompare([]byte(entry.row.Token), []byte(hash)) == 1
+	entry, ok := a.cache.TTL.Get(b.key())
+	return ok && entry.row != nil && subtle.ConstantTimeCompare([]byte(entry.row.Token), []byte(b.hash)) == 1
 }
 
 // Authenticate resolves "<id>|<secret>" to its principal. The secret is compared in constant
 // time; expired tokens and tokens that do not belong to a tenant are refused. While the
 // database is unreachable, a token read before is answered as it was then.
 func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Principal, error) {
-	id, secret, ok := splitToken(token)
-	if !ok {
+	return a.AuthenticateBearer(ctx, ParseBearer(token))
+}
+
+// AuthenticateBearer is Authenticate of a parsed token.
+func (a *Authenticator) AuthenticateBearer(ctx context.Context, b Bearer) (*Principal, error) {
+	if !b.ok {
 		return nil, ErrUnauthenticated
 	}
-	hash := HashSecret(secret)
-	key := id + "|" + hash // a new token that reuses a deleted token's id is a new key
-	entry, err := a.cache.Get(ctx, key, func(ctx context.Context) (*cachedToken, error) {
-		row, err := a.load(ctx, id, hash)
-		return &cachedToken{row: row}, err
+	entry, err := a.cache.Get(ctx, b.key(), func(ctx context.Context) (*cachedToken, error) {
+		row, err := a.load(ctx, b.id, b.hash)
+		if row == nil {
+			return &cachedToken{}, err
+		}
+		return &cachedToken{row: row, abilities: decodeAbilities(row.Abilities)}, err
 	})
 	if err != nil {
 		return nil, err
 	}
 	row := entry.row
-	if row == nil || subtle.ConstantTimeCompare([]byte(row.Token), []byte(hash)) != 1 {
+	if row == nil || subtle.ConstantTimeCompare([]byte(row.Token), []byte(b.hash)) != 1 {
 		return nil, ErrUnauthenticated
 	}
 	now := a.clock.Now()
@@ -105,7 +130,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Princi
 		return nil, ErrUnauthenticated
 	}
 	a.touch(entry, now)
-	return &Principal{TokenID: row.ID, TenantID: row.TokenableID, Abilities: decodeAbilities(row.Abilities)}, nil
+	return &Principal{TokenID: row.ID, TenantID: row.TokenableID, Abilities: entry.abilities}, nil
 }
 
 func (a *Authenticator) load(ctx context.Context, id, hash string) (*models.PersonalAccessToken, error) {
