@@ -14,20 +14,6 @@ import (
 
 const adminToken = "adm_0123456789abcdef0123456789abcdef"
 
-type tenantBody struct {
-	ID                string   `json:"id"`
-	Name              string   `json:"name"`
-	SiteKey           string   `json:"site_key"`
-	PSPAccountID      *string  `json:"psp_account_id"`
-	AllowedHostnames  []string `json:"allowed_hostnames"`
-	RedactQueryParams []string `json:"redact_query_params"`
-	Features          struct {
-		UseQueueEvents bool `json:"UseQueueEvents"`
-		AnonymizeIp    bool `json:"AnonymizeIp"`
-	} `json:"features"`
-	CreatedAt string `json:"created_at"`
-}
-
 func TestOperatorAPIIsOffWithoutTokens(t *testing.T) {
 	e := startAPI(t)
 	for _, path := range []string{"/api/admin/tenants", "/api/admin/tenants/1", "/api/admin/nothing"} {

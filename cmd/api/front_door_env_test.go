@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/eventq/eventq/internal/members"
+	"github.com/eventq/eventq/internal/products"
+	"github.com/eventq/eventq/internal/tenants"
 	"github.com/eventq/eventq/models"
 )
 
@@ -76,19 +79,9 @@ type listPage[T any] struct {
 	} `json:"meta"`
 }
 
-type memberBody struct {
-	ID         string  `json:"id"`
-	ExternalID *string `json:"external_id"`
-	Email      string  `json:"email"`
-	Name       *string `json:"name"`
-	CreatedAt  string  `json:"created_at"`
-}
-
-type productBody struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	Amount    int64  `json:"amount"`
-	Currency  string `json:"currency"`
-	Active    bool   `json:"active"`
-	CreatedAt string `json:"created_at"`
-}
+// The resources as the api renders them: the services' own JSON types.
+type (
+	memberBody  = members.JSON
+	productBody = products.JSON
+	tenantBody  = tenants.JSON
+)

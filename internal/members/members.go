@@ -124,19 +124,7 @@ func View(m *models.AudienceMember) JSON {
 func (s *Service) Create(ctx context.Context, tenantID uint64, in map[string]any) (*models.AudienceMember, error) {
 	var errs apperr.FieldErrors
 	m := &models.AudienceMember{TenantID: tenantID}
-	if in["email"] == nil {
-		validate.Required(&errs, "email")
-	} else if email, ok := validate.Email(&errs, "email", in["email"], maxEmail); ok {
-		m.Email = email
-	}
-	if name := validate.NullableString(&errs, "name", in["name"], maxName); name != nil {
-		m.Name = *name
-	}
-	if in["external_id"] != nil {
-		if ext, ok := validate.StringBetween(&errs, "external_id", in["external_id"], 1, maxExternalID); ok {
-			m.ExternalID = &ext
-		}
-	}
+	apply(&errs, m, in, true)
 	if err := s.unique(ctx, &errs, m); err != nil {
 		return nil, err
 	}
@@ -163,27 +151,7 @@ func (s *Service) Update(ctx context.Context, tenantID uint64, ref string, in ma
 		before = append(before, ExternalPrefix+*m.ExternalID)
 	}
 	var errs apperr.FieldErrors
-	if validate.Present(in, "email") {
-		if in["email"] == nil {
-			validate.Required(&errs, "email")
-		} else if email, ok := validate.Email(&errs, "email", in["email"], maxEmail); ok {
-			m.Email = email
-		}
-	}
-	if validate.Present(in, "name") {
-		m.Name = ""
-		if name := validate.NullableString(&errs, "name", in["name"], maxName); name != nil {
-			m.Name = *name
-		}
-	}
-	if validate.Present(in, "external_id") {
-		m.ExternalID = nil
-		if in["external_id"] != nil {
-			if ext, ok := validate.StringBetween(&errs, "external_id", in["external_id"], 1, maxExternalID); ok {
-				m.ExternalID = &ext
-			}
-		}
-	}
+	apply(&errs, m, in, false)
 	if err := s.unique(ctx, &errs, m); err != nil {
 		return nil, err
 	}
@@ -197,6 +165,32 @@ func (s *Service) Update(ctx context.Context, tenantID uint64, ref string, in ma
 	}
 	s.announce(ctx, m, before...)
 	return m, nil
+}
+
+// apply validates the keys of in onto m: every key on create (email required), the present
+// ones on update (null clears name and external_id).
+func apply(errs *apperr.FieldErrors, m *models.AudienceMember, in map[string]any, create bool) {
+	if create || validate.Present(in, "email") {
+		if in["email"] == nil {
+			validate.Required(errs, "email")
+		} else if email, ok := validate.Email(errs, "email", in["email"], maxEmail); ok {
+			m.Email = email
+		}
+	}
+	if create || validate.Present(in, "name") {
+		m.Name = ""
+		if name := validate.NullableString(errs, "name", in["name"], maxName); name != nil {
+			m.Name = *name
+		}
+	}
+	if create || validate.Present(in, "external_id") {
+		m.ExternalID = nil
+		if in["external_id"] != nil {
+			if ext, ok := validate.StringBetween(errs, "external_id", in["external_id"], 1, maxExternalID); ok {
+				m.ExternalID = &ext
+			}
+		}
+	}
 }
 
 // unique adds the "taken" error when another member of the tenant has m's external id. The
