@@ -28,6 +28,8 @@ type FrontDoor struct {
 	Floor        *RateSearch `json:"http_floor"`
 	CheckAt80    *FixedRate  `json:"check_at_80_percent"`
 	FloorAt80    *FixedRate  `json:"floor_at_the_checks_80_percent"`
+	CheckAt20    *FixedRate  `json:"check_at_20_percent"`
+	FloorAt20    *FixedRate  `json:"floor_at_the_checks_20_percent"`
 	RatioToFloor float64     `json:"ratio_to_floor"`
 	TargetRatio  float64     `json:"target_ratio_min"`
 	TargetP99    float64     `json:"target_p99_ms_max"`
@@ -97,11 +99,22 @@ func benchFrontDoor(ctx context.Context, s *stack, p frontDoorPlan, ingest inges
 		return nil, err
 	}
 	if res.Check.RequestsPerSec > 0 {
-		if res.CheckAt80, err = atFraction(ctx, s, "entitlement check", 1, 0.8*res.Check.RequestsPerSec, ingest, check); err != nil {
+		// A pause first: the search's last step overloaded the api, and what it left queued
+		// would be the first second's tail.
+		if err := sleepCtx(ctx, 2*time.Second); err != nil {
 			return nil, err
 		}
-		if res.FloorAt80, err = atFraction(ctx, s, "http floor (GET)", 1, 0.8*res.Check.RequestsPerSec, ingest, floor); err != nil {
-			return nil, err
+		for _, m := range []struct {
+			fraction   float64
+			check, flo **FixedRate
+		}{{0.8, &res.CheckAt80, &res.FloorAt80}, {0.2, &res.CheckAt20, &res.FloorAt20}} {
+			rate := m.fraction * res.Check.RequestsPerSec
+			if *m.check, err = atFraction(ctx, s, "entitlement check", 1, rate, ingest, check); err != nil {
+				return nil, err
+			}
+			if *m.flo, err = atFraction(ctx, s, "http floor (GET)", 1, rate, ingest, floor); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if res.Floor, err = searchRate(ctx, s, "http floor (GET)", 1, ingest, floor, nil); err != nil {
@@ -382,6 +395,9 @@ func (f *FrontDoor) rows(add func(scenario, metric string, value float64, floor,
 		add(name, "p50 ms at 80% (floor: the same rate)", a.Latency.P50, fl50, nil, "", nil)
 		add(name, "p99 ms at 80% (floor: the same rate)", a.Latency.P99, fl99, nil, fmt.Sprintf("≤ %.0f ms", f.TargetP99), b(a.Latency.P99 <= f.TargetP99))
 		add(name, "api CPU µs per check at 80% (floor: the same rate)", a.APICPUMicrosPerReq, nilIfZero(f.FloorAt80), nil, "", nil)
+	}
+	if a, fl := f.CheckAt20, f.FloorAt20; a != nil && fl != nil {
+		add(name, fmt.Sprintf("p99 ms at 20%%, %.0f/s (floor: the same rate)", a.OfferedRequestsPerSec), a.Latency.P99, v(fl.Latency.P99), nil, "", nil)
 	}
 	add("refund → check 404 on another api", fmt.Sprintf("p99 ms of %d", f.Revocations), f.RevocationLatency.P99, nil, nil,
 		fmt.Sprintf("≤ %.0f ms", f.TargetRevocation), b(f.RevocationLatency.P99 <= f.TargetRevocation))
