@@ -65,6 +65,12 @@ func (f *Flags) Queues(ctx context.Context, tenantID uint64) (bool, error) {
 	return f.Active(ctx, UseQueueEvents, tenantID)
 }
 
+// Anonymizes reports whether tenantID's visitors' addresses are stored shortened: AnonymizeIp
+// is active.
+func (f *Flags) Anonymizes(ctx context.Context, tenantID uint64) (bool, error) {
+	return f.Active(ctx, AnonymizeIp, tenantID)
+}
+
 // Active reports whether feature is on for tenantID. Flags are opt-in: no row means off.
 func (f *Flags) Active(ctx context.Context, feature string, tenantID uint64) (bool, error) {
 	return f.cache.Get(ctx, feature+"\x00"+Scope(tenantID), func(ctx context.Context) (bool, error) {

@@ -18,7 +18,6 @@ import (
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/validate"
 	"github.com/eventq/eventq/models"
@@ -40,11 +39,12 @@ type Client struct {
 // Ingestor stores tracked events and feeds tenant queues. It is safe for concurrent use.
 type Ingestor struct {
 	db       *gorm.DB
-	queueing features.Queueing
+	queueing Flags
 	queue    *eventqueue.Store
 	clock    clock.Clock
 	log      *slog.Logger
-	siteKeys *cache.Fallback[string, Site] // opens dbDown
+	siteKeys *cache.Fallback[string, Site]     // opens dbDown
+	redact   *cache.Fallback[uint64, []string] // tenants' redacted query parameters
 	metrics  *metrics.Metrics
 	sqlite   *sqliteInserts // nil on Postgres, which takes a COPY
 
@@ -65,10 +65,11 @@ type Ingestor struct {
 
 // NewIngestor wires an Ingestor; its group-commit goroutines start with the first commit and
 // Close stops them. queueing says which tenants' events are queued; m may be nil.
-func NewIngestor(db *gorm.DB, queueing features.Queueing, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger, m *metrics.Metrics) *Ingestor {
+func NewIngestor(db *gorm.DB, queueing Flags, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger, m *metrics.Metrics) *Ingestor {
 	dbDown := &breaker.Breaker{Cooldown: database.DownCooldown}
 	in := &Ingestor{db: db, queueing: queueing, queue: queue, clock: clk, log: log, metrics: m,
 		siteKeys: cache.NewFallback[string, Site](siteKeyTTL, clk, database.LookupTimeout, dbDown, database.Unavailable),
+		redact:   cache.NewFallback[uint64, []string](privacyTTL, clk, database.LookupTimeout, dbDown, database.Unavailable),
 		breaker:  &breaker.Breaker{Cooldown: breakerCooldown}, dbDown: dbDown,
 		requests: make(chan *commitRequest, 4096), pushed: make(chan settlement, 1024), stop: make(chan struct{})}
 	if !database.IsPostgres(db) {
@@ -115,6 +116,7 @@ func (in *Ingestor) Ingest(ctx context.Context, tenantID uint64, inputs []Input,
 	if err != nil && !spoolNow {
 		return nil, err
 	}
+	priv := in.privacyOf(ctx, tenantID)
 	now := in.clock.Now().UTC()
 	rows := make([]models.TrackedEvent, len(inputs))
 	ids := make([]string, len(inputs))
@@ -124,6 +126,7 @@ func (in *Ingestor) Ingest(ctx context.Context, tenantID uint64, inputs []Input,
 			return nil, fmt.Errorf("tracking: id: %w", err)
 		}
 		rows[i] = newRow(id.String(), tenantID, ev, client, now)
+		priv.minimise(&rows[i]) // before the row is written anywhere: database, spool or queue
 		rows[i].Queued = queued // not marked pending: a pending batch stands for the marks
 		ids[i] = rows[i].ID
 	}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/models"
+)
+
+// With AnonymizeIp and redact_query_params, both track routes store and queue shortened
+// addresses and redacted URLs, without fragments; a tenant without them keeps addresses and
+// parameters (never the fragment).
+func TestMinimisationAtIngestion(t *testing.T) {
+	e := startAPI(t, "ADMIN_API_TOKENS="+adminToken, "TRUSTED_PROXIES=127.0.0.1")
+	tn := testenv.MustTenant(t, e.DB, true)
+	plain := testenv.MustTenant(t, e.DB, true)
+	path := fmt.Sprintf("/api/admin/tenants/%d", tn.ID)
+	var got tenantBody
+	mustData(t, e.doJSON(t, "PATCH", path, adminToken, map[string]any{"redact_query_params": []string{"Email", "token"}}), 200, &got)
+	mustData(t, e.doJSON(t, "PUT", path+"/features/AnonymizeIp", adminToken, map[string]any{"active": true}), 200, &struct{}{})
+	const sent = "https://shop.example/a/b?email=ada%40x.io&ref=m&TOKEN=t#access_token=secret"
+	const want = "https://shop.example/a/b?email=redacted&ref=m&TOKEN=redacted"
+	event := func(session string) map[string]any {
+		return map[string]any{"type": "page_view", "session_id": session, "url": sent, "event_sequence": 1}
+	}
+	track := func(tn testenv.Tenant, session, forwarded string) {
+		body, _ := json.Marshal(map[string]any{"site_key": tn.SiteKey, "events": []any{event(session)}})
+		if res := e.Do(t, "POST", "/api/track", "", body, "Content-Type", "application/json", "X-Forwarded-For", forwarded); res.Status != 202 {
+			t.Fatalf("track: %d %s", res.Status, res.Body)
+		}
+	}
+	// The settings reach the api within a second; track until they show.
+	testenv.Eventually(t, 3*time.Second, "the tenant's settings apply", func() bool {
+		track(tn, "probe", "203.0.113.7")
+		var row models.TrackedEvent
+		testenv.Must(t, e.DB.Where("tenant_id = ? AND session_id = ?", tn.ID, "probe").Order("id DESC").Take(&row).Error)
+		return row.IPAddress == "203.0.113.0" && row.URL == want
+	})
+	track(tn, "v4", "203.0.113.7")
+	track(tn, "v6", "2001:db8:1:2::7")
+	platform := event("server")
+	platform["ip_address"] = "2001:db8:abcd:12::1"
+	if res := e.doJSON(t, "POST", "/api/platform/track", tn.Token, map[string]any{"events": []any{platform}}); res.Status != 202 {
+		t.Fatalf("platform track: %d %s", res.Status, res.Body)
+	}
+	track(plain, "plain", "203.0.113.7")
+
+	wantIP := map[string]string{"v4": "203.0.113.0", "v6": "2001:db8:1::", "server": "2001:db8:abcd::"}
+	for session, ip := range wantIP {
+		var row models.TrackedEvent
+		testenv.Must(t, e.DB.Where("tenant_id = ? AND session_id = ?", tn.ID, session).Take(&row).Error)
+		if row.IPAddress != ip || row.URL != want || row.PagePath != "/a/b" {
+			t.Errorf("stored %s: ip %q url %q path %q, want %q and %q", session, row.IPAddress, row.URL, row.PagePath, ip, want)
+		}
+	}
+	queued := map[string]models.QueueEvent{}
+	for _, ev := range e.MustRead(t, tn).Data.Events {
+		queued[ev.SessionID] = ev
+	}
+	for session, ip := range wantIP {
+		if ev := queued[session]; ev.IPAddress != ip || ev.URL != want {
+			t.Errorf("queued %s: %+v", session, ev)
+		}
+	}
+	var row models.TrackedEvent
+	testenv.Must(t, e.DB.Where("tenant_id = ?", plain.ID).Take(&row).Error)
+	if row.IPAddress != "203.0.113.7" || row.URL != "https://shop.example/a/b?email=ada%40x.io&ref=m&TOKEN=t" {
+		t.Errorf("a tenant without the settings: ip %q url %q (only the fragment dropped)", row.IPAddress, row.URL)
+	}
+}

@@ -1,0 +1,44 @@
+package tracking
+
+import "testing"
+
+func TestAnonymizeIP(t *testing.T) {
+	for in, want := range map[string]string{
+		"203.0.113.7":           "203.0.113.0",
+		"203.0.113.0":           "203.0.113.0",
+		"2001:db8:1:2::7":       "2001:db8:1::",
+		"2001:db8:abcd:ffff::1": "2001:db8:abcd::",
+		"::ffff:198.51.100.9":   "198.51.100.0",
+		"fe80::1%eth0":          "fe80::",
+		"::1":                   "::",
+		"not an address":        "",
+		"":                      "",
+		"203.0.113.7:8080":      "",
+	} {
+		if got := AnonymizeIP(in); got != want {
+			t.Errorf("AnonymizeIP(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	names := []string{"email", "token", "a b"}
+	for _, c := range []struct{ in, want string }{
+		{"https://x.io/p?email=ada%40x.io&ref=m", "https://x.io/p?email=redacted&ref=m"},
+		{"https://x.io/p?EMAIL=ada&Token=t1&ref=m&token=t2", "https://x.io/p?EMAIL=redacted&Token=redacted&ref=m&token=redacted"},
+		{"https://x.io/p?e%6Dail=ada&ref=%zz", "https://x.io/p?e%6Dail=redacted&ref=%zz"},
+		{"https://x.io/p?a+b=1&a%20b=2&ab=3", "https://x.io/p?a+b=redacted&a%20b=redacted&ab=3"},
+		{"https://x.io/p?email&email=&x==y", "https://x.io/p?email&email=redacted&x==y"},
+		{"https://x.io/p?ref=m#access_token=secret", "https://x.io/p?ref=m"},
+		{"https://x.io/p#frag?email=x", "https://x.io/p"},
+		{"https://x.io/p?&&ref=m&", "https://x.io/p?&&ref=m&"},
+		{"https://x.io/p", "https://x.io/p"},
+	} {
+		if got := RedactURL(c.in, names); got != c.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	if got := RedactURL("https://x.io/p?email=a#f", nil); got != "https://x.io/p?email=a" {
+		t.Errorf("no names: %q", got)
+	}
+}
