@@ -26,6 +26,7 @@ import (
 	"github.com/eventq/eventq/internal/consume"
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/export"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/members"
 	"github.com/eventq/eventq/internal/metrics"
@@ -78,6 +79,8 @@ type App struct {
 	Retention *retention.Pruner
 	// Auth checks platform API tokens.
 	Auth *auth.Authenticator
+	// Export streams stored events (the CLI's events export, the member's access export).
+	Export *export.Exporter
 	// Tokens creates, lists and revokes tenants' API tokens.
 	Tokens *auth.Tokens
 	// Changes is the change feed: grants, revocations and member changes are announced on
@@ -181,6 +184,7 @@ func (a *App) open() error {
 	a.Retention = &retention.Pruner{DB: db, Keep: a.Config.Retention.Keep, Clock: a.Clock, Log: a.Log, Metrics: a.Metrics}
 	a.Auth = auth.NewAuthenticator(db, a.Clock, a.Log)
 	a.Tokens = auth.NewTokens(db, a.Clock)
+	a.Export = export.New(db)
 	a.Tenants = tenants.New(db, a.Flags, a.Clock)
 	a.Changes = changes.NewFeed(rdb, a.Log)
 	a.Follower = changes.NewFollower(rdb, a.Clock, a.Log)

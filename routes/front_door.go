@@ -17,6 +17,7 @@ func (s *Server) frontDoor(app *fiber.App) {
 	app.Get("/api/platform/members/:member/entitlements", read, s.memberEntitlements)
 	app.Get("/api/platform/members/:member/entitlements/:product", read, s.checkEntitlement)
 	app.Get("/api/platform/members/:member/purchases", read, s.memberPurchases)
+	app.Get("/api/platform/members/:member/data", read, s.memberData)
 
 	read, write = s.token(auth.AbilityProductsRead), s.token(auth.AbilityProductsWrite)
 	app.Post("/api/platform/products", write, s.createProduct)

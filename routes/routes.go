@@ -16,6 +16,7 @@ import (
 	"github.com/eventq/eventq/internal/auth"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/consume"
+	"github.com/eventq/eventq/internal/export"
 	"github.com/eventq/eventq/internal/members"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/payments"
@@ -56,6 +57,8 @@ type Server struct {
 	Members   *members.Service
 	Products  *products.Service
 	Purchases *purchases.Service
+	// Export streams stored events (the member's access export).
+	Export *export.Exporter
 	// Tenants and Tokens serve the operator API.
 	Tenants *tenants.Service
 	Tokens  *auth.Tokens

@@ -71,3 +71,49 @@ func TestMinimisationAtIngestion(t *testing.T) {
 		t.Errorf("a tenant without the settings: ip %q url %q (only the fragment dropped)", row.IPAddress, row.URL)
 	}
 }
+
+// The access export: the member, its purchases, every entitlement it was granted (with when
+// one ended) and the stored events naming it by id or external id, oldest first, as NDJSON,
+// equal to the stored rows; another tenant's member is 404.
+func TestAccessExportEqualsTheStoredRows(t *testing.T) {
+	e := startAPI(t)
+	s := testenv.MustShop(t, e.DB, "", true)
+	ext := "site-9"
+	testenv.Must(t, e.DB.Model(&s.Member).Update("external_id", ext).Error)
+	p := models.Purchase{TenantID: s.ID, AudienceMemberID: s.Member.ID, ProductID: s.Product.ID, PSPCheckoutSessionID: "cs_access",
+		AmountTotal: 1999, Currency: "usd", Status: models.PurchaseRefunded}
+	testenv.Must(t, e.DB.Create(&p).Error)
+	revoked := time.Now().UTC().Truncate(time.Second)
+	ent := models.Entitlement{TenantID: s.ID, AudienceMemberID: s.Member.ID, ProductID: s.Product.ID, PurchaseID: p.ID, RevokedAt: &revoked}
+	testenv.Must(t, e.DB.Create(&ent).Error)
+	byID, byExt, other := models.FormatID(s.Member.ID), ext, "someone-else"
+	for i, who := range []*string{&byID, nil, &byExt, &other, &byID} {
+		ev := pageView(fmt.Sprintf("s-%d", i), i)
+		if who != nil {
+			ev["audience_member_id"] = *who
+		}
+		e.MustTrack(t, s.Tenant, ev)
+	}
+	res := e.doJSON(t, "GET", "/api/platform/members/external:"+ext+"/data", s.Token, nil)
+	if res.Status != 200 || res.Header.Get("Content-Type") != "application/x-ndjson" {
+		t.Fatalf("%d %s %s", res.Status, res.Header.Get("Content-Type"), res.Body)
+	}
+	var rows []models.TrackedEvent
+	testenv.Must(t, e.DB.Where("tenant_id = ? AND audience_member_id IN ?", s.ID, []string{byID, byExt}).Order("created_at, id").Find(&rows).Error)
+	if len(rows) != 3 {
+		t.Fatalf("%d stored events of the member, want 3", len(rows))
+	}
+	var m models.AudienceMember
+	testenv.Must(t, e.DB.Take(&m, s.Member.ID).Error)
+	want := fmt.Sprintf(`{"kind":"member","data":{"id":"%d","external_id":"site-9","email":"%s","name":"Ada","created_at":"%s"}}`+"\n", m.ID, m.Email, models.FormatTime(m.CreatedAt)) +
+		fmt.Sprintf(`{"kind":"purchase","data":{"id":"%d","audience_member_id":"%d","product_id":"%d","amount_total":1999,"currency":"usd","status":"refunded","created_at":"%s"}}`+"\n", p.ID, m.ID, s.Product.ID, models.FormatTime(p.CreatedAt)) +
+		fmt.Sprintf(`{"kind":"entitlement","data":{"id":"%d","product_id":"%d","purchase_id":"%d","granted_at":"%s","revoked_at":"%s"}}`+"\n", ent.ID, s.Product.ID, p.ID, models.FormatTime(ent.CreatedAt), models.FormatTime(revoked))
+	for i := range rows {
+		want += `{"kind":"event","data":` + string(rows[i].MarshalQueue()) + "}\n"
+	}
+	if string(res.Body) != want {
+		t.Fatalf("export:\n%s\nwant:\n%s", res.Body, want)
+	}
+	stranger := testenv.MustTenant(t, e.DB, false)
+	assertBody(t, e.doJSON(t, "GET", "/api/platform/members/"+byID+"/data", stranger.Token, nil), 404, `{"message":"Not Found."}`)
+}

@@ -30,6 +30,8 @@ type Query struct {
 	To time.Time
 	// PageSize is how many events each query reads; zero means DefaultPageSize.
 	PageSize int
+	// Members, when not empty, keeps only the events whose audience_member_id is one of them.
+	Members []string
 }
 
 // ErrEmptyRange is returned, before anything is read or written, for a Query whose From is
@@ -69,6 +71,22 @@ func JSONL(ctx context.Context, db *gorm.DB, w io.Writer, q Query) (int, error) 
 	return n, nil
 }
 
+// Each calls fn with every selected event, oldest first, a page at a time (as JSONL reads
+// them), and returns how many it passed. fn must not keep the event.
+func Each(ctx context.Context, db *gorm.DB, q Query, fn func(*models.TrackedEvent) error) (int, error) {
+	if err := q.Validate(); err != nil {
+		return 0, err
+	}
+	return eachPage(ctx, db, q, func(page []models.TrackedEvent) error {
+		for i := range page {
+			if err := fn(&page[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // eventColumns are the columns an export reads: the queue event's, nothing else.
 const eventColumns = "id, type, session_id, audience_member_id, url, page_hostname, page_path, " +
 	"user_agent, ip_address, event_sequence, created_at"
@@ -91,6 +109,9 @@ func eachPage(ctx context.Context, db *gorm.DB, q Query, fn func([]models.Tracke
 	for {
 		stmt := db.WithContext(ctx).Model(&models.TrackedEvent{}).Select(eventColumns).
 			Where("tenant_id = ?", q.TenantID)
+		if len(q.Members) > 0 {
+			stmt = stmt.Where("audience_member_id IN ?", q.Members)
+		}
 		// The created_at bounds are always in the query when known: they keep each page a range
 		// scan of the (tenant_id, created_at) index and let Postgres skip partitions outside them.
 		switch {
@@ -137,4 +158,15 @@ func Latest(ctx context.Context, db *gorm.DB, tenantID uint64, limit int) ([]mod
 	}
 	slices.Reverse(rows)
 	return rows, nil
+}
+
+// Exporter reads stored events for the HTTP routes, which hold no database of their own.
+type Exporter struct{ db *gorm.DB }
+
+// New returns an Exporter on db.
+func New(db *gorm.DB) *Exporter { return &Exporter{db: db} }
+
+// Each is Each on the Exporter's database.
+func (e *Exporter) Each(ctx context.Context, q Query, fn func(*models.TrackedEvent) error) (int, error) {
+	return Each(ctx, e.db, q, fn)
 }

@@ -101,6 +101,29 @@ func (s *Service) Entitlements(ctx context.Context, tenantID, member uint64) ([]
 	return rows, nil
 }
 
+// Granted lists every entitlement member was ever granted by tenantID, revoked or not, by id.
+func (s *Service) Granted(ctx context.Context, tenantID, member uint64) ([]models.Entitlement, error) {
+	var rows []models.Entitlement
+	err := s.db.WithContext(ctx).Where("tenant_id = ? AND audience_member_id = ?", tenantID, member).Order("id").Find(&rows).Error
+	return rows, err
+}
+
+// GrantJSON is an entitlement as the access export shows it: with when it ended, if it did.
+type GrantJSON struct {
+	EntitlementJSON
+	RevokedAt *string `json:"revoked_at"`
+}
+
+// ViewGrant renders e with its revocation time.
+func ViewGrant(e *models.Entitlement) GrantJSON {
+	out := GrantJSON{EntitlementJSON: ViewEntitlement(e)}
+	if e.RevokedAt != nil {
+		t := models.FormatTime(*e.RevokedAt)
+		out.RevokedAt = &t
+	}
+	return out
+}
+
 // InForce lists the member's entitlements in force by id, from the cache while the change
 // feed is followed, else from the database.
 func (s *Service) InForce(ctx context.Context, tenantID, member uint64) ([]models.Entitlement, error) {
