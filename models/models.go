@@ -70,8 +70,11 @@ type AudienceMember struct {
 	Email      string  `gorm:"size:255;not null;index:audience_members_tenant_email,priority:2"`
 	Name       string  `gorm:"size:255;not null;default:''"`
 	ExternalID *string `gorm:"size:191;uniqueIndex:audience_members_tenant_external_unique,priority:2"`
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// ErasedAt is when the member was erased: from then on it answers 404 everywhere, and its
+	// personal fields are blank.
+	ErasedAt  *time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Product is something a tenant sells, priced in minor units of Currency. Products are never

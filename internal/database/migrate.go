@@ -76,6 +76,12 @@ func migrations() []*gormigrate.Migration {
 		// Members, products and tenants as the HTTP front door manages them (frontDoor).
 		ID:      "2026112701_front_door",
 		Migrate: frontDoor,
+	}, {
+		// Erasure of members: their erased mark and the durable requests.
+		ID: "2026112702_erasures",
+		Migrate: func(tx *gorm.DB) error {
+			return tx.AutoMigrate(&models.AudienceMember{}, &models.MemberErasure{})
+		},
 	}}
 }
 

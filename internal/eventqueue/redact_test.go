@@ -1,0 +1,110 @@
+package eventqueue
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/eventq/eventq/internal/testenv"
+)
+
+// A redaction walks the queue while a consumer trims its front and a producer appends: every
+// matching event still in the queue is rewritten in its place, once; nothing else changes; the
+// offset is the consumer's alone; each step of the walk is bounded (SLOWLOG shows no command
+// near 50 ms on a queue of 200,000).
+func TestRedactQueueRewritesInPlaceWhileTrimmed(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rdb := r.Client()
+	store := New(rdb)
+	defer store.Close()
+	ctx := context.Background()
+	const tenant, n = 7, 200_000
+	batch := make([][]byte, 0, 10_000)
+	for i := 0; i < n; i++ {
+		who := "other"
+		if i%1000 == 0 {
+			who = "erased"
+		}
+		batch = append(batch, []byte(fmt.Sprintf(`{"id":"%08d","who":"%s"}`, i, who)))
+		if len(batch) == cap(batch) {
+			testenv.Must(t, store.Append(ctx, tenant, batch...))
+			batch = batch[:0]
+		}
+	}
+	testenv.Must(t, rdb.ConfigSet(ctx, "slowlog-log-slower-than", "10000").Err()) // 10 ms
+	testenv.Must(t, rdb.SlowLogReset(ctx).Err())
+	rewrite := func(el []byte) ([]byte, bool) {
+		if !bytes.Contains(el, []byte(`"who":"erased"`)) {
+			return nil, false
+		}
+		return bytes.Replace(el, []byte(`"who":"erased"`), []byte(`"who":""`), 1), true
+	}
+	var wg sync.WaitGroup
+	trimmed := int64(0)
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() { // a consumer trimming 50 at a time from the front, with offsets
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			res, err := store.Trim(ctx, tenant, 50, trimmed)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			trimmed = res.Front
+		}
+	}()
+	got, err := store.RedactQueue(ctx, tenant, rewrite)
+	close(stop)
+	wg.Wait()
+	testenv.Must(t, err)
+	// Every erased event still in the queue is rewritten; the ones trimmed before the walk
+	// reached them were not counted.
+	els, err := rdb.LRange(ctx, Key(tenant), 0, -1).Result()
+	testenv.Must(t, err)
+	off, err := rdb.Get(ctx, OffsetKey(tenant)).Int64()
+	testenv.Must(t, err)
+	if off != trimmed || int64(len(els))+off != n {
+		t.Fatalf("offset %d (trimmed %d), length %d: the redaction moved the queue", off, trimmed, len(els))
+	}
+	left := 0
+	for i, el := range els {
+		if strings.Contains(el, `"who":"erased"`) {
+			left++
+		}
+		if want := fmt.Sprintf(`"id":"%08d"`, off+int64(i)); !strings.Contains(el, want) {
+			t.Fatalf("position %d holds %s", off+int64(i), el)
+		}
+	}
+	if left != 0 {
+		t.Fatalf("%d erased events left in the queue", left)
+	}
+	inQueue := 0
+	for i := off; i < n; i++ {
+		if i%1000 == 0 {
+			inQueue++
+		}
+	}
+	if got < inQueue || got > n/1000 {
+		t.Fatalf("%d rewritten, %d matching events were in the queue at the end", got, inQueue)
+	}
+	if again, err := store.RedactQueue(ctx, tenant, rewrite); err != nil || again != 0 {
+		t.Fatalf("a second walk rewrote %d (%v)", again, err)
+	}
+	slow, err := rdb.SlowLogGet(ctx, 20).Result()
+	testenv.Must(t, err)
+	for _, e := range slow {
+		if e.Duration.Milliseconds() >= 50 {
+			t.Errorf("a command took %s: %v", e.Duration, e.Args)
+		}
+	}
+	t.Logf("rewrote %d; %d commands over 10 ms", got, len(slow))
+}
