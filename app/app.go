@@ -25,6 +25,7 @@ import (
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/consume"
 	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/erasure"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/export"
 	"github.com/eventq/eventq/internal/features"
@@ -79,6 +80,8 @@ type App struct {
 	Retention *retention.Pruner
 	// Auth checks platform API tokens.
 	Auth *auth.Authenticator
+	// Erasures takes members' erasures and carries them out.
+	Erasures *erasure.Service
 	// Export streams stored events (the CLI's events export, the member's access export).
 	Export *export.Exporter
 	// Tokens creates, lists and revokes tenants' API tokens.
@@ -192,6 +195,7 @@ func (a *App) open() error {
 	a.Members = members.New(db, a.Clock, a.Changes, a.Follower)
 	a.Products = products.New(db, a.Clock)
 	a.Purchases = purchases.New(db, a.Clock, a.Follower)
+	a.Erasures = &erasure.Service{DB: db, Queue: a.Queue, Changes: a.Changes, Clock: a.Clock, Log: a.Log}
 	a.Limiter = ratelimit.New(rdb, a.Clock, a.Metrics)
 	return nil
 }

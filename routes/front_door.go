@@ -14,6 +14,8 @@ func (s *Server) frontDoor(app *fiber.App) {
 	app.Get("/api/platform/members", read, s.listMembers)
 	app.Get("/api/platform/members/:member", read, s.getMember)
 	app.Patch("/api/platform/members/:member", write, s.updateMember)
+	app.Delete("/api/platform/members/:member", write, s.eraseMember)
+	app.Get("/api/platform/erasures/:erasure", read, s.getErasure)
 	app.Get("/api/platform/members/:member/entitlements", read, s.memberEntitlements)
 	app.Get("/api/platform/members/:member/entitlements/:product", read, s.checkEntitlement)
 	app.Get("/api/platform/members/:member/purchases", read, s.memberPurchases)

@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2/utils"
 
 	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/erasure"
 	"github.com/eventq/eventq/internal/members"
 	"github.com/eventq/eventq/internal/paginate"
 	"github.com/eventq/eventq/internal/purchases"
@@ -59,6 +60,33 @@ func (s *Server) updateMember(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(fiber.Map{"data": members.View(m)})
+}
+
+// eraseMember answers DELETE /api/platform/members/{member}: 202 with the erasure, which the
+// worker carries out (erasure.Service); the member answers 404 from now on.
+func (s *Server) eraseMember(c *fiber.Ctx) error {
+	m, err := s.Members.Get(c.UserContext(), principal(c).TenantID, memberRef(c))
+	if err != nil {
+		return err
+	}
+	e, err := s.Erasures.Request(c.UserContext(), m)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"data": erasure.View(e)})
+}
+
+// getErasure answers GET /api/platform/erasures/{erasure}.
+func (s *Server) getErasure(c *fiber.Ctx) error {
+	id, ok := models.ParseID(c.Params("erasure"))
+	if !ok {
+		return erasure.ErrNotFound
+	}
+	e, err := s.Erasures.Get(c.UserContext(), principal(c).TenantID, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"data": erasure.View(e)})
 }
 
 func (s *Server) memberEntitlements(c *fiber.Ctx) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/eventq/eventq/internal/auth"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/consume"
+	"github.com/eventq/eventq/internal/erasure"
 	"github.com/eventq/eventq/internal/export"
 	"github.com/eventq/eventq/internal/members"
 	"github.com/eventq/eventq/internal/metrics"
@@ -57,6 +58,8 @@ type Server struct {
 	Members   *members.Service
 	Products  *products.Service
 	Purchases *purchases.Service
+	// Erasures takes and reports members' erasures.
+	Erasures *erasure.Service
 	// Export streams stored events (the member's access export).
 	Export *export.Exporter
 	// Tenants and Tokens serve the operator API.

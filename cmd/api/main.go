@@ -81,7 +81,7 @@ func (m *Main) Open() error {
 		TrustedProxies: m.Config.TrustedProxies, Payments: a.Payments, Metrics: a.Metrics, Limiter: a.Limiter,
 		Limits: m.Config.Limits, BenchNoop: m.Config.BenchNoopRoute,
 		Members: a.Members, Products: a.Products, Purchases: a.Purchases, Tenants: a.Tenants, Tokens: a.Tokens,
-		AdminTokens: m.Config.AdminTokens, Export: a.Export,
+		AdminTokens: m.Config.AdminTokens, Export: a.Export, Erasures: a.Erasures,
 	})
 	ln, err := net.Listen("tcp", m.Config.HTTPAddr)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/eventq/eventq/internal/erasure"
 	"github.com/eventq/eventq/internal/validate"
 	"github.com/eventq/eventq/models"
 )
@@ -41,7 +42,42 @@ func (c *cli) memberCommand() *cobra.Command {
 	create.Flags().StringVar(&email, "email", "", "e-mail address (required)")
 	create.Flags().StringVar(&name, "name", "", "display name")
 	create.Flags().StringVar(&external, "external-id", "", "the tenant's own id of the member (unique within the tenant)")
-	cmd.AddCommand(create)
+
+	var ref string
+	erase := &cobra.Command{
+		Use:   "erase",
+		Short: "Erase a member: blank its personal fields, delete its events and those of its sessions, redact their copies in Redis; prints the erasure once done",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tenant, err := c.tenant(cmd, tenantID)
+			if err != nil {
+				return err
+			}
+			a, err := c.application()
+			if err != nil {
+				return err
+			}
+			m, err := a.Members.Get(cmd.Context(), tenant.ID, ref)
+			if err != nil {
+				return rowErr(err, "member", ref, tenant.ID)
+			}
+			e, err := a.Erasures.Request(cmd.Context(), m)
+			if err != nil {
+				return err
+			}
+			// Carried out here, as a worker would (a worker beside does no harm), and waited for.
+			if err := a.Erasures.Run(cmd.Context(), e.ID); err != nil {
+				return err
+			}
+			if e, err = a.Erasures.Get(cmd.Context(), tenant.ID, e.ID); err != nil {
+				return err
+			}
+			return c.print(erasure.View(e))
+		},
+	}
+	erase.Flags().StringVar(&tenantID, "tenant", "", "tenant id (required)")
+	erase.Flags().StringVar(&ref, "member", "", "the member's id, or external: and its external id (required)")
+	cmd.AddCommand(create, erase)
 	return cmd
 }
 

@@ -151,6 +151,11 @@ func (m *Main) Run(ctx context.Context) error {
 		defer close(drained)
 		jobs.RunSpoolDrain(ctx, m.App.Ingest, m.Log)
 	}()
+	erased := make(chan struct{})
+	go func() {
+		defer close(erased)
+		jobs.RunErasures(ctx, m.App.Erasures, m.Log)
+	}()
 	triggered := make(chan struct{})
 	switch {
 	case m.reconcile:
@@ -169,6 +174,7 @@ func (m *Main) Run(ctx context.Context) error {
 	<-triggered
 	<-maintained
 	<-drained
+	<-erased
 	return m.Close()
 }
 

@@ -201,7 +201,7 @@ func (s *Service) unique(ctx context.Context, errs *apperr.FieldErrors, m *model
 	}
 	var n int64
 	err := s.db.WithContext(ctx).Model(&models.AudienceMember{}).
-		Where("tenant_id = ? AND external_id = ? AND id <> ?", m.TenantID, *m.ExternalID, m.ID).Count(&n).Error
+		Where("tenant_id = ? AND external_id = ? AND id <> ?", m.TenantID, *m.ExternalID, m.ID).Count(&n).Error // an erased member has none
 	if err != nil {
 		return err
 	}
@@ -241,7 +241,7 @@ func decodeRef(ref string) (string, bool) {
 
 // get looks up a decoded reference.
 func (s *Service) get(ctx context.Context, tenantID uint64, ref string) (*models.AudienceMember, error) {
-	q := s.db.WithContext(ctx).Where("tenant_id = ?", tenantID)
+	q := s.db.WithContext(ctx).Where("tenant_id = ? AND erased_at IS NULL", tenantID)
 	if ext, ok := strings.CutPrefix(ref, ExternalPrefix); ok {
 		if ext == "" {
 			return nil, ErrNotFound
@@ -269,7 +269,7 @@ type Filter struct {
 
 // List returns one page of tenantID's members in id order.
 func (s *Service) List(ctx context.Context, tenantID uint64, f Filter, r paginate.Request) (paginate.Page[models.AudienceMember], error) {
-	q := s.db.WithContext(ctx).Model(&models.AudienceMember{}).Where("tenant_id = ?", tenantID)
+	q := s.db.WithContext(ctx).Model(&models.AudienceMember{}).Where("tenant_id = ? AND erased_at IS NULL", tenantID)
 	if f.ExternalID != "" {
 		q = q.Where("external_id = ?", f.ExternalID)
 	}

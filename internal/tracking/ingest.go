@@ -45,6 +45,7 @@ type Ingestor struct {
 	log      *slog.Logger
 	siteKeys *cache.Fallback[string, Site]     // opens dbDown
 	redact   *cache.Fallback[uint64, []string] // tenants' redacted query parameters
+	erased   *cache.Fallback[uint64, *erased]  // tenants' erased members
 	metrics  *metrics.Metrics
 	sqlite   *sqliteInserts // nil on Postgres, which takes a COPY
 
@@ -70,6 +71,7 @@ func NewIngestor(db *gorm.DB, queueing Flags, queue *eventqueue.Store, clk clock
 	in := &Ingestor{db: db, queueing: queueing, queue: queue, clock: clk, log: log, metrics: m,
 		siteKeys: cache.NewFallback[string, Site](siteKeyTTL, clk, database.LookupTimeout, dbDown, database.Unavailable),
 		redact:   cache.NewFallback[uint64, []string](privacyTTL, clk, database.LookupTimeout, dbDown, database.Unavailable),
+		erased:   cache.NewFallback[uint64, *erased](privacyTTL, clk, database.LookupTimeout, dbDown, database.Unavailable),
 		breaker:  &breaker.Breaker{Cooldown: breakerCooldown}, dbDown: dbDown,
 		requests: make(chan *commitRequest, 4096), pushed: make(chan settlement, 1024), stop: make(chan struct{})}
 	if !database.IsPostgres(db) {

@@ -11,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/internal/erasure"
 	"github.com/eventq/eventq/models"
 )
 
@@ -29,6 +30,14 @@ const privacyTTL = 500 * time.Millisecond
 type privacy struct {
 	anonymize bool     // AnonymizeIp: addresses shortened
 	redact    []string // query parameters whose values are replaced, lower case
+	erased    *erased  // members erased: events naming them are stored without them
+	tenantID  uint64
+}
+
+// erased are a tenant's erased members: their ids, and the hashes of their former external
+// ids (erasure.ExternalHash).
+type erased struct {
+	ids, hashes map[string]bool
 }
 
 // privacyOf reads tenantID's privacy settings. When the flag cannot be read the address is
@@ -37,7 +46,22 @@ type privacy struct {
 // them), nothing is redacted but the fragment.
 func (in *Ingestor) privacyOf(ctx context.Context, tenantID uint64) privacy {
 	anon, err := in.queueing.Anonymizes(ctx, tenantID)
-	p := privacy{anonymize: anon || err != nil}
+	p := privacy{anonymize: anon || err != nil, tenantID: tenantID}
+	p.erased, _ = in.erased.Get(ctx, tenantID, func(ctx context.Context) (*erased, error) {
+		var rows []models.MemberErasure
+		err := in.db.WithContext(ctx).Select("member_id", "external_hash").Where("tenant_id = ?", tenantID).Find(&rows).Error
+		if err != nil {
+			return nil, fmt.Errorf("tracking: erased members: %w", err)
+		}
+		out := &erased{ids: map[string]bool{}, hashes: map[string]bool{}}
+		for _, r := range rows {
+			out.ids[models.FormatID(r.MemberID)] = true
+			if r.ExternalHash != "" {
+				out.hashes[r.ExternalHash] = true
+			}
+		}
+		return out, nil
+	})
 	p.redact, _ = in.redact.Get(ctx, tenantID, func(ctx context.Context) ([]string, error) {
 		var t models.Tenant
 		err := in.db.WithContext(ctx).Select("id", "redact_query_params").Take(&t, tenantID).Error
@@ -63,6 +87,10 @@ func (p privacy) minimise(row *models.TrackedEvent) {
 		row.IPAddress = AnonymizeIP(row.IPAddress)
 	}
 	row.URL = RedactURL(row.URL, p.redact)
+	if m := row.AudienceMemberID; m != nil && p.erased != nil && len(p.erased.ids)+len(p.erased.hashes) > 0 &&
+		(p.erased.ids[*m] || p.erased.hashes[erasure.ExternalHash(p.tenantID, *m)]) {
+		row.AudienceMemberID = nil
+	}
 }
 
 // AnonymizeIP shortens an address: an IPv4 address's last octet zeroed (203.0.113.7 →

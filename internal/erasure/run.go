@@ -1,0 +1,202 @@
+package erasure
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/eventq/eventq/internal/changes"
+	"github.com/eventq/eventq/models"
+)
+
+// Run carries out erasure id to done; running it again, or beside another Run of it, does no
+// harm and counts nothing twice.
+//
+// Order matters for a run cut short: the events that name the member are deleted last, so a
+// later run finds the same sessions again from them.
+func (s *Service) Run(ctx context.Context, id uint64) error {
+	var e models.MemberErasure
+	if err := s.DB.WithContext(ctx).Take(&e, id).Error; err != nil {
+		return fmt.Errorf("erasure %d: %w", id, err)
+	}
+	if e.Status == models.ErasureDone {
+		return nil
+	}
+	if wait := e.RequestedAt.Add(Settle).Sub(s.Clock.Now()); wait > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	names := refs(&e)
+	db := s.DB.WithContext(ctx)
+
+	// Entitlements end (purchases stay, for the books).
+	now := s.Clock.Now().UTC()
+	if err := db.Model(&models.Entitlement{}).Where("tenant_id = ? AND audience_member_id = ? AND revoked_at IS NULL", e.TenantID, e.MemberID).
+		Updates(map[string]any{"revoked_at": now, "updated_at": now}).Error; err != nil {
+		return fmt.Errorf("erasure %d: entitlements: %w", id, err)
+	}
+	if s.Changes != nil {
+		if err := s.Changes.Announce(ctx, changes.Change{Kind: changes.Entitlements, Tenant: e.TenantID, ID: e.MemberID}); err != nil {
+			return err
+		}
+	}
+
+	var sessions []string
+	if err := db.Model(&models.TrackedEvent{}).Where("tenant_id = ? AND audience_member_id IN ?", e.TenantID, names).
+		Distinct().Pluck("session_id", &sessions).Error; err != nil {
+		return fmt.Errorf("erasure %d: sessions: %w", id, err)
+	}
+
+	// The copies in Redis, redacted where they are.
+	match := matcher(names, sessions)
+	queued, err := s.Queue.RedactQueue(ctx, e.TenantID, func(el []byte) ([]byte, bool) { return redactEvent(el, match) })
+	if err != nil {
+		return fmt.Errorf("erasure %d: %w", id, err)
+	}
+	dead, err := s.Queue.RedactDeadLetters(ctx, e.TenantID, func(el []byte) ([]byte, bool) { return redactDeadLetter(el, match) })
+	if err != nil {
+		return fmt.Errorf("erasure %d: %w", id, err)
+	}
+	if err := s.add(ctx, id, "events_redacted", int64(queued+dead)); err != nil {
+		return err
+	}
+
+	// The stored events: those sharing a session first, those naming the member last.
+	for start := 0; start < len(sessions); start += 500 {
+		chunk := sessions[start:min(start+500, len(sessions))]
+		if err := s.deleteAll(ctx, id, db.Where("tenant_id = ? AND session_id IN ? AND (audience_member_id IS NULL OR audience_member_id NOT IN ?)",
+			e.TenantID, chunk, names)); err != nil {
+			return err
+		}
+	}
+	if err := s.deleteAll(ctx, id, db.Where("tenant_id = ? AND audience_member_id IN ?", e.TenantID, names)); err != nil {
+		return err
+	}
+
+	done := s.Clock.Now().UTC()
+	err = db.Model(&models.MemberErasure{}).Where("id = ? AND status = ?", id, models.ErasurePending).
+		Updates(map[string]any{"status": models.ErasureDone, "completed_at": done, "external_id": nil}).Error
+	if err != nil {
+		return fmt.Errorf("erasure %d: done: %w", id, err)
+	}
+	s.announceMember(ctx, &e)
+	return nil
+}
+
+// deleteAll deletes the events cond selects, deleteBatch at a time, each batch and its count
+// in one transaction.
+func (s *Service) deleteAll(ctx context.Context, id uint64, cond *gorm.DB) error {
+	for {
+		var n int64
+		err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			var ids []string
+			if err := tx.Model(&models.TrackedEvent{}).Where(cond).Limit(deleteBatch).Pluck("id", &ids).Error; err != nil {
+				return err
+			}
+			if len(ids) == 0 {
+				return nil
+			}
+			res := tx.Where("id IN ?", ids).Delete(&models.TrackedEvent{})
+			if res.Error != nil {
+				return res.Error
+			}
+			n = res.RowsAffected
+			return tx.Model(&models.MemberErasure{}).Where("id = ?", id).
+				Update("events_deleted", gorm.Expr("COALESCE(events_deleted, 0) + ?", n)).Error
+		})
+		if err != nil {
+			return fmt.Errorf("erasure %d: delete events: %w", id, err)
+		}
+		if n < deleteBatch {
+			return nil
+		}
+	}
+}
+
+// add adds n to the erasure's counter column.
+func (s *Service) add(ctx context.Context, id uint64, column string, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	err := s.DB.WithContext(ctx).Model(&models.MemberErasure{}).Where("id = ?", id).
+		Update(column, gorm.Expr("COALESCE("+column+", 0) + ?", n)).Error
+	if err != nil {
+		return fmt.Errorf("erasure %d: %s: %w", id, column, err)
+	}
+	return nil
+}
+
+// matcher reports whether a queued event is the member's: it names the member, or shares a
+// session with an event that does.
+func matcher(names, sessions []string) func(*models.QueueEvent) bool {
+	member := map[string]bool{}
+	for _, n := range names {
+		member[n] = true
+	}
+	session := map[string]bool{}
+	for _, s := range sessions {
+		session[s] = true
+	}
+	return func(ev *models.QueueEvent) bool {
+		return (ev.AudienceMemberID != nil && member[*ev.AudienceMemberID]) || (ev.SessionID != "" && session[ev.SessionID])
+	}
+}
+
+// redactEvent rewrites a queued event the matcher picks: id, type, page_hostname,
+// event_sequence and created_at kept, audience_member_id null, the other fields "".
+func redactEvent(el []byte, match func(*models.QueueEvent) bool) ([]byte, bool) {
+	var ev models.QueueEvent
+	if json.Unmarshal(el, &ev) != nil || !match(&ev) {
+		return nil, false
+	}
+	ev.AudienceMemberID, ev.SessionID, ev.URL, ev.PagePath, ev.UserAgent, ev.IPAddress = nil, "", "", "", "", ""
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(ev) != nil {
+		return nil, false
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), true
+}
+
+// redactDeadLetter rewrites the event of a dead letter {"offset","deliveries","event"}.
+func redactDeadLetter(el []byte, match func(*models.QueueEvent) bool) ([]byte, bool) {
+	var d struct {
+		Offset     json.RawMessage `json:"offset"`
+		Deliveries json.RawMessage `json:"deliveries"`
+		Event      json.RawMessage `json:"event"`
+	}
+	if json.Unmarshal(el, &d) != nil {
+		return nil, false
+	}
+	ev, ok := redactEvent(d.Event, match)
+	if !ok {
+		return nil, false
+	}
+	out := append([]byte(`{"offset":`), d.Offset...)
+	out = append(append(out, `,"deliveries":`...), d.Deliveries...)
+	out = append(append(out, `,"event":`...), ev...)
+	return append(out, '}'), true
+}
+
+// RunPending runs every pending erasure, oldest first, and returns how many it finished.
+func (s *Service) RunPending(ctx context.Context) (int, error) {
+	var ids []uint64
+	if err := s.DB.WithContext(ctx).Model(&models.MemberErasure{}).Where("status = ?", models.ErasurePending).
+		Order("id").Limit(100).Pluck("id", &ids).Error; err != nil {
+		return 0, err
+	}
+	for i, id := range ids {
+		if err := s.Run(ctx, id); err != nil {
+			return i, err
+		}
+	}
+	return len(ids), nil
+}
