@@ -122,4 +122,3 @@ func mustID(t *testing.T, s string) uint64 {
 	}
 	return id
 }
-
