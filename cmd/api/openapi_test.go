@@ -24,10 +24,12 @@ func TestResponsesMatchTheOpenAPIDescription(t *testing.T) {
 	e := startAPI(t, "EVENTQUEUE_MAX_DELIVERIES=1", "ADMIN_API_TOKENS="+adminToken)
 	tn := testenv.MustTenant(t, e.DB, true)
 	readOnly := testenv.MustTenant(t, e.DB, true, "events:read")
-	openapi3filter.RegisterBodyDecoder("application/javascript", func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
-		b, err := io.ReadAll(body)
-		return string(b), err
-	})
+	for _, ct := range []string{"application/javascript", "application/x-ndjson"} {
+		openapi3filter.RegisterBodyDecoder(ct, func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+			b, err := io.ReadAll(body)
+			return string(b), err
+		})
+	}
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(docs.OpenAPI)
 	if err != nil {
@@ -64,6 +66,14 @@ func TestResponsesMatchTheOpenAPIDescription(t *testing.T) {
 	}
 	mustData(t, e.doJSON(t, "POST", fmt.Sprintf("/api/admin/tenants/%d/tokens", tn.ID), adminToken, `{}`), 201, &spare)
 	tenantPath := fmt.Sprintf("/api/admin/tenants/%d", tn.ID)
+	var doomed memberBody
+	mustData(t, e.doJSON(t, "POST", "/api/platform/members", tn.Token, map[string]any{"email": "gone@example.com"}), 201, &doomed)
+	var erasure struct {
+		ID string `json:"id"`
+	}
+	mustData(t, e.doJSON(t, "DELETE", "/api/platform/members/"+doomed.ID, tn.Token, nil), 202, &erasure)
+	var doomed2 memberBody
+	mustData(t, e.doJSON(t, "POST", "/api/platform/members", tn.Token, map[string]any{"email": "gone2@example.com"}), 201, &doomed2)
 
 	type call struct {
 		method, path, token string
@@ -114,6 +124,11 @@ func TestResponsesMatchTheOpenAPIDescription(t *testing.T) {
 		{"GET", "/api/platform/members/" + member.ID + "/entitlements", tn.Token, nil, 200, nil},
 		{"GET", "/api/platform/members/" + member.ID + "/entitlements/" + product.ID, tn.Token, nil, 404, nil},
 		{"GET", "/api/platform/members/" + member.ID + "/purchases", tn.Token, nil, 200, nil},
+		{"GET", "/api/platform/members/" + member.ID + "/data", tn.Token, nil, 200, nil},
+		{"GET", "/api/platform/erasures/" + erasure.ID, tn.Token, nil, 200, nil},
+		{"GET", "/api/platform/erasures/999999", tn.Token, nil, 404, nil},
+		{"DELETE", "/api/platform/members/" + doomed.ID, tn.Token, nil, 404, nil},
+		{"DELETE", "/api/platform/members/" + doomed2.ID, tn.Token, nil, 202, nil},
 		{"POST", "/api/platform/products", tn.Token, []byte(`{"name":"Book","amount":500,"currency":"eur"}`), 201, nil},
 		{"POST", "/api/platform/products", tn.Token, []byte(`{}`), 422, nil},
 		{"GET", "/api/platform/products?active=true", tn.Token, nil, 200, nil},

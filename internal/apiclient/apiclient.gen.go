@@ -16,6 +16,24 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for ErasureStatus.
+const (
+	Done    ErasureStatus = "done"
+	Pending ErasureStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the ErasureStatus enum.
+func (e ErasureStatus) Valid() bool {
+	switch e {
+	case Done:
+		return true
+	case Pending:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for FeatureStateFeature.
 const (
 	AnonymizeIp    FeatureStateFeature = "AnonymizeIp"
@@ -110,6 +128,29 @@ type EntitlementData struct {
 // EntitlementsData defines model for EntitlementsData.
 type EntitlementsData struct {
 	Data []Entitlement `json:"data"`
+}
+
+// Erasure defines model for Erasure.
+type Erasure struct {
+	CompletedAt *string `json:"completed_at"`
+
+	// EventsDeleted Stored events deleted.
+	EventsDeleted *int `json:"events_deleted"`
+
+	// EventsRedacted Queued events and dead letters redacted in place.
+	EventsRedacted *int          `json:"events_redacted"`
+	Id             string        `json:"id"`
+	MemberId       string        `json:"member_id"`
+	RequestedAt    string        `json:"requested_at"`
+	Status         ErasureStatus `json:"status"`
+}
+
+// ErasureStatus defines model for Erasure.Status.
+type ErasureStatus string
+
+// ErasureData defines model for ErasureData.
+type ErasureData struct {
+	Data Erasure `json:"data"`
 }
 
 // FeatureData defines model for FeatureData.
@@ -584,6 +625,11 @@ type ClientInterface interface {
 	// Corresponds with DELETE /api/admin/tokens/{token} (the `RevokeToken` operationId).
 	RevokeToken(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetErasure An erasure and its progress (token with members:read)
+	//
+	// Corresponds with GET /api/platform/erasures/{erasure} (the `GetErasure` operationId).
+	GetErasure(ctx context.Context, erasure string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListMembers List members in id order, a page at a time (token with members:read)
 	//
 	// Corresponds with GET /api/platform/members (the `ListMembers` operationId).
@@ -603,6 +649,13 @@ type ClientInterface interface {
 	// Corresponds with POST /api/platform/members (the `CreateMember` operationId).
 	CreateMember(ctx context.Context, body CreateMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// EraseMember Erase a member (token with members:write)
+	//
+	// The member answers 404 from now on and its external_id is free; the worker deletes its events and those sharing its sessions, redacts their queued copies in place and ends its entitlements. Follow the erasure at GET /api/platform/erasures/{id}.
+	//
+	// Corresponds with DELETE /api/platform/members/{member} (the `EraseMember` operationId).
+	EraseMember(ctx context.Context, member MemberRef, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetMember Get a member (token with members:read)
 	//
 	// Corresponds with GET /api/platform/members/{member} (the `GetMember` operationId).
@@ -621,6 +674,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with PATCH /api/platform/members/{member} (the `UpdateMember` operationId).
 	UpdateMember(ctx context.Context, member MemberRef, body UpdateMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ExportMemberData Everything stored about a member, as NDJSON (token with members:read)
+	//
+	// A line {"kind":"member","data":…}, then one per purchase, per entitlement ever granted (with revoked_at) and per stored event naming the member by id or external id ("kind":"event", the queue event), events oldest first. Streamed.
+	//
+	// Corresponds with GET /api/platform/members/{member}/data (the `ExportMemberData` operationId).
+	ExportMemberData(ctx context.Context, member MemberRef, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListMemberEntitlements The member's entitlements in force, by id (token with members:read)
 	//
@@ -889,6 +949,21 @@ func (c *Client) RevokeToken(ctx context.Context, token string, reqEditors ...Re
 	return c.Client.Do(req)
 }
 
+// GetErasure An erasure and its progress (token with members:read)
+//
+// Corresponds with GET /api/platform/erasures/{erasure} (the `GetErasure` operationId).
+func (c *Client) GetErasure(ctx context.Context, erasure string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetErasureRequest(c.Server, erasure)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListMembers List members in id order, a page at a time (token with members:read)
 //
 // Corresponds with GET /api/platform/members (the `ListMembers` operationId).
@@ -938,6 +1013,23 @@ func (c *Client) CreateMember(ctx context.Context, body CreateMemberJSONRequestB
 	return c.Client.Do(req)
 }
 
+// EraseMember Erase a member (token with members:write)
+//
+// The member answers 404 from now on and its external_id is free; the worker deletes its events and those sharing its sessions, redacts their queued copies in place and ends its entitlements. Follow the erasure at GET /api/platform/erasures/{id}.
+//
+// Corresponds with DELETE /api/platform/members/{member} (the `EraseMember` operationId).
+func (c *Client) EraseMember(ctx context.Context, member MemberRef, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEraseMemberRequest(c.Server, member)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetMember Get a member (token with members:read)
 //
 // Corresponds with GET /api/platform/members/{member} (the `GetMember` operationId).
@@ -977,6 +1069,23 @@ func (c *Client) UpdateMemberWithBody(ctx context.Context, member MemberRef, con
 // Corresponds with PATCH /api/platform/members/{member} (the `UpdateMember` operationId).
 func (c *Client) UpdateMember(ctx context.Context, member MemberRef, body UpdateMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateMemberRequest(c.Server, member, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ExportMemberData Everything stored about a member, as NDJSON (token with members:read)
+//
+// A line {"kind":"member","data":…}, then one per purchase, per entitlement ever granted (with revoked_at) and per stored event naming the member by id or external id ("kind":"event", the queue event), events oldest first. Streamed.
+//
+// Corresponds with GET /api/platform/members/{member}/data (the `ExportMemberData` operationId).
+func (c *Client) ExportMemberData(ctx context.Context, member MemberRef, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExportMemberDataRequest(c.Server, member)
 	if err != nil {
 		return nil, err
 	}
@@ -1522,6 +1631,40 @@ func NewRevokeTokenRequest(server string, token string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetErasureRequest constructs an http.Request for the GetErasure method
+func NewGetErasureRequest(server string, erasure string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "erasure", erasure, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/platform/erasures/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListMembersRequest constructs an http.Request for the ListMembers method
 func NewListMembersRequest(server string, params *ListMembersParams) (*http.Request, error) {
 	var err error
@@ -1652,6 +1795,40 @@ func NewCreateMemberRequestWithBody(server string, contentType string, body io.R
 	return req, nil
 }
 
+// NewEraseMemberRequest constructs an http.Request for the EraseMember method
+func NewEraseMemberRequest(server string, member MemberRef) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "member", member, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/platform/members/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetMemberRequest constructs an http.Request for the GetMember method
 func NewGetMemberRequest(server string, member MemberRef) (*http.Request, error) {
 	var err error
@@ -1729,6 +1906,40 @@ func NewUpdateMemberRequestWithBody(server string, member MemberRef, contentType
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewExportMemberDataRequest constructs an http.Request for the ExportMemberData method
+func NewExportMemberDataRequest(server string, member MemberRef) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "member", member, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/platform/members/%s/data", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -2176,6 +2387,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /api/admin/tokens/{token} (the `RevokeToken` operationId).
 	RevokeTokenWithResponse(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*RevokeTokenResponse, error)
 
+	// GetErasureWithResponse An erasure and its progress (token with members:read)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/platform/erasures/{erasure} (the `GetErasure` operationId).
+	GetErasureWithResponse(ctx context.Context, erasure string, reqEditors ...RequestEditorFn) (*GetErasureResponse, error)
+
 	// ListMembersWithResponse List members in id order, a page at a time (token with members:read)
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2197,6 +2415,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/platform/members (the `CreateMember` operationId).
 	CreateMemberWithResponse(ctx context.Context, body CreateMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateMemberResponse, error)
 
+	// EraseMemberWithResponse Erase a member (token with members:write)
+	//
+	// The member answers 404 from now on and its external_id is free; the worker deletes its events and those sharing its sessions, redacts their queued copies in place and ends its entitlements. Follow the erasure at GET /api/platform/erasures/{id}.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/platform/members/{member} (the `EraseMember` operationId).
+	EraseMemberWithResponse(ctx context.Context, member MemberRef, reqEditors ...RequestEditorFn) (*EraseMemberResponse, error)
+
 	// GetMemberWithResponse Get a member (token with members:read)
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2217,6 +2444,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PATCH /api/platform/members/{member} (the `UpdateMember` operationId).
 	UpdateMemberWithResponse(ctx context.Context, member MemberRef, body UpdateMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateMemberResponse, error)
+
+	// ExportMemberDataWithResponse Everything stored about a member, as NDJSON (token with members:read)
+	//
+	// A line {"kind":"member","data":…}, then one per purchase, per entitlement ever granted (with revoked_at) and per stored event naming the member by id or external id ("kind":"event", the queue event), events oldest first. Streamed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/platform/members/{member}/data (the `ExportMemberData` operationId).
+	ExportMemberDataWithResponse(ctx context.Context, member MemberRef, reqEditors ...RequestEditorFn) (*ExportMemberDataResponse, error)
 
 	// ListMemberEntitlementsWithResponse The member's entitlements in force, by id (token with members:read)
 	//
@@ -2951,6 +3187,84 @@ func (r RevokeTokenResponse) ContentType() string {
 	return ""
 }
 
+// GetErasureResponse429Headers the declared response headers of an HTTP 429 response for GetErasure
+type GetErasureResponse429Headers struct {
+	RetryAfter          *string
+	XRateLimitLimit     *string
+	XRateLimitRemaining *string
+}
+
+type GetErasureResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ErasureData
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooMany
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetErasureResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetErasureResponse) GetJSON200() *ErasureData {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetErasureResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetErasureResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetErasureResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetErasureResponse) GetJSON429() *TooMany {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r GetErasureResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetErasureResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetErasureResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetErasureResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListMembersResponse429Headers the declared response headers of an HTTP 429 response for ListMembers
 type ListMembersResponse429Headers struct {
 	RetryAfter          *string
@@ -3101,6 +3415,84 @@ func (r CreateMemberResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateMemberResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// EraseMemberResponse429Headers the declared response headers of an HTTP 429 response for EraseMember
+type EraseMemberResponse429Headers struct {
+	RetryAfter          *string
+	XRateLimitLimit     *string
+	XRateLimitRemaining *string
+}
+
+type EraseMemberResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ErasureData
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooMany
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EraseMemberResponse429Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r EraseMemberResponse) GetJSON202() *ErasureData {
+	return r.JSON202
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r EraseMemberResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r EraseMemberResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r EraseMemberResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r EraseMemberResponse) GetJSON429() *TooMany {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r EraseMemberResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EraseMemberResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EraseMemberResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EraseMemberResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3264,6 +3656,77 @@ func (r UpdateMemberResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UpdateMemberResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ExportMemberDataResponse429Headers the declared response headers of an HTTP 429 response for ExportMemberData
+type ExportMemberDataResponse429Headers struct {
+	RetryAfter          *string
+	XRateLimitLimit     *string
+	XRateLimitRemaining *string
+}
+
+type ExportMemberDataResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthenticated
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooMany
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ExportMemberDataResponse429Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ExportMemberDataResponse) GetJSON401() *Unauthenticated {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ExportMemberDataResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ExportMemberDataResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ExportMemberDataResponse) GetJSON429() *TooMany {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r ExportMemberDataResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ExportMemberDataResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ExportMemberDataResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ExportMemberDataResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3992,6 +4455,19 @@ func (c *ClientWithResponses) RevokeTokenWithResponse(ctx context.Context, token
 	return ParseRevokeTokenResponse(rsp)
 }
 
+// GetErasureWithResponse An erasure and its progress (token with members:read)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/platform/erasures/{erasure} (the `GetErasure` operationId).
+func (c *ClientWithResponses) GetErasureWithResponse(ctx context.Context, erasure string, reqEditors ...RequestEditorFn) (*GetErasureResponse, error) {
+	rsp, err := c.GetErasure(ctx, erasure, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetErasureResponse(rsp)
+}
+
 // ListMembersWithResponse List members in id order, a page at a time (token with members:read)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -4031,6 +4507,21 @@ func (c *ClientWithResponses) CreateMemberWithResponse(ctx context.Context, body
 	return ParseCreateMemberResponse(rsp)
 }
 
+// EraseMemberWithResponse Erase a member (token with members:write)
+//
+// The member answers 404 from now on and its external_id is free; the worker deletes its events and those sharing its sessions, redacts their queued copies in place and ends its entitlements. Follow the erasure at GET /api/platform/erasures/{id}.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/platform/members/{member} (the `EraseMember` operationId).
+func (c *ClientWithResponses) EraseMemberWithResponse(ctx context.Context, member MemberRef, reqEditors ...RequestEditorFn) (*EraseMemberResponse, error) {
+	rsp, err := c.EraseMember(ctx, member, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEraseMemberResponse(rsp)
+}
+
 // GetMemberWithResponse Get a member (token with members:read)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -4068,6 +4559,21 @@ func (c *ClientWithResponses) UpdateMemberWithResponse(ctx context.Context, memb
 		return nil, err
 	}
 	return ParseUpdateMemberResponse(rsp)
+}
+
+// ExportMemberDataWithResponse Everything stored about a member, as NDJSON (token with members:read)
+//
+// A line {"kind":"member","data":…}, then one per purchase, per entitlement ever granted (with revoked_at) and per stored event naming the member by id or external id ("kind":"event", the queue event), events oldest first. Streamed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/platform/members/{member}/data (the `ExportMemberData` operationId).
+func (c *ClientWithResponses) ExportMemberDataWithResponse(ctx context.Context, member MemberRef, reqEditors ...RequestEditorFn) (*ExportMemberDataResponse, error) {
+	rsp, err := c.ExportMemberData(ctx, member, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseExportMemberDataResponse(rsp)
 }
 
 // ListMemberEntitlementsWithResponse The member's entitlements in force, by id (token with members:read)
@@ -4886,6 +5392,87 @@ func ParseRevokeTokenResponse(rsp *http.Response) (*RevokeTokenResponse, error) 
 	return response, nil
 }
 
+// ParseGetErasureResponse parses an HTTP response from a GetErasureWithResponse call
+func ParseGetErasureResponse(rsp *http.Response) (*GetErasureResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetErasureResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ErasureData
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetErasureResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListMembersResponse parses an HTTP response from a ListMembersWithResponse call
 func ParseListMembersResponse(rsp *http.Response) (*ListMembersResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -5021,6 +5608,87 @@ func ParseCreateMemberResponse(rsp *http.Response) (*CreateMemberResponse, error
 	switch {
 	case rsp.StatusCode == 429:
 		var headers CreateMemberResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEraseMemberResponse parses an HTTP response from a EraseMemberWithResponse call
+func ParseEraseMemberResponse(rsp *http.Response) (*EraseMemberResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EraseMemberResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ErasureData
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EraseMemberResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -5190,6 +5858,80 @@ func ParseUpdateMemberResponse(rsp *http.Response) (*UpdateMemberResponse, error
 	switch {
 	case rsp.StatusCode == 429:
 		var headers UpdateMemberResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseExportMemberDataResponse parses an HTTP response from a ExportMemberDataWithResponse call
+func ParseExportMemberDataResponse(rsp *http.Response) (*ExportMemberDataResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ExportMemberDataResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ExportMemberDataResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
