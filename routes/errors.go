@@ -66,9 +66,9 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		}
 		switch {
 		case ae.Code == apperr.Unavailable: // a missing setting, not a fault: the operator's to fix
-			s.log(c).Warn("request refused: not configured", "method", c.Method(), "path", c.Path(), "err", err)
+			s.log(c).Warn("request refused: not configured", "method", c.Method(), "route", c.Route().Path, "err", err)
 		case status >= 500:
-			s.log(c).Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
+			s.log(c).Error("request failed", "method", c.Method(), "route", c.Route().Path, "err", err)
 		}
 	case errors.As(err, &fe) && fe.Code < 500:
 		status = fe.Code
@@ -84,7 +84,7 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		// The database (or Redis) could not be reached: the client may retry shortly.
 		status = fiber.StatusServiceUnavailable
 		c.Set(fiber.HeaderRetryAfter, retryAfterOutage)
-		s.log(c).Warn("request refused: a dependency is unreachable", "method", c.Method(), "path", c.Path(), "err", err)
+		s.log(c).Warn("request refused: a dependency is unreachable", "method", c.Method(), "route", c.Route().Path, "err", err)
 		body.Message = "Service Unavailable."
 	case errors.As(err, &fe) && fe.Code == fiber.StatusBadGateway:
 		// Fiber's name for a request that could not be read, the connection having failed
@@ -96,7 +96,7 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		body.Message = "Server Error."
 	default:
 		status = fiber.StatusInternalServerError
-		s.log(c).Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
+		s.log(c).Error("request failed", "method", c.Method(), "route", c.Route().Path, "err", err)
 		body.Message = "Server Error."
 	}
 	// 502 names the provider and 503 says the service lacks configuration; neither carries
