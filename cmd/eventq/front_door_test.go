@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/models"
 )
 
 var fullTenantKeys = []string{"id", "name", "site_key", "psp_account_id", "allowed_hostnames", "redact_query_params", "features", "created_at"}
@@ -140,5 +141,37 @@ func TestCLIAndHTTPSeeTheSameResources(t *testing.T) {
 	}
 	if stderr := e.MustFail(t, "tenant", "create", "--name", "Copy", "--psp-account", "acct_cli"); !strings.Contains(stderr, "--psp-account: The psp account id has already been taken.") {
 		t.Fatalf("stderr %q", stderr)
+	}
+}
+
+// member erase does the erasure itself and prints it once done: the member's events and
+// those of its sessions deleted, the rest kept; an unknown member is an error naming it.
+func TestMemberErase(t *testing.T) {
+	e := newCLI(t)
+	r := testenv.StartRedis(t)
+	e.environ = append(e.environ, "REDIS_URL="+r.URL())
+	tenant := str(t, e.MustObject(t, tenantKeys, "tenant", "create", "--name", "Acme"), "id")
+	member := str(t, e.MustObject(t, []string{"id", "email"}, "member", "create", "--tenant", tenant, "--email", "ada@example.com", "--external-id", "u-1"), "id")
+	tid, _ := models.ParseID(tenant)
+	for i, who := range []string{member, "u-1", "", "someone"} {
+		ev := models.TrackedEvent{ID: fmt.Sprintf("01a20000-0000-7000-8000-%012d", i), TenantID: tid, Type: "page_view",
+			SessionID: fmt.Sprintf("s-%d", i%3), URL: "https://x.io/", PageHostname: "x.io", PagePath: "/", CreatedAt: time.Now().UTC()}
+		if who != "" {
+			ev.AudienceMemberID = &who
+		}
+		testenv.Must(t, e.db.Create(&ev).Error) // sessions s-0 (member), s-1 (u-1), s-2 (anonymous), s-0 (someone)
+	}
+	out := e.MustObject(t, []string{"id", "member_id", "status", "requested_at", "completed_at", "events_deleted", "events_redacted"},
+		"member", "erase", "--tenant", tenant, "--member", "external:u-1")
+	if out["status"] != "done" || out["member_id"] != member || out["events_deleted"] != float64(3) || out["events_redacted"] != float64(0) {
+		t.Fatalf("%v", out)
+	}
+	var left []models.TrackedEvent
+	testenv.Must(t, e.db.Where("tenant_id = ?", tid).Find(&left).Error)
+	if len(left) != 1 || left[0].SessionID != "s-2" {
+		t.Fatalf("left %+v, want the anonymous event of another session", left)
+	}
+	if stderr := e.MustFail(t, "member", "erase", "--tenant", tenant, "--member", member); !strings.Contains(stderr, "not found") {
+		t.Fatalf("erasing twice: %q", stderr)
 	}
 }
