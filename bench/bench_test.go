@@ -181,6 +181,15 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 			t.Errorf("bombs: %d requests answered other than 413", b.Not413)
 		}
 	}
+	if len(rep.Erasure) != 2 {
+		t.Errorf("erasure: %d databases, want postgres and sqlite", len(rep.Erasure))
+	}
+	for _, er := range rep.Erasure {
+		positive("erasure."+er.Database+".seconds", er.Seconds)
+		positive("erasure."+er.Database+".deleted", float64(er.Deleted))
+		positive("erasure."+er.Database+".redacted", float64(er.Redacted))
+		positive("erasure."+er.Database+".during.p99", er.During.P99)
+	}
 	if fd := rep.FrontDoor; fd == nil {
 		t.Error("no front_door")
 	} else {

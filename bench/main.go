@@ -111,6 +111,7 @@ type plan struct {
 	leases           leasePlan
 	outage           outagePlan
 	frontDoor        frontDoorPlan
+	erasure          erasurePlan
 	only             set // scenarios to run; empty runs them all
 
 	// Fulfilment below the worker's capacity, and the backlog the capacity is measured on.
@@ -120,7 +121,7 @@ type plan struct {
 }
 
 // scenarios are the names -only accepts.
-var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits", "longpoll", "compression", "rebuild", "retention", "leases", "checkpoint", "outage", "bombs", "frontdoor"}
+var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits", "longpoll", "compression", "rebuild", "retention", "leases", "checkpoint", "outage", "bombs", "frontdoor", "erasure"}
 
 // set is a set of scenario names.
 type set map[string]bool
@@ -152,7 +153,7 @@ var (
 		fulfilSessions: 2000, fulfilRate: 1000, fulfilFloorFor: 3 * time.Second, fulfilWaitAtMost: 2 * time.Minute,
 		fulfilLowRate: 200, fulfilLowSessions: 2000, capacitySessions: 5000,
 		longPollWaiters: 1000, longPollWakeups: 300, codingIterations: 30, rebuildEvents: 100000,
-		retention: fullRetention, leases: fullLeases, outage: fullOutage, frontDoor: fullFrontDoor,
+		retention: fullRetention, leases: fullLeases, outage: fullOutage, frontDoor: fullFrontDoor, erasure: fullErasure,
 		limits:     limitsPlan{turns: 8, clients: 64, warmUp: time.Second, ingestFor: 3 * time.Second, reads: 30},
 		checkpoint: checkpointPlan{turns: 2, commits: 1500, rows: 1000, perSecond: 140},
 	}
@@ -164,7 +165,7 @@ var (
 		fulfilSessions: 200, fulfilRate: 1000, fulfilFloorFor: 300 * time.Millisecond, fulfilWaitAtMost: 30 * time.Second,
 		fulfilLowRate: 200, fulfilLowSessions: 200, capacitySessions: 500,
 		longPollWaiters: 100, longPollWakeups: 30, codingIterations: 5, rebuildEvents: 5000,
-		retention: quickRetention, leases: quickLeases, outage: quickOutage, frontDoor: quickFrontDoor,
+		retention: quickRetention, leases: quickLeases, outage: quickOutage, frontDoor: quickFrontDoor, erasure: quickErasure,
 		limits:     limitsPlan{turns: 2, clients: 64, warmUp: 300 * time.Millisecond, ingestFor: time.Second, reads: 5},
 		checkpoint: checkpointPlan{turns: 1, commits: 100, rows: 1000, perSecond: 140},
 	}
@@ -206,6 +207,11 @@ func run(ctx context.Context, o options) (*Report, error) {
 	}
 	if err := runFrontDoorPhase(ctx, s, p, rep); err != nil {
 		return nil, err
+	}
+	if p.runs("erasure") {
+		if err := runErasurePhase(ctx, s, p.erasure, rep); err != nil {
+			return nil, err
+		}
 	}
 	if p.runs("ingest-sqlite") || p.runs("rebuild") {
 		if err := runSQLitePhase(ctx, s, p, rep); err != nil {

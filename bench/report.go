@@ -40,6 +40,7 @@ type Report struct {
 	Outage          *Outage              `json:"outage"`
 	Bombs           *Bombs               `json:"bombs"`
 	FrontDoor       *FrontDoor           `json:"front_door"`
+	Erasure         []*Erasure           `json:"erasure"`
 	Rows            []Row                `json:"table"`
 }
 
@@ -243,6 +244,9 @@ func (r *Report) buildRows() {
 	}
 	if fd := r.FrontDoor; fd != nil {
 		fd.rows(add)
+	}
+	for _, e := range r.Erasure {
+		e.rows(add)
 	}
 	r.Rows = rows
 }
