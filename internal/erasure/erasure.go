@@ -33,8 +33,11 @@ var ErrNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}
 // member and one tracked just before is deleted with the rest.
 const Settle = time.Second
 
-// deleteBatch is how many events one deletion statement removes.
-const deleteBatch = 5000
+// deleteBatch is how many events one deletion statement removes (on SQLite, sqliteDeleteBatch).
+const (
+	deleteBatch       = 5000
+	sqliteDeleteBatch = 500
+)
 
 // Service requests and carries out erasures. It is safe for concurrent use.
 type Service struct {

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/changes"
+	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/models"
 )
 
@@ -90,14 +91,21 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// deleteAll deletes the events cond selects, deleteBatch at a time, each batch and its count
-// in one transaction.
+// deleteAll deletes the events cond selects, a batch at a time, each batch and its count in
+// one transaction. On SQLite, whose one writer at a time is also ingestion's, batches are
+// smaller and each is followed by a pause as long as it took: ingestion's commits wait for
+// one small batch at most, and get half of the time.
 func (s *Service) deleteAll(ctx context.Context, id uint64, cond *gorm.DB) error {
+	batch, yield := deleteBatch, !database.IsPostgres(s.DB)
+	if yield {
+		batch = sqliteDeleteBatch
+	}
 	for {
+		started := time.Now()
 		var n int64
 		err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 			var ids []string
-			if err := tx.Model(&models.TrackedEvent{}).Where(cond).Limit(deleteBatch).Pluck("id", &ids).Error; err != nil {
+			if err := tx.Model(&models.TrackedEvent{}).Where(cond).Limit(batch).Pluck("id", &ids).Error; err != nil {
 				return err
 			}
 			if len(ids) == 0 {
@@ -114,8 +122,15 @@ func (s *Service) deleteAll(ctx context.Context, id uint64, cond *gorm.DB) error
 		if err != nil {
 			return fmt.Errorf("erasure %d: delete events: %w", id, err)
 		}
-		if n < deleteBatch {
+		if n < int64(batch) {
 			return nil
+		}
+		if yield {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Since(started)):
+			}
 		}
 	}
 }
