@@ -100,17 +100,31 @@ func (s *Service) deleteAll(ctx context.Context, id uint64, cond *gorm.DB) error
 	if yield {
 		batch = sqliteDeleteBatch
 	}
+	// Each batch reads on from the last event of the one before, in (created_at, id) order on
+	// the tenant's (tenant_id, created_at) index, instead of from the tenant's first event.
+	var last *models.TrackedEvent
 	for {
 		started := time.Now()
 		var n int64
+		found := 0
 		err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			var ids []string
-			if err := tx.Model(&models.TrackedEvent{}).Where(cond).Limit(batch).Pluck("id", &ids).Error; err != nil {
+			q := tx.Model(&models.TrackedEvent{}).Select("id", "created_at").Where(cond)
+			if last != nil {
+				q = q.Where("created_at >= ? AND (created_at > ? OR id > ?)", last.CreatedAt, last.CreatedAt, last.ID)
+			}
+			var rows []models.TrackedEvent
+			if err := q.Order("created_at, id").Limit(batch).Find(&rows).Error; err != nil {
 				return err
 			}
-			if len(ids) == 0 {
+			found = len(rows)
+			if found == 0 {
 				return nil
 			}
+			ids := make([]string, len(rows))
+			for i := range rows {
+				ids[i] = rows[i].ID
+			}
+			last = &rows[len(rows)-1]
 			res := tx.Where("id IN ?", ids).Delete(&models.TrackedEvent{})
 			if res.Error != nil {
 				return res.Error
@@ -122,7 +136,7 @@ func (s *Service) deleteAll(ctx context.Context, id uint64, cond *gorm.DB) error
 		if err != nil {
 			return fmt.Errorf("erasure %d: delete events: %w", id, err)
 		}
-		if n < int64(batch) {
+		if found < batch {
 			return nil
 		}
 		if yield {
