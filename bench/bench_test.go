@@ -190,6 +190,13 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		positive("erasure."+er.Database+".redacted", float64(er.Redacted))
 		positive("erasure."+er.Database+".during.p99", er.During.P99)
 	}
+	if len(rep.Minimise) != 2 {
+		t.Errorf("minimisation: %d databases, want postgres and sqlite", len(rep.Minimise))
+	}
+	for _, m := range rep.Minimise {
+		positive("minimisation."+m.Database+".on", m.OnMedian)
+		positive("minimisation."+m.Database+".off", m.OffMedian)
+	}
 	if fd := rep.FrontDoor; fd == nil {
 		t.Error("no front_door")
 	} else {

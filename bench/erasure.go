@@ -34,19 +34,22 @@ type Erasure struct {
 	Met            bool    `json:"met"`
 }
 
-// erasurePlan sizes the scenario.
+// erasurePlan sizes the scenario. The member is named on one session in ten of the fill's
+// sessions of five events: memberEvents is a tenth of tenantEvents.
 type erasurePlan struct {
 	tenantEvents, memberEvents, queued int
 	rate                               float64 // tracking requests a second beside
 	aloneFor                           time.Duration
+	minimise                           minimisePlan // measured after the erasure, on the same services
 }
 
 var (
-	fullErasure  = erasurePlan{tenantEvents: 1_000_000, memberEvents: 100_000, queued: 20_000, rate: 200, aloneFor: 5 * time.Second}
-	quickErasure = erasurePlan{tenantEvents: 20_000, memberEvents: 2_000, queued: 400, rate: 100, aloneFor: time.Second}
+	fullErasure  = erasurePlan{tenantEvents: 1_000_000, memberEvents: 100_000, queued: 20_000, rate: 200, aloneFor: 5 * time.Second, minimise: fullMinimise}
+	quickErasure = erasurePlan{tenantEvents: 20_000, memberEvents: 2_000, queued: 400, rate: 100, aloneFor: time.Second, minimise: quickMinimise}
 )
 
-// runErasurePhase measures the erasure on Postgres and on SQLite, each on a database of its own.
+// runErasurePhase measures the erasure, then minimisation's cost (Minimise), on Postgres and on
+// SQLite, each on a database of its own.
 func runErasurePhase(ctx context.Context, s *stack, p erasurePlan, rep *Report) error {
 	pg, err := s.postgresDatabase("erasure")
 	if err != nil {
@@ -57,11 +60,16 @@ func runErasurePhase(ctx context.Context, s *stack, p erasurePlan, rep *Report) 
 			return err
 		}
 		res, err := benchErasure(ctx, s, p)
+		var min *Minimise
+		if err == nil {
+			min, err = benchMinimise(ctx, s, res.Database, p.minimise)
+		}
 		s.stopServices()
 		if err != nil {
 			return err
 		}
 		rep.Erasure = append(rep.Erasure, res)
+		rep.Minimise = append(rep.Minimise, min)
 	}
 	return nil
 }
@@ -83,11 +91,20 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 	if err := fillEvents(ctx, s.dbURL, s.db, t.ID, p.tenantEvents, to.AddDate(0, 0, -3), to); err != nil {
 		return nil, err
 	}
-	// One event in ten names the member, in sessions of its own.
-	every := p.tenantEvents / p.memberEvents
-	err = s.db.WithContext(ctx).Exec(`UPDATE tracked_events SET audience_member_id = ?, session_id = 'erased-' || (event_sequence % 1000)
-		WHERE tenant_id = ? AND event_sequence % ? = 0`, models.FormatID(m.ID), t.ID, every).Error
-	if err != nil {
+	// The member is named by every event of one session in ten (sessions of five events):
+	// memberEvents events, in sessions of its own, spread over the three days.
+	for k := 0; k*5 < p.tenantEvents; k += 10 * 500 {
+		var sessions []string
+		for j := k; j < k+10*500 && j*5 < p.tenantEvents; j += 10 {
+			sessions = append(sessions, fmt.Sprintf("s-%08x", j))
+		}
+		err := s.db.WithContext(ctx).Exec(`UPDATE tracked_events SET audience_member_id = ? WHERE tenant_id = ? AND session_id IN ?`,
+			models.FormatID(m.ID), t.ID, sessions).Error
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := settleFilled(ctx, s); err != nil { // as a database that has been running would be
 		return nil, err
 	}
 	var rows []models.TrackedEvent

@@ -41,6 +41,7 @@ type Report struct {
 	Bombs           *Bombs               `json:"bombs"`
 	FrontDoor       *FrontDoor           `json:"front_door"`
 	Erasure         []*Erasure           `json:"erasure"`
+	Minimise        []*Minimise          `json:"minimisation"`
 	Rows            []Row                `json:"table"`
 }
 
@@ -247,6 +248,9 @@ func (r *Report) buildRows() {
 	}
 	for _, e := range r.Erasure {
 		e.rows(add)
+	}
+	for _, m := range r.Minimise {
+		m.rows(add)
 	}
 	r.Rows = rows
 }

@@ -82,6 +82,10 @@ func migrations() []*gormigrate.Migration {
 		Migrate: func(tx *gorm.DB) error {
 			return tx.AutoMigrate(&models.AudienceMember{}, &models.MemberErasure{})
 		},
+	}, {
+		// A member's events and a session's found through indexes of their own (memberIndexes).
+		ID:      "2026112703_member_indexes",
+		Migrate: memberIndexes,
 	}}
 }
 

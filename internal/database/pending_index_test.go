@@ -73,12 +73,18 @@ func TestMigrateIndexesOnlyTheEventsMarkedPending(t *testing.T) {
 // unindexedPartitions lists the partitions of tracked_events without an index attached to
 // models.PendingIndex, and says whether that index is valid.
 func unindexedPartitions(t *testing.T, db *gorm.DB) (missing []string, valid bool) {
+	return partitionsWithout(t, db, models.PendingIndex)
+}
+
+// partitionsWithout lists the partitions of tracked_events without an index attached to
+// index, and says whether that index is valid.
+func partitionsWithout(t *testing.T, db *gorm.DB, index string) (missing []string, valid bool) {
 	t.Helper()
 	testenv.Must(t, db.Raw(`SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 		WHERE i.inhparent = 'tracked_events'::regclass AND NOT EXISTS (
 			SELECT 1 FROM pg_inherits j JOIN pg_index x ON x.indexrelid = j.inhrelid
-			WHERE j.inhparent = ?::regclass AND x.indrelid = c.oid) ORDER BY 1`, models.PendingIndex).Scan(&missing).Error)
-	testenv.Must(t, db.Raw("SELECT indisvalid FROM pg_index WHERE indexrelid = ?::regclass", models.PendingIndex).Scan(&valid).Error)
+			WHERE j.inhparent = ?::regclass AND x.indrelid = c.oid) ORDER BY 1`, index).Scan(&missing).Error)
+	testenv.Must(t, db.Raw("SELECT indisvalid FROM pg_index WHERE indexrelid = ?::regclass", index).Scan(&valid).Error)
 	return missing, valid
 }
 

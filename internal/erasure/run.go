@@ -77,8 +77,10 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 			return err
 		}
 	}
-	if err := s.deleteAll(ctx, id, db.Where("tenant_id = ? AND audience_member_id IN ?", e.TenantID, names)); err != nil {
-		return err
+	for _, name := range names { // one reference at a time: one range of models.MemberIndex each
+		if err := s.deleteAll(ctx, id, db.Where("tenant_id = ? AND audience_member_id = ?", e.TenantID, name)); err != nil {
+			return err
+		}
 	}
 
 	done := s.Clock.Now().UTC()
@@ -100,8 +102,10 @@ func (s *Service) deleteAll(ctx context.Context, id uint64, cond *gorm.DB) error
 	if yield {
 		batch = sqliteDeleteBatch
 	}
-	// Each batch reads on from the last event of the one before, in (created_at, id) order on
-	// the tenant's (tenant_id, created_at) index, instead of from the tenant's first event.
+	// Each batch reads on from the last event of the one before, in (created_at, id) order
+	// (models.MemberIndex has it; a chunk of sessions is a few rows a session to sort), and is
+	// deleted by id within its created_at span, which on Postgres confines it to the day
+	// partitions of that span.
 	var last *models.TrackedEvent
 	for {
 		started := time.Now()
@@ -125,7 +129,8 @@ func (s *Service) deleteAll(ctx context.Context, id uint64, cond *gorm.DB) error
 				ids[i] = rows[i].ID
 			}
 			last = &rows[len(rows)-1]
-			res := tx.Where("id IN ?", ids).Delete(&models.TrackedEvent{})
+			res := tx.Where("id IN ? AND created_at >= ? AND created_at <= ?", ids, rows[0].CreatedAt, last.CreatedAt).
+				Delete(&models.TrackedEvent{})
 			if res.Error != nil {
 				return res.Error
 			}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/models"
+)
+
+// Minimise compares ingestion's throughput for a tenant with AnonymizeIp and
+// redact_query_params on against one with both off, on one database: the same bodies (fifty
+// events a request, each URL with two query parameters, both of them redacted when on), the
+// same number of clients, in alternating rounds so that drift in the machine falls on both.
+type Minimise struct {
+	Database    string    `json:"database"`
+	Clients     int       `json:"clients"`
+	RoundSecs   float64   `json:"round_seconds"`
+	Off         []float64 `json:"off_requests_per_sec"`
+	On          []float64 `json:"on_requests_per_sec"`
+	OffMedian   float64   `json:"off_median"`
+	OnMedian    float64   `json:"on_median"`
+	Ratio       float64   `json:"ratio"`
+	TargetRatio float64   `json:"target_ratio_min"`
+	Met         bool      `json:"met"`
+}
+
+// minimisePlan sizes the comparison.
+type minimisePlan struct {
+	rounds, clients int
+	round           time.Duration
+}
+
+var (
+	fullMinimise  = minimisePlan{rounds: 5, clients: 16, round: 3 * time.Second}
+	quickMinimise = minimisePlan{rounds: 1, clients: 8, round: 500 * time.Millisecond}
+)
+
+// benchMinimise measures Minimise against the running services.
+func benchMinimise(ctx context.Context, s *stack, dbName string, p minimisePlan) (*Minimise, error) {
+	res := &Minimise{Database: dbName, Clients: p.clients, RoundSecs: p.round.Seconds(), TargetRatio: 0.95}
+	off, err := s.seedTenant(ctx, "", false)
+	if err != nil {
+		return nil, err
+	}
+	on, err := s.seedTenant(ctx, "", false)
+	if err != nil {
+		return nil, err
+	}
+	err = s.db.WithContext(ctx).Model(&models.Tenant{}).Where("id = ?", on.ID).
+		Update("redact_query_params", models.StringList{"ref", "utm_source"}).Error
+	if err != nil {
+		return nil, err
+	}
+	if err := features.New(s.db, clock.Real{}).Set(ctx, features.AnonymizeIp, on.ID, true); err != nil {
+		return nil, err
+	}
+	postOff := poster(s, "/api/track", trackBodies(off.SiteKey, 50, 64))
+	postOn := poster(s, "/api/track", trackBodies(on.SiteKey, 50, 64))
+	// A warm-up of each, until the api's caches know the tenants and their settings.
+	for _, post := range []func(context.Context, int) error{postOff, postOn} {
+		if _, err := throughput(ctx, p.clients, p.round/3, post); err != nil {
+			return nil, err
+		}
+	}
+	for range p.rounds {
+		off, err := throughput(ctx, p.clients, p.round, postOff)
+		if err != nil {
+			return nil, err
+		}
+		on, err := throughput(ctx, p.clients, p.round, postOn)
+		if err != nil {
+			return nil, err
+		}
+		res.Off, res.On = append(res.Off, off), append(res.On, on)
+	}
+	res.OffMedian, res.OnMedian = medianOf(res.Off), medianOf(res.On)
+	if res.OffMedian > 0 {
+		res.Ratio = res.OnMedian / res.OffMedian
+	}
+	res.Met = res.Ratio >= res.TargetRatio
+	s.logf("  minimisation %s: %.0f req/s on, %.0f off (%.3f×); rounds on %v, off %v",
+		dbName, res.OnMedian, res.OffMedian, res.Ratio, res.On, res.Off)
+	return res, nil
+}
+
+// throughput runs clients closed loops of do for d and returns the requests a second that
+// succeeded (a failure is an error: ingestion refuses nothing here).
+func throughput(ctx context.Context, clients int, d time.Duration, do func(context.Context, int) error) (float64, error) {
+	start := time.Now()
+	var next atomic.Int64
+	_, n, failed, err := closedLoop(ctx, clients, d, func(ctx context.Context, _ int, _ *bytes.Buffer) error {
+		return do(ctx, int(next.Add(1)))
+	})
+	if err == nil && failed > 0 {
+		err = fmt.Errorf("minimisation: %d requests failed", failed)
+	}
+	return float64(n) / time.Since(start).Seconds(), err
+}
+
+func (m *Minimise) rows(add func(scenario, metric string, value float64, floor, ratio *float64, target string, met *bool)) {
+	name := fmt.Sprintf("minimisation %s (50 events/request, %d clients)", m.Database, m.Clients)
+	add(name, "req/s with AnonymizeIp and redact_query_params (beside: off)", m.OnMedian, &m.OffMedian, &m.Ratio, "≥ 0.95×", &m.Met)
+}
