@@ -93,11 +93,16 @@ func benchMinimise(ctx context.Context, s *stack, dbName string, p minimisePlan)
 func throughput(ctx context.Context, clients int, d time.Duration, do func(context.Context, int) error) (float64, error) {
 	start := time.Now()
 	var next atomic.Int64
+	var first atomic.Value
 	_, n, failed, err := closedLoop(ctx, clients, d, func(ctx context.Context, _ int, _ *bytes.Buffer) error {
-		return do(ctx, int(next.Add(1)))
+		err := do(ctx, int(next.Add(1)))
+		if err != nil {
+			first.CompareAndSwap(nil, err.Error())
+		}
+		return err
 	})
 	if err == nil && failed > 0 {
-		err = fmt.Errorf("minimisation: %d requests failed", failed)
+		err = fmt.Errorf("minimisation: %d requests failed, the first: %v", failed, first.Load())
 	}
 	return float64(n) / time.Since(start).Seconds(), err
 }

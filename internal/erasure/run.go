@@ -73,12 +73,12 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 	for start := 0; start < len(sessions); start += 500 {
 		chunk := sessions[start:min(start+500, len(sessions))]
 		if err := s.deleteAll(ctx, id, db.Where("tenant_id = ? AND session_id IN ? AND (audience_member_id IS NULL OR audience_member_id NOT IN ?)",
-			e.TenantID, chunk, names)); err != nil {
+			e.TenantID, chunk, names), false); err != nil {
 			return err
 		}
 	}
 	for _, name := range names { // one reference at a time: one range of models.MemberIndex each
-		if err := s.deleteAll(ctx, id, db.Where("tenant_id = ? AND audience_member_id = ?", e.TenantID, name)); err != nil {
+		if err := s.deleteAll(ctx, id, db.Where("tenant_id = ? AND audience_member_id = ?", e.TenantID, name), true); err != nil {
 			return err
 		}
 	}
@@ -93,44 +93,54 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// deleteAll deletes the events cond selects, a batch at a time, each batch and its count in
-// one transaction. On SQLite, whose one writer at a time is also ingestion's, batches are
-// smaller and each is followed by a pause as long as it took: ingestion's commits wait for
-// one small batch at most, and get half of the time.
-func (s *Service) deleteAll(ctx context.Context, id uint64, cond *gorm.DB) error {
-	batch, yield := deleteBatch, !database.IsPostgres(s.DB)
-	if yield {
+// deleteAll deletes the events cond selects, a batch at a time. A batch is read first, then
+// deleted with its count in one short transaction, so that the write lock (SQLite's one
+// writer, which ingestion shares) is held for the deletion alone; each batch is followed by a
+// pause as long as it took, so that ingestion gets at least half of the time. SQLite's
+// batches are smaller: ingestion's commits wait for one small deletion at most.
+//
+// When ordered, each batch reads on from the last event of the one before, in (created_at, id)
+// order (models.MemberIndex has that order for one member); otherwise (a chunk of sessions,
+// a few events each, through models.SessionIndex) each batch is simply what is left. A batch is
+// deleted by id within its created_at span, which on Postgres confines it to the day
+// partitions of that span.
+func (s *Service) deleteAll(ctx context.Context, id uint64, cond *gorm.DB, ordered bool) error {
+	batch := deleteBatch
+	if !database.IsPostgres(s.DB) {
 		batch = sqliteDeleteBatch
 	}
-	// Each batch reads on from the last event of the one before, in (created_at, id) order
-	// (models.MemberIndex has it; a chunk of sessions is a few rows a session to sort), and is
-	// deleted by id within its created_at span, which on Postgres confines it to the day
-	// partitions of that span.
 	var last *models.TrackedEvent
 	for {
 		started := time.Now()
-		var n int64
-		found := 0
-		err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			q := tx.Model(&models.TrackedEvent{}).Select("id", "created_at").Where(cond)
+		q := s.DB.WithContext(ctx).Model(&models.TrackedEvent{}).Select("id", "created_at").Where(cond)
+		if ordered {
 			if last != nil {
 				q = q.Where("created_at >= ? AND (created_at > ? OR id > ?)", last.CreatedAt, last.CreatedAt, last.ID)
 			}
-			var rows []models.TrackedEvent
-			if err := q.Order("created_at, id").Limit(batch).Find(&rows).Error; err != nil {
-				return err
+			q = q.Order("created_at, id")
+		}
+		var rows []models.TrackedEvent
+		if err := q.Limit(batch).Find(&rows).Error; err != nil {
+			return fmt.Errorf("erasure %d: find events: %w", id, err)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		ids := make([]string, len(rows))
+		first, end := rows[0].CreatedAt, rows[0].CreatedAt
+		for i := range rows {
+			ids[i] = rows[i].ID
+			if rows[i].CreatedAt.Before(first) {
+				first = rows[i].CreatedAt
 			}
-			found = len(rows)
-			if found == 0 {
-				return nil
+			if rows[i].CreatedAt.After(end) {
+				end = rows[i].CreatedAt
 			}
-			ids := make([]string, len(rows))
-			for i := range rows {
-				ids[i] = rows[i].ID
-			}
-			last = &rows[len(rows)-1]
-			res := tx.Where("id IN ? AND created_at >= ? AND created_at <= ?", ids, rows[0].CreatedAt, last.CreatedAt).
-				Delete(&models.TrackedEvent{})
+		}
+		last = &rows[len(rows)-1]
+		var n int64
+		err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			res := tx.Where("id IN ? AND created_at >= ? AND created_at <= ?", ids, first, end).Delete(&models.TrackedEvent{})
 			if res.Error != nil {
 				return res.Error
 			}
@@ -141,15 +151,16 @@ func (s *Service) deleteAll(ctx context.Context, id uint64, cond *gorm.DB) error
 		if err != nil {
 			return fmt.Errorf("erasure %d: delete events: %w", id, err)
 		}
-		if found < batch {
+		if !ordered && n == 0 { // read but not deleted: reading again would find them again
+			return fmt.Errorf("erasure %d: %d events found could not be deleted", id, len(rows))
+		}
+		if len(rows) < batch {
 			return nil
 		}
-		if yield {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Since(started)):
-			}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Since(started)):
 		}
 	}
 }
