@@ -19,9 +19,10 @@ const RedactStep = 100
 
 // redactRead returns {position of the first element returned, elements…} for up to ARGV[2]
 // elements from absolute position ARGV[1] of the list KEYS[1], whose front offset is in
-// KEYS[2] (a missing offset key: 0, as for the dead letters, addressed by index).
+// KEYS[2] (no KEYS[2], or a missing offset key: 0; the dead letters are addressed by index).
 var redactRead = redis.NewScript(`
-local off = tonumber(redis.call('GET', KEYS[2]) or '0')
+local off = 0
+if KEYS[2] then off = tonumber(redis.call('GET', KEYS[2]) or '0') end
 local i = tonumber(ARGV[1]) - off
 if i < 0 then i = 0 end
 local out = {tostring(off + i)}
@@ -31,10 +32,11 @@ return out
 `)
 
 // redactWrite sets, for each triple (position, old, new) of ARGV, the element at that absolute
-// position of KEYS[1] (front offset in KEYS[2]) to new if it is still old; returns how many
-// it set.
+// position of KEYS[1] (front offset in KEYS[2], as for redactRead) to new if it is still old;
+// returns how many it set.
 var redactWrite = redis.NewScript(`
-local off = tonumber(redis.call('GET', KEYS[2]) or '0')
+local off = 0
+if KEYS[2] then off = tonumber(redis.call('GET', KEYS[2]) or '0') end
 local n = 0
 for k = 1, #ARGV, 3 do
   local i = tonumber(ARGV[k]) - off
@@ -50,30 +52,45 @@ return n
 type Rewrite func(element []byte) ([]byte, bool)
 
 // RedactQueue walks tenantID's queue from its front to its back and rewrites the elements
-// rewrite changes, returning how many it rewrote.
+// rewrite changes, returning how many it rewrote. An element refused by the write's compare
+// was trimmed meanwhile (queue elements never move): there is nothing left to redact.
 func (s *Store) RedactQueue(ctx context.Context, tenantID uint64, rewrite Rewrite) (int, error) {
-	return s.redactList(ctx, Key(tenantID), OffsetKey(tenantID), rewrite)
+	n, _, err := s.redactList(ctx, []string{Key(tenantID), OffsetKey(tenantID)}, rewrite)
+	return n, err
 }
+
+// maxDeadPasses bounds RedactDeadLetters' walks: each one after the first follows dead letters
+// dropped from the front during the walk before, which needs a lease or a prune each time.
+const maxDeadPasses = 100
 
 // RedactDeadLetters does the same for tenantID's dead letters ({"offset","deliveries","event"}
-// each; rewrite gets the whole element).
+// each; rewrite gets the whole element). The dead letters have no offset key: positions are
+// indexes, and a dead letter dropped from the front during a walk shifts the rest, so that the
+// write's compare refuses some; the walk is then made again, until one is refused nothing
+// (rewrite must return false for an element it made).
 func (s *Store) RedactDeadLetters(ctx context.Context, tenantID uint64, rewrite Rewrite) (int, error) {
-	// The dead letters have no offset key: positions are indexes, and a dead letter dropped
-	// from the front meanwhile shifts them; the write's compare then refuses, and the element
-	// is found again by the next walk (Eraser walks until a pass rewrites nothing).
-	return s.redactList(ctx, DeadKey(tenantID), tenantKey(tenantID, "dead:offset-none"), rewrite)
+	total := 0
+	for range maxDeadPasses {
+		n, refused, err := s.redactList(ctx, []string{DeadKey(tenantID)}, rewrite)
+		total += n
+		if err != nil || refused == 0 {
+			return total, err
+		}
+	}
+	return total, fmt.Errorf("eventqueue: redact dead letters: still moving after %d walks", maxDeadPasses)
 }
 
-func (s *Store) redactList(ctx context.Context, key, offsetKey string, rewrite Rewrite) (int, error) {
-	total := 0
+// redactList walks the list keys[0] (front offset in keys[1], if given) and returns how many
+// elements it rewrote and how many the write's compare refused.
+func (s *Store) redactList(ctx context.Context, keys []string, rewrite Rewrite) (written, refused int, err error) {
 	pos := int64(0)
 	for {
-		res, err := redactRead.Run(ctx, s.rdb, []string{key, offsetKey}, pos, RedactStep).StringSlice()
+		res, err := redactRead.Run(ctx, s.rdb, keys, pos, RedactStep).StringSlice()
 		if err != nil {
-			return total, fmt.Errorf("eventqueue: redact read: %w", err)
+			return written, refused, fmt.Errorf("eventqueue: redact read: %w", err)
 		}
 		if len(res) <= 1 {
-			return total, nil
+			return written, refused, nil
 		}
 		var first int64
 		fmt.Sscan(res[0], &first)
@@ -84,11 +101,12 @@ func (s *Store) redactList(ctx context.Context, key, offsetKey string, rewrite R
 			}
 		}
 		if len(args) > 0 {
-			n, err := redactWrite.Run(ctx, s.rdb, []string{key, offsetKey}, args...).Int()
+			n, err := redactWrite.Run(ctx, s.rdb, keys, args...).Int()
 			if err != nil {
-				return total, fmt.Errorf("eventqueue: redact write: %w", err)
+				return written, refused, fmt.Errorf("eventqueue: redact write: %w", err)
 			}
-			total += n
+			written += n
+			refused += len(args)/3 - n
 		}
 		pos = first + int64(len(res)-1)
 	}

@@ -109,3 +109,38 @@ func TestRedactQueueRewritesInPlaceWhileTrimmed(t *testing.T) {
 		t.Fatalf("a second walk rewrote %d (%v)", again, err)
 	}
 }
+
+// A dead letter dropped from the front while the walk is between a step's read and its write
+// shifts every other one: the write refuses the step, and the walk is made again until every
+// dead letter is rewritten (without a second walk, the first step's would stay as they were).
+func TestRedactDeadLettersFollowsAShift(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rdb := r.Client()
+	store := New(rdb)
+	defer store.Close()
+	ctx := context.Background()
+	const tenant, n = 8, 250
+	for i := range n {
+		testenv.Must(t, rdb.RPush(ctx, DeadKey(tenant), fmt.Sprintf("dl-%03d", i)).Err())
+	}
+	var once sync.Once
+	rewrite := func(el []byte) ([]byte, bool) {
+		once.Do(func() { testenv.Must(t, rdb.LPop(ctx, DeadKey(tenant)).Err()) }) // dropped meanwhile
+		if bytes.HasPrefix(el, []byte("redacted-")) {
+			return nil, false
+		}
+		return append([]byte("redacted-"), el...), true
+	}
+	written, err := store.RedactDeadLetters(ctx, tenant, rewrite)
+	testenv.Must(t, err)
+	els, err := rdb.LRange(ctx, DeadKey(tenant), 0, -1).Result()
+	testenv.Must(t, err)
+	if len(els) != n-1 || written != n-1 {
+		t.Fatalf("%d dead letters, %d rewritten; want %d of each", len(els), written, n-1)
+	}
+	for i, el := range els {
+		if want := fmt.Sprintf("redacted-dl-%03d", i+1); el != want {
+			t.Fatalf("dead letter %d is %q, want %q", i, el, want)
+		}
+	}
+}
