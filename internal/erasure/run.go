@@ -96,8 +96,9 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 // deleteAll deletes the events cond selects, a batch at a time. A batch is read first, then
 // deleted with its count in one short transaction, so that the write lock (SQLite's one
 // writer, which ingestion shares) is held for the deletion alone; each batch is followed by a
-// pause as long as it took, so that ingestion gets at least half of the time. SQLite's
-// batches are smaller: ingestion's commits wait for one small deletion at most.
+// pause pauseFactor times as long as it took, so that the erasure takes a fifth of the
+// database's time at most. SQLite's batches are smaller: ingestion's commits wait for one
+// small deletion at most.
 //
 // When ordered, each batch reads on from the last event of the one before, in (created_at, id)
 // order (models.MemberIndex has that order for one member); otherwise (a chunk of sessions,
@@ -160,7 +161,7 @@ func (s *Service) deleteAll(ctx context.Context, id uint64, cond *gorm.DB, order
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Since(started)):
+		case <-time.After(pauseFactor * time.Since(started)):
 		}
 	}
 }
