@@ -96,7 +96,7 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 // deleteAll deletes the events cond selects, a batch at a time. A batch is read first, then
 // deleted with its count in one short transaction, so that the write lock (SQLite's one
 // writer, which ingestion shares) is held for the deletion alone; each batch is followed by a
-// pause pauseFactor times as long as it took, so that the erasure takes a fifth of the
+// pause pauseFactor times as long as it took, so that the erasure takes a seventh of the
 // database's time at most. SQLite's batches are smaller: ingestion's commits wait for one
 // small deletion at most.
 //
