@@ -14,7 +14,8 @@ import (
 // An erasure through the api: 202, the member 404 at once and its external id free, then the
 // worker's run: the member's events and those sharing its sessions deleted, their queued
 // copies (one of them a dead letter) redacted in place with ids and offsets kept, purchases
-// kept and entitlements ended, an event tracked after the 202 stored without the member.
+// kept and entitlements ended, a lease taken before still acknowledging its redacted event,
+// an event tracked after the 202 stored without the member.
 func TestEraseAMember(t *testing.T) {
 	e := startAPI(t, "EVENTQUEUE_MAX_DELIVERIES=1")
 	s := testenv.MustShop(t, e.DB, "", true)
@@ -39,7 +40,7 @@ func TestEraseAMember(t *testing.T) {
 		t.Fatalf("retry: %v", st)
 	}
 	ids = append(ids, e.MustTrack(t, s.Tenant, ev("s-a", nil), ev("s-b", &ext), ev("s-c", nil))...)
-	e.mustLease(t, s.Tenant, "?limit=1") // the retried event goes dead; the next one is leased
+	held := e.mustLease(t, s.Tenant, "?limit=1") // the retried event goes dead; the next one is leased
 	before := e.MustRead(t, s.Tenant).Data.Events
 	front, _ := e.Queue.Offset(context.Background(), s.ID)
 
@@ -89,6 +90,16 @@ func TestEraseAMember(t *testing.T) {
 		if blank := a.AudienceMemberID == nil && a.SessionID == "" && a.URL == "" && a.PagePath == "" && a.UserAgent == "" && a.IPAddress == ""; blank != erased {
 			t.Fatalf("event %d (session %s): %+v", i, b.SessionID, a)
 		}
+	}
+	// The lease taken before the erasure still acknowledges its (redacted) event, which trims it.
+	if len(held.Data) != 1 || held.Data[0].Event.ID != ids[1] {
+		t.Fatalf("leased before the erasure: %+v", held)
+	}
+	if st := e.mustAck(t, s.Tenant, map[string]any{"acks": leaseIDs(held)}); len(st) != 1 || st[0] != "acked" {
+		t.Fatalf("ack after the erasure: %v", st)
+	}
+	if front2, _ := e.Queue.Offset(context.Background(), s.ID); front2 != front+1 {
+		t.Fatalf("offset after the ack %d, want %d", front2, front+1)
 	}
 	dead := e.doJSON(t, "GET", "/api/platform/events/dead-letters", s.Token, nil)
 	var letters struct {

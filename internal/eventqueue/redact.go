@@ -3,6 +3,7 @@ package eventqueue
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -14,8 +15,12 @@ import (
 // a second script writes an element only where it still is, unchanged. Redis runs no script
 // of the walk for longer than a step takes, whatever the queue's length.
 
-// RedactStep is how many elements one step reads and rewrites.
-const RedactStep = 100
+// RedactStep is how many elements one step reads and rewrites. A step's LINDEX and LSET walk
+// the list from its nearer end, so a step in the middle of a long queue costs far more than
+// its size: 100 elements took 3 ms of Redis at the middle of 20,000, long enough for every
+// other client's command to wait behind it. After each step that wrote, the walk pauses as
+// long as the step took, so that the walk has half of Redis at most.
+const RedactStep = 25
 
 // redactRead returns {position of the first element returned, elements…} for up to ARGV[2]
 // elements from absolute position ARGV[1] of the list KEYS[1], whose front offset is in
@@ -101,12 +106,18 @@ func (s *Store) redactList(ctx context.Context, keys []string, rewrite Rewrite) 
 			}
 		}
 		if len(args) > 0 {
+			started := time.Now()
 			n, err := redactWrite.Run(ctx, s.rdb, keys, args...).Int()
 			if err != nil {
 				return written, refused, fmt.Errorf("eventqueue: redact write: %w", err)
 			}
 			written += n
 			refused += len(args)/3 - n
+			select {
+			case <-ctx.Done():
+				return written, refused, ctx.Err()
+			case <-time.After(time.Since(started)):
+			}
 		}
 		pos = first + int64(len(res)-1)
 	}
