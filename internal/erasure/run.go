@@ -96,9 +96,7 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 // deleteAll deletes the events cond selects, a batch at a time. A batch is read first, then
 // deleted with its count in one short transaction, so that the write lock (SQLite's one
 // writer, which ingestion shares) is held for the deletion alone; each batch is followed by a
-// pause pauseFactor times as long as it took, so that the erasure takes a seventh of the
-// database's time at most. SQLite's batches are smaller: ingestion's commits wait for one
-// small deletion at most.
+// pause (deleteBatch and the constants beside it say how long, and how big a batch is).
 //
 // When ordered, each batch reads on from the last event of the one before, in (created_at, id)
 // order (models.MemberIndex has that order for one member); otherwise (a chunk of sessions,
@@ -106,9 +104,9 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 // deleted by id within its created_at span, which on Postgres confines it to the day
 // partitions of that span.
 func (s *Service) deleteAll(ctx context.Context, id uint64, cond *gorm.DB, ordered bool) error {
-	batch := deleteBatch
+	batch, pause := deleteBatch, time.Duration(pauseFactor)
 	if !database.IsPostgres(s.DB) {
-		batch = sqliteDeleteBatch
+		batch, pause = sqliteDeleteBatch, sqlitePauseFactor
 	}
 	var last *models.TrackedEvent
 	for {
@@ -161,7 +159,7 @@ func (s *Service) deleteAll(ctx context.Context, id uint64, cond *gorm.DB, order
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(pauseFactor * time.Since(started)):
+		case <-time.After(pause * time.Since(started)):
 		}
 	}
 }
