@@ -23,7 +23,9 @@ type Erasure struct {
 	Seconds        float64 `json:"seconds_to_done"`
 	Deleted        int64   `json:"events_deleted"`
 	Redacted       int64   `json:"events_redacted"`
-	Alone          Latency `json:"ingest_alone"`
+	Alone          Latency `json:"ingest_alone"`        // the lower p99 of AloneBefore and AloneAfter
+	AloneBefore    Latency `json:"ingest_alone_before"` // before the erasure was requested
+	AloneAfter     Latency `json:"ingest_alone_after"`  // once it was done
 	During         Latency `json:"ingest_during"`
 	RatioP99       float64 `json:"ratio_p99"`
 	SlowestRedisMs float64 `json:"slowest_redis_command_ms"`
@@ -132,7 +134,7 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 	}
 	post := poster(s, "/api/track", trackBodies(other.SiteKey, 1, 64))
 	alone := openLoop{Rate: p.rate, N: int(p.rate * p.aloneFor.Seconds()), Do: post}.run(ctx)
-	res.Alone = summarize(alone.Lat)
+	res.AloneBefore = summarize(alone.Lat)
 
 	s.rdb.ConfigSet(ctx, "slowlog-log-slower-than", "1000")
 	s.rdb.SlowLogReset(ctx)
@@ -176,9 +178,6 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 	dr := <-during
 	res.During = summarize(dr.Lat)
 	res.Deleted, res.Redacted = *e.EventsDeleted, *e.EventsRedacted
-	if res.Alone.P99 > 0 {
-		res.RatioP99 = res.During.P99 / res.Alone.P99
-	}
 	if slow, err := s.rdb.SlowLogGet(ctx, 128).Result(); err == nil {
 		for _, l := range slow {
 			if ms := float64(l.Duration.Microseconds()) / 1000; ms > res.SlowestRedisMs {
@@ -186,9 +185,19 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 			}
 		}
 	}
+	// Alone again, now that the erasure is done: the baseline is the quieter of the two, so
+	// that a hiccup of the machine in one of them does not flatter the ratio.
+	res.AloneAfter = summarize(openLoop{Rate: p.rate, N: int(p.rate * p.aloneFor.Seconds()), Do: post}.run(ctx).Lat)
+	res.Alone = res.AloneBefore
+	if res.AloneAfter.P99 > 0 && res.AloneAfter.P99 < res.Alone.P99 {
+		res.Alone = res.AloneAfter
+	}
+	if res.Alone.P99 > 0 {
+		res.RatioP99 = res.During.P99 / res.Alone.P99
+	}
 	res.Met = res.Seconds <= res.TargetSeconds && res.RatioP99 <= res.TargetRatio && res.SlowestRedisMs <= res.TargetRedisMs
-	s.logf("  erasure %s: done in %.1f s (deleted %d, redacted %d); ingestion p99 %.1f ms during, %.1f ms alone; slowest Redis command %.1f ms %s",
-		s.phase, res.Seconds, res.Deleted, res.Redacted, res.During.P99, res.Alone.P99, res.SlowestRedisMs, res.SlowestCommand)
+	s.logf("  erasure %s: done in %.1f s (deleted %d, redacted %d); ingestion p99 %.1f ms during, %.1f ms alone (before %.1f, after %.1f); slowest Redis command %.1f ms %s",
+		s.phase, res.Seconds, res.Deleted, res.Redacted, res.During.P99, res.Alone.P99, res.AloneBefore.P99, res.AloneAfter.P99, res.SlowestRedisMs, res.SlowestCommand)
 	return res, nil
 }
 
@@ -197,6 +206,6 @@ func (e *Erasure) rows(add func(scenario, metric string, value float64, floor, r
 	b := func(x bool) *bool { return &x }
 	name := fmt.Sprintf("erasure %s (%dk of %dk events, %dk queued)", e.Database, e.MemberEvents/1000, e.TenantEvents/1000, e.QueuedOfMember/1000)
 	add(name, fmt.Sprintf("s to done (deleted %d, redacted %d)", e.Deleted, e.Redacted), e.Seconds, nil, nil, "≤ 60 s", b(e.Seconds <= e.TargetSeconds))
-	add(name, "ingestion p99 ms during (beside: alone)", e.During.P99, v(e.Alone.P99), v(e.RatioP99), "≤ 1.5×", b(e.RatioP99 <= e.TargetRatio))
+	add(name, "ingestion p99 ms during (beside: alone, the quieter of before and after)", e.During.P99, v(e.Alone.P99), v(e.RatioP99), "≤ 1.5×", b(e.RatioP99 <= e.TargetRatio))
 	add(name, "slowest Redis command ms (SLOWLOG)", e.SlowestRedisMs, nil, nil, "≤ 50 ms", b(e.SlowestRedisMs <= e.TargetRedisMs))
 }
