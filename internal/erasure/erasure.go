@@ -38,14 +38,16 @@ const Settle = time.Second
 // sqlitePauseFactor times as long. An erasure has a minute for 100,000 events and takes a
 // fraction of it at full speed, so it goes slowly.
 //
-// On Postgres a batch's commit flushes its WAL, which ingestion's commits queue behind: small
-// batches keep that flush short. On SQLite what ingestion meets is the write lock: a commit
+// On Postgres a batch's commit flushes its WAL, which ingestion's commits queue behind, and
+// the WAL of a deletion is mostly whole pages (the first change of a page after a checkpoint
+// writes all of it, and a member's events are spread over every page): small batches keep
+// that flush short (the bench: 250 events a batch, ingestion p99 1.7× of alone). On SQLite what ingestion meets is the write lock: a commit
 // that finds it held sleeps in SQLite's busy handler, 1 ms, then 2, then 5 more; a batch small
 // enough to hold the lock for about a millisecond costs a commit that meets it one retry, and
 // what decides ingestion's p99 is that cost, not how often it is paid (the bench: 50 events a
 // batch gave 1.9–2.1× of alone with pauses of 4× or 6× alike).
 const (
-	deleteBatch       = 250
+	deleteBatch       = 50
 	pauseFactor       = 4
 	sqliteDeleteBatch = 20
 	sqlitePauseFactor = 2
