@@ -16,24 +16,25 @@ import (
 // among TenantEvents of its tenant, QueuedOfMember of them in the queue, erased while tracking
 // goes on at a fixed rate.
 type Erasure struct {
-	Database       string  `json:"database"`
-	TenantEvents   int     `json:"tenant_events"`
-	MemberEvents   int     `json:"member_events"`
-	QueuedOfMember int     `json:"queued_of_member"`
-	Seconds        float64 `json:"seconds_to_done"`
-	Deleted        int64   `json:"events_deleted"`
-	Redacted       int64   `json:"events_redacted"`
-	Alone          Latency `json:"ingest_alone"`        // the lower p99 of AloneBefore and AloneAfter
-	AloneBefore    Latency `json:"ingest_alone_before"` // before the erasure was requested
-	AloneAfter     Latency `json:"ingest_alone_after"`  // once it was done
-	During         Latency `json:"ingest_during"`
-	RatioP99       float64 `json:"ratio_p99"`
-	SlowestRedisMs float64 `json:"slowest_redis_command_ms"`
-	SlowestCommand string  `json:"slowest_redis_command"`
-	TargetSeconds  float64 `json:"target_seconds_max"`
-	TargetRatio    float64 `json:"target_ratio_max"`
-	TargetRedisMs  float64 `json:"target_redis_ms_max"`
-	Met            bool    `json:"met"`
+	Database       string    `json:"database"`
+	TenantEvents   int       `json:"tenant_events"`
+	MemberEvents   int       `json:"member_events"`
+	QueuedOfMember int       `json:"queued_of_member"`
+	Seconds        float64   `json:"seconds_to_done"`
+	Deleted        int64     `json:"events_deleted"`
+	Redacted       int64     `json:"events_redacted"`
+	Alone          Latency   `json:"ingest_alone"`        // the lower p99 of AloneBefore and AloneAfter
+	AloneBefore    Latency   `json:"ingest_alone_before"` // before the erasure was requested
+	AloneAfter     Latency   `json:"ingest_alone_after"`  // once it was done
+	DuringBySecond []float64 `json:"ingest_during_p99_by_second"`
+	During         Latency   `json:"ingest_during"`
+	RatioP99       float64   `json:"ratio_p99"`
+	SlowestRedisMs float64   `json:"slowest_redis_command_ms"`
+	SlowestCommand string    `json:"slowest_redis_command"`
+	TargetSeconds  float64   `json:"target_seconds_max"`
+	TargetRatio    float64   `json:"target_ratio_max"`
+	TargetRedisMs  float64   `json:"target_redis_ms_max"`
+	Met            bool      `json:"met"`
 }
 
 // erasurePlan sizes the scenario. The member is named on one session in ten of the fill's
@@ -177,6 +178,7 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 	stopLoad()
 	dr := <-during
 	res.During = summarize(dr.Lat)
+	res.DuringBySecond = dr.p99BySecond()
 	res.Deleted, res.Redacted = *e.EventsDeleted, *e.EventsRedacted
 	if slow, err := s.rdb.SlowLogGet(ctx, 128).Result(); err == nil {
 		for _, l := range slow {
@@ -198,6 +200,7 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 	res.Met = res.Seconds <= res.TargetSeconds && res.RatioP99 <= res.TargetRatio && res.SlowestRedisMs <= res.TargetRedisMs
 	s.logf("  erasure %s: done in %.1f s (deleted %d, redacted %d); ingestion p99 %.1f ms during, %.1f ms alone (before %.1f, after %.1f); slowest Redis command %.1f ms %s",
 		s.phase, res.Seconds, res.Deleted, res.Redacted, res.During.P99, res.Alone.P99, res.AloneBefore.P99, res.AloneAfter.P99, res.SlowestRedisMs, res.SlowestCommand)
+	s.logf("  ingestion p99 ms by second during the erasure: %.1f", res.DuringBySecond)
 	return res, nil
 }
 
