@@ -42,3 +42,19 @@ func TestRedactURL(t *testing.T) {
 		t.Errorf("no names: %q", got)
 	}
 }
+
+// What minimisation adds to an event: go test -run '^$' -bench Minimise ./internal/tracking
+func BenchmarkMinimiseAnonymizeIP(b *testing.B) {
+	for b.Loop() {
+		_ = AnonymizeIP("203.0.113.7")
+		_ = AnonymizeIP("2001:db8:1:2::7")
+	}
+}
+
+func BenchmarkMinimiseRedactURL(b *testing.B) {
+	const url = "https://shop.example/products/17?ref=newsletter&utm_source=mail&email=ada%40x.io#token=x"
+	names := []string{"ref", "utm_source", "email"}
+	for b.Loop() {
+		_ = RedactURL(url, names)
+	}
+}
