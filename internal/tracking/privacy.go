@@ -32,6 +32,9 @@ type privacy struct {
 	redact    []string // query parameters whose values are replaced, lower case
 	erased    *erased  // members erased: events naming them are stored without them
 	tenantID  uint64
+	// The last address minimise shortened, and what it became: one request's events share it.
+	lastIP    string
+	lastShort *string
 }
 
 // erased are a tenant's erased members: their ids, and the hashes of their former external
@@ -82,9 +85,14 @@ func (in *Ingestor) privacyOf(ctx context.Context, tenantID uint64) privacy {
 
 // minimise applies p to a row before it is written anywhere: the address shortened, the
 // URL's fragment dropped and its redacted parameters' values replaced.
-func (p privacy) minimise(row *models.TrackedEvent) {
+func (p *privacy) minimise(row *models.TrackedEvent) {
 	if p.anonymize {
-		row.IPAddress = AnonymizeIP(row.IPAddress)
+		// A request's events share an address, but for those a server sends with their own.
+		if row.IPAddress != p.lastIP || p.lastShort == nil {
+			short := AnonymizeIP(row.IPAddress)
+			p.lastIP, p.lastShort = row.IPAddress, &short
+		}
+		row.IPAddress = *p.lastShort
 	}
 	row.URL = RedactURL(row.URL, p.redact)
 	if m := row.AudienceMemberID; m != nil && p.erased != nil && len(p.erased.ids)+len(p.erased.hashes) > 0 &&
