@@ -37,15 +37,6 @@ type TrackedEvent struct {
 // and `= 1` does not (SQLite).
 const PendingIndex = "idx_tracked_events_pending"
 
-// MemberIndex is the index of the events that name a member, by tenant, member, created_at and
-// id: an erasure and the access export read a member's events through it, in order, without
-// reading the rest of the tenant's. Events naming nobody have no entry.
-const MemberIndex = "idx_tracked_events_member"
-
-// SessionIndex is the index of events by tenant and session: an erasure finds through it the
-// events that share a session with the erased member.
-const SessionIndex = "idx_tracked_events_session"
-
 // PendingBatch stands for the pending marks of one tenant's queued events that were committed
 // together, in the same transaction as the batch. It is deleted once they are in their queue,
 // or turned into marks on the rows (TrackedEvent.QueuePending) by whoever deletes it otherwise:

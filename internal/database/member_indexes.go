@@ -2,24 +2,30 @@ package database
 
 import (
 	"gorm.io/gorm"
-
-	"github.com/eventq/eventq/models"
 )
 
-// memberColumns and sessionColumns are what models.MemberIndex and models.SessionIndex index.
+// The indexes of migration 2026112703_member_indexes, dropped by 2026112704.
 const (
+	memberIndex    = "idx_tracked_events_member"
+	sessionIndex   = "idx_tracked_events_session"
 	memberColumns  = "(tenant_id, audience_member_id, created_at, id) WHERE audience_member_id IS NOT NULL"
 	sessionColumns = "(tenant_id, session_id)"
 )
 
-// memberIndexes makes the two indexes through which a member's events are found without
-// reading the rest of the tenant's: the events naming a member, in (created_at, id) order (an
-// erasure's deletions and the access export page through them), and the events of a session
-// (an erasure deletes those sharing a session with the member). Built as eventsIndex builds
-// them: on Postgres concurrently, partition by partition, while ingestion goes on.
+// memberIndexes made two indexes through which a member's events could be found without
+// reading the rest of the tenant's: the events naming a member, and the events of a session.
+// They cost every insert more than an erasure or an access export gains from them (an
+// insert rate of 0.67× on SQLite and 0.82× on Postgres with both), and
+// dropMemberIndexes drops them again; the migration stays, as shipped.
 func memberIndexes(tx *gorm.DB) error {
-	if err := eventsIndex(tx, models.MemberIndex, "_member", memberColumns); err != nil {
+	if err := eventsIndex(tx, memberIndex, "_member", memberColumns); err != nil {
 		return err
 	}
-	return eventsIndex(tx, models.SessionIndex, "_session", sessionColumns)
+	return eventsIndex(tx, sessionIndex, "_session", sessionColumns)
+}
+
+// dropMemberIndexes drops what memberIndexes made. On Postgres the partitioned table's index
+// goes with each partition's (a catalog change, under a lock of a moment).
+func dropMemberIndexes(tx *gorm.DB) error {
+	return execAll(tx, "DROP INDEX IF EXISTS "+memberIndex, "DROP INDEX IF EXISTS "+sessionIndex)
 }

@@ -86,6 +86,10 @@ func migrations() []*gormigrate.Migration {
 		// A member's events and a session's found through indexes of their own (memberIndexes).
 		ID:      "2026112703_member_indexes",
 		Migrate: memberIndexes,
+	}, {
+		// Those indexes dropped: every insert paid for them (dropMemberIndexes).
+		ID:      "2026112704_drop_member_indexes",
+		Migrate: dropMemberIndexes,
 	}}
 }
 

@@ -33,22 +33,26 @@ var ErrNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}
 // member and one tracked just before is deleted with the rest.
 const Settle = time.Second
 
-// How an erasure deletes events: batches of deleteBatch on Postgres, each followed by a pause
-// pauseFactor times as long as it took; on SQLite batches of sqliteDeleteBatch and pauses
-// sqlitePauseFactor times as long. An erasure has a minute for 100,000 events and takes a
-// fraction of it at full speed, so it goes slowly.
+// How an erasure reads and deletes events: pages of sweepPage events of the tenant read at a
+// time, the ones to delete deleted in batches of deleteBatch, each batch followed by a pause
+// pauseFactor times as long as it took; on SQLite pages of sqliteSweepPage, batches of
+// sqliteDeleteBatch and pauses sqlitePauseFactor times as long. An erasure has a minute for
+// 100,000 events among a million and takes a fraction of it at full speed, so it goes slowly.
 //
 // On Postgres a batch's commit flushes its WAL, which ingestion's commits queue behind, and
 // the WAL of a deletion is mostly whole pages (the first change of a page after a checkpoint
 // writes all of it, and a member's events are spread over every page): small batches keep
-// that flush short (the bench: 250 events a batch, ingestion p99 1.7× of alone). On SQLite what ingestion meets is the write lock: a commit
-// that finds it held sleeps in SQLite's busy handler, 1 ms, then 2, then 5 more; a batch small
-// enough to hold the lock for about a millisecond costs a commit that meets it one retry, and
-// what decides ingestion's p99 is that cost, not how often it is paid (the bench: 50 events a
-// batch gave 1.9–2.1× of alone with pauses of 4× or 6× alike).
+// that flush short (the bench: 250 events a batch, ingestion p99 1.7× of alone; 50, 1.1–1.3×).
+// On SQLite what ingestion meets is the write lock: a commit that finds it held sleeps in
+// SQLite's busy handler, 1 ms, then 2, then 5 more; a batch small enough to hold the lock for
+// about a millisecond costs a commit that meets it one retry, and what decides ingestion's p99
+// is that cost, not how often it is paid (the bench: 50 events a batch gave 1.9–2.1× of alone
+// with pauses of 4× or 6× alike; 20, 1.4×).
 const (
+	sweepPage         = 5000
 	deleteBatch       = 50
 	pauseFactor       = 4
+	sqliteSweepPage   = 2000
 	sqliteDeleteBatch = 20
 	sqlitePauseFactor = 2
 )

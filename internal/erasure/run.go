@@ -69,18 +69,28 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 		return err
 	}
 
-	// The stored events: those sharing a session first, those naming the member last.
-	for start := 0; start < len(sessions); start += 500 {
-		chunk := sessions[start:min(start+500, len(sessions))]
-		if err := s.deleteAll(ctx, id, db.Where("tenant_id = ? AND session_id IN ? AND (audience_member_id IS NULL OR audience_member_id NOT IN ?)",
-			e.TenantID, chunk, names), false); err != nil {
+	// The stored events: those sharing a session first, those naming the member last. Each is
+	// a sweep of the tenant's events through its (tenant_id, created_at) index: erasures are
+	// rare, and an index of members or sessions would cost every insert (on SQLite a third of
+	// the insert rate, on Postgres a sixth).
+	member := map[string]bool{}
+	for _, n := range names {
+		member[n] = true
+	}
+	session := make(map[string]bool, len(sessions))
+	for _, x := range sessions {
+		session[x] = true
+	}
+	if len(sessions) > 0 {
+		err := s.sweep(ctx, id, db.Where("tenant_id = ?", e.TenantID), func(ev *models.TrackedEvent) bool {
+			return session[ev.SessionID] && (ev.AudienceMemberID == nil || !member[*ev.AudienceMemberID])
+		})
+		if err != nil {
 			return err
 		}
 	}
-	for _, name := range names { // one reference at a time: one range of models.MemberIndex each
-		if err := s.deleteAll(ctx, id, db.Where("tenant_id = ? AND audience_member_id = ?", e.TenantID, name), true); err != nil {
-			return err
-		}
+	if err := s.sweep(ctx, id, db.Where("tenant_id = ? AND audience_member_id IN ?", e.TenantID, names), nil); err != nil {
+		return err
 	}
 
 	done := s.Clock.Now().UTC()
@@ -93,74 +103,88 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// deleteAll deletes the events cond selects, a batch at a time. A batch is read first, then
-// deleted with its count in one short transaction, so that the write lock (SQLite's one
-// writer, which ingestion shares) is held for the deletion alone; each batch is followed by a
-// pause (deleteBatch and the constants beside it say how long, and how big a batch is).
-//
-// When ordered, each batch reads on from the last event of the one before, in (created_at, id)
-// order (models.MemberIndex has that order for one member); otherwise (a chunk of sessions,
-// a few events each, through models.SessionIndex) each batch is simply what is left. A batch is
-// deleted by id within its created_at span, which on Postgres confines it to the day
-// partitions of that span.
-func (s *Service) deleteAll(ctx context.Context, id uint64, cond *gorm.DB, ordered bool) error {
-	batch, pause := deleteBatch, time.Duration(pauseFactor)
+// sweep deletes the events cond selects and pick (nil: all of them) picks. It reads them in
+// pages in (created_at, id) order, each page reading on from the last event of the one
+// before, and deletes what it picked in batches. A batch is deleted with its count in one
+// short transaction, within its created_at span (which on Postgres confines it to the day
+// partitions of that span), and is followed by a pause (deleteBatch and the constants beside
+// it say how long, and how big a batch is); a page's read is followed by a pause as long as
+// it took.
+func (s *Service) sweep(ctx context.Context, id uint64, cond *gorm.DB, pick func(*models.TrackedEvent) bool) error {
+	page, batch, pause := sweepPage, deleteBatch, time.Duration(pauseFactor)
 	if !database.IsPostgres(s.DB) {
-		batch, pause = sqliteDeleteBatch, sqlitePauseFactor
+		page, batch, pause = sqliteSweepPage, sqliteDeleteBatch, sqlitePauseFactor
 	}
 	var last *models.TrackedEvent
 	for {
 		started := time.Now()
-		q := s.DB.WithContext(ctx).Model(&models.TrackedEvent{}).Select("id", "created_at").Where(cond)
-		if ordered {
-			if last != nil {
-				q = q.Where("created_at >= ? AND (created_at > ? OR id > ?)", last.CreatedAt, last.CreatedAt, last.ID)
-			}
-			q = q.Order("created_at, id")
+		q := s.DB.WithContext(ctx).Model(&models.TrackedEvent{}).Select("id", "created_at", "session_id", "audience_member_id").Where(cond)
+		if last != nil {
+			q = q.Where("created_at >= ? AND (created_at > ? OR id > ?)", last.CreatedAt, last.CreatedAt, last.ID)
 		}
 		var rows []models.TrackedEvent
-		if err := q.Limit(batch).Find(&rows).Error; err != nil {
-			return fmt.Errorf("erasure %d: find events: %w", id, err)
+		if err := q.Order("created_at, id").Limit(page).Find(&rows).Error; err != nil {
+			return fmt.Errorf("erasure %d: read events: %w", id, err)
 		}
 		if len(rows) == 0 {
 			return nil
 		}
-		ids := make([]string, len(rows))
-		first, end := rows[0].CreatedAt, rows[0].CreatedAt
+		end := rows[len(rows)-1]
+		last = &end
+		if err := wait(ctx, time.Since(started)); err != nil {
+			return err
+		}
+		picked := rows[:0]
 		for i := range rows {
-			ids[i] = rows[i].ID
-			if rows[i].CreatedAt.Before(first) {
-				first = rows[i].CreatedAt
-			}
-			if rows[i].CreatedAt.After(end) {
-				end = rows[i].CreatedAt
+			if pick == nil || pick(&rows[i]) {
+				picked = append(picked, rows[i])
 			}
 		}
-		last = &rows[len(rows)-1]
-		var n int64
-		err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			res := tx.Where("id IN ? AND created_at >= ? AND created_at <= ?", ids, first, end).Delete(&models.TrackedEvent{})
-			if res.Error != nil {
-				return res.Error
+		for start := 0; start < len(picked); start += batch {
+			took, err := s.deleteBatch(ctx, id, picked[start:min(start+batch, len(picked))])
+			if err != nil {
+				return err
 			}
-			n = res.RowsAffected
-			return tx.Model(&models.MemberErasure{}).Where("id = ?", id).
-				Update("events_deleted", gorm.Expr("COALESCE(events_deleted, 0) + ?", n)).Error
-		})
-		if err != nil {
-			return fmt.Errorf("erasure %d: delete events: %w", id, err)
+			if err := wait(ctx, pause*took); err != nil {
+				return err
+			}
 		}
-		if !ordered && n == 0 { // read but not deleted: reading again would find them again
-			return fmt.Errorf("erasure %d: %d events found could not be deleted", id, len(rows))
-		}
-		if len(rows) < batch {
+		if len(rows) < page {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pause * time.Since(started)):
+	}
+}
+
+// deleteBatch deletes rows (in (created_at, id) order) and adds them to erasure id's count in
+// one transaction, and returns how long that took.
+func (s *Service) deleteBatch(ctx context.Context, id uint64, rows []models.TrackedEvent) (time.Duration, error) {
+	started := time.Now()
+	ids := make([]string, len(rows))
+	for i := range rows {
+		ids[i] = rows[i].ID
+	}
+	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Where("id IN ? AND created_at >= ? AND created_at <= ?", ids, rows[0].CreatedAt, rows[len(rows)-1].CreatedAt).
+			Delete(&models.TrackedEvent{})
+		if res.Error != nil {
+			return res.Error
 		}
+		return tx.Model(&models.MemberErasure{}).Where("id = ?", id).
+			Update("events_deleted", gorm.Expr("COALESCE(events_deleted, 0) + ?", res.RowsAffected)).Error
+	})
+	if err != nil {
+		return 0, fmt.Errorf("erasure %d: delete events: %w", id, err)
+	}
+	return time.Since(started), nil
+}
+
+// wait pauses for d, or until ctx is done.
+func wait(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -93,14 +92,10 @@ const eventColumns = "id, type, session_id, audience_member_id, url, page_hostna
 	"user_agent, ip_address, event_sequence, created_at"
 
 // eachPage calls fn with successive pages of the selected events, oldest first, and returns
-// how many it passed. Every page is its own short query, positioned after the last
+// how many events it passed. Every page is its own short query, positioned after the last
 // event of the previous page (keyset pagination on created_at, id), so no transaction or
 // cursor stays open between pages and an event is never passed twice. fn must not keep the
 // page: its backing array is reused.
-//
-// Events of members are read through models.MemberIndex, one member at a time (an index range
-// already in order): a page of several members is the first size events of each member's next
-// page, merged.
 func eachPage(ctx context.Context, db *gorm.DB, q Query, fn func([]models.TrackedEvent) error) (int, error) {
 	size := q.PageSize
 	if size <= 0 {
@@ -109,26 +104,30 @@ func eachPage(ctx context.Context, db *gorm.DB, q Query, fn func([]models.Tracke
 	var (
 		total int
 		page  = make([]models.TrackedEvent, 0, size)
-		more  []models.TrackedEvent // another member's page, when there are several
 		last  *models.TrackedEvent
 	)
 	for {
+		stmt := db.WithContext(ctx).Model(&models.TrackedEvent{}).Select(eventColumns).
+			Where("tenant_id = ?", q.TenantID)
+		if len(q.Members) > 0 {
+			stmt = stmt.Where("audience_member_id IN ?", q.Members)
+		}
+		// The created_at bounds are always in the query when known: they keep each page a range
+		// scan of the (tenant_id, created_at) index and let Postgres skip partitions outside them.
+		switch {
+		case last != nil:
+			// The cursor is passed as read, not converted to UTC, so that on SQLite (where
+			// created_at is text) it compares equal to the stored value it came from.
+			stmt = stmt.Where("created_at >= ? AND (created_at > ? OR (created_at = ? AND id > ?))",
+				last.CreatedAt, last.CreatedAt, last.CreatedAt, last.ID)
+		case !q.From.IsZero():
+			stmt = stmt.Where("created_at >= ?", q.From.UTC())
+		}
+		if !q.To.IsZero() {
+			stmt = stmt.Where("created_at < ?", q.To.UTC())
+		}
 		page = page[:0]
-		var err error
-		if len(q.Members) == 0 {
-			page, err = readPage(ctx, db, q, nil, last, size, page)
-		}
-		for i := range q.Members {
-			if i == 0 {
-				page, err = readPage(ctx, db, q, &q.Members[0], last, size, page)
-			} else if more, err = readPage(ctx, db, q, &q.Members[i], last, size, more[:0]); err == nil {
-				page = mergePages(page, more, size)
-			}
-			if err != nil {
-				break
-			}
-		}
-		if err != nil {
+		if err := stmt.Order("created_at, id").Limit(size).Find(&page).Error; err != nil {
 			return total, fmt.Errorf("export: read events: %w", err)
 		}
 		if len(page) == 0 {
@@ -170,44 +169,4 @@ func New(db *gorm.DB) *Exporter { return &Exporter{db: db} }
 // Each is Each on the Exporter's database.
 func (e *Exporter) Each(ctx context.Context, q Query, fn func(*models.TrackedEvent) error) (int, error) {
 	return Each(ctx, e.db, q, fn)
-}
-
-// readPage appends to page the next size events of q (of member, when not nil) after last.
-func readPage(ctx context.Context, db *gorm.DB, q Query, member *string, last *models.TrackedEvent, size int, page []models.TrackedEvent) ([]models.TrackedEvent, error) {
-	stmt := db.WithContext(ctx).Model(&models.TrackedEvent{}).Select(eventColumns).
-		Where("tenant_id = ?", q.TenantID)
-	if member != nil {
-		stmt = stmt.Where("audience_member_id = ?", *member)
-	}
-	// The created_at bounds are always in the query when known: they keep each page a range
-	// scan of the (tenant_id, created_at) index and let Postgres skip partitions outside them.
-	switch {
-	case last != nil:
-		// The cursor is passed as read, not converted to UTC, so that on SQLite (where
-		// created_at is text) it compares equal to the stored value it came from.
-		stmt = stmt.Where("created_at >= ? AND (created_at > ? OR (created_at = ? AND id > ?))",
-			last.CreatedAt, last.CreatedAt, last.CreatedAt, last.ID)
-	case !q.From.IsZero():
-		stmt = stmt.Where("created_at >= ?", q.From.UTC())
-	}
-	if !q.To.IsZero() {
-		stmt = stmt.Where("created_at < ?", q.To.UTC())
-	}
-	err := stmt.Order("created_at, id").Limit(size).Find(&page).Error
-	return page, err
-}
-
-// mergePages merges b into a (both in (created_at, id) order) and keeps the first size events.
-func mergePages(a, b []models.TrackedEvent, size int) []models.TrackedEvent {
-	if len(b) == 0 {
-		return a
-	}
-	a = append(a, b...)
-	slices.SortStableFunc(a, func(x, y models.TrackedEvent) int {
-		if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(x.ID, y.ID)
-	})
-	return a[:min(len(a), size)]
 }

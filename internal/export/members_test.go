@@ -12,9 +12,9 @@ import (
 )
 
 // The events of several members (a member's id and its external id) come out as one stream
-// in (created_at, id) order, each once, whatever the page size: pages of each member are
-// merged, and ties on created_at are broken by id as the database orders them.
-func TestMembersAreMergedOldestFirst(t *testing.T) {
+// in (created_at, id) order, each once, whatever the page size, ties on created_at broken by
+// id, and another member's never.
+func TestMembersAreOneStreamOldestFirst(t *testing.T) {
 	db, _ := testenv.DB(t)
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var want []string
