@@ -55,6 +55,7 @@ const (
 	sqliteSweepPage   = 2000
 	sqliteDeleteBatch = 20
 	sqlitePauseFactor = 2
+	readPauseFactor   = 2 // after reading a page: reads take CPU from ingestion, not locks
 )
 
 // Service requests and carries out erasures. It is safe for concurrent use.

@@ -49,9 +49,27 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 		}
 	}
 
+	// The member's sessions: one read of the tenant's events, on one core (Postgres would
+	// otherwise gather it with parallel workers, taking both of a small machine's cores from
+	// ingestion while it runs).
+	// (Not in a transaction on SQLite, whose transactions take the write lock at once.)
 	var sessions []string
-	if err := db.Model(&models.TrackedEvent{}).Where("tenant_id = ? AND audience_member_id IN ?", e.TenantID, names).
-		Distinct().Pluck("session_id", &sessions).Error; err != nil {
+	find := func(tx *gorm.DB) error {
+		return tx.Model(&models.TrackedEvent{}).Where("tenant_id = ? AND audience_member_id IN ?", e.TenantID, names).
+			Distinct().Pluck("session_id", &sessions).Error
+	}
+	var err error
+	if !database.IsPostgres(db) {
+		err = find(db)
+	} else {
+		err = db.Transaction(func(tx *gorm.DB) error {
+			if err := tx.Exec("SET LOCAL max_parallel_workers_per_gather = 0").Error; err != nil {
+				return err
+			}
+			return find(tx)
+		})
+	}
+	if err != nil {
 		return fmt.Errorf("erasure %d: sessions: %w", id, err)
 	}
 
@@ -108,8 +126,8 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 // before, and deletes what it picked in batches. A batch is deleted with its count in one
 // short transaction, within its created_at span (which on Postgres confines it to the day
 // partitions of that span), and is followed by a pause (deleteBatch and the constants beside
-// it say how long, and how big a batch is); a page's read is followed by a pause as long as
-// it took.
+// it say how long, and how big a batch is); a page's read is followed by a pause
+// readPauseFactor times as long as it took.
 func (s *Service) sweep(ctx context.Context, id uint64, cond *gorm.DB, pick func(*models.TrackedEvent) bool) error {
 	page, batch, pause := sweepPage, deleteBatch, time.Duration(pauseFactor)
 	if !database.IsPostgres(s.DB) {
@@ -131,7 +149,7 @@ func (s *Service) sweep(ctx context.Context, id uint64, cond *gorm.DB, pick func
 		}
 		end := rows[len(rows)-1]
 		last = &end
-		if err := wait(ctx, time.Since(started)); err != nil {
+		if err := wait(ctx, readPauseFactor*time.Since(started)); err != nil {
 			return err
 		}
 		picked := rows[:0]
