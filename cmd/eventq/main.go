@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"gorm.io/gorm"
@@ -34,6 +35,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
+		if msg := err.Error(); strings.HasPrefix(msg, "unknown command") && strings.HasSuffix(msg, `for "eventq"`) {
+			err = fmt.Errorf("%s; run 'eventq --help' for its commands", msg) // cobra's own, for the root
+		}
 		fmt.Fprintln(stderr, "eventq:", err)
 		return 1
 	}
@@ -58,7 +62,28 @@ func (c *cli) rootCommand() *cobra.Command {
 	}
 	root.AddCommand(c.migrateCommand(), c.tenantCommand(), c.tokenCommand(), c.featureCommand(),
 		c.memberCommand(), c.productCommand(), c.eventsCommand(), c.purchasesCommand(), c.entitlementsCommand(), c.webhookCommand(), c.consumeCommand(), c.queueCommand(), c.pspCommand())
+	refuseUnknown(root)
 	return root
+}
+
+// refuseUnknown makes every group of commands under cmd (`tenant`, `token`, …) fail on a
+// subcommand it does not have, naming it and pointing to --help, instead of cobra's default
+// for a command that cannot run: its help, and exit status 0. Without arguments a group
+// still prints its help.
+func refuseUnknown(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		if sub.HasSubCommands() && sub.Run == nil && sub.RunE == nil {
+			sub.Args = cobra.ArbitraryArgs
+			sub.FParseErrWhitelist.UnknownFlags = true // the subcommand's flags: name the subcommand instead
+			sub.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) == 0 {
+					return cmd.Help()
+				}
+				return fmt.Errorf("unknown command %q for %q; run '%s --help' for its commands", args[0], cmd.CommandPath(), cmd.CommandPath())
+			}
+		}
+		refuseUnknown(sub)
+	}
 }
 
 func (c *cli) config() (config.Config, error) {

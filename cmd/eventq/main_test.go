@@ -263,3 +263,23 @@ func TestUnknownCommandFails(t *testing.T) {
 	e.MustFail(t, "frobnicate")
 	e.MustFail(t, "tenant", "create", "--name", "x", "--no-such-flag")
 }
+
+// A command the CLI does not have, at the top or in a group, fails naming it and pointing to
+// --help (a group's default was its help and exit status 0, which a script takes for success).
+func TestUnknownCommandsFail(t *testing.T) {
+	for _, args := range [][]string{{"bogus"}, {"tenant", "lst"}, {"events", "lsit", "--tenant", "1"}} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), args, nil, &out, &errOut)
+		want := fmt.Sprintf("unknown command %q", args[len(args)-1])
+		if args[0] == "events" {
+			want = `unknown command "lsit"`
+		}
+		if code == 0 || !strings.Contains(errOut.String(), want) || !strings.Contains(errOut.String(), "--help' for its commands") || out.Len() != 0 {
+			t.Errorf("eventq %v: exit %d, stdout %q, stderr %q", args, code, out.String(), errOut.String())
+		}
+	}
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"tenant"}, nil, &out, &out); code != 0 || !strings.Contains(out.String(), "Available Commands") {
+		t.Errorf("eventq tenant: exit %d, %q; want its help", code, out.String())
+	}
+}

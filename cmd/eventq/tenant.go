@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/paginate"
 	"github.com/eventq/eventq/internal/tenants"
 	"github.com/eventq/eventq/internal/validate"
 	"github.com/eventq/eventq/models"
@@ -84,7 +85,7 @@ func (c *cli) tenantCommand() *cobra.Command {
 		},
 	}
 	rotate.Flags().StringVar(&id, "id", "", "tenant id (required)")
-	cmd.AddCommand(create, update, rotate)
+	cmd.AddCommand(create, c.tenantListCommand(), update, rotate)
 	return cmd
 }
 
@@ -139,6 +140,35 @@ func flagErr(err error, flags map[string]string) error {
 }
 
 // tenant loads the tenant named by a --tenant (or --id) flag value.
+// tenantListCommand is `tenant list`: every tenant, in id order, as the operator API shows
+// them (tenants.JSON), read a page at a time.
+func (c *cli) tenantListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List every tenant, in id order",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := c.application()
+			if err != nil {
+				return err
+			}
+			out := []tenants.JSON{}
+			r := paginate.Request{PerPage: 100}
+			for {
+				page, err := a.Tenants.List(cmd.Context(), r)
+				if err != nil {
+					return fmt.Errorf("list tenants: %w", err)
+				}
+				out = append(out, page.Items...)
+				if page.Next == nil {
+					return c.print(out)
+				}
+				r.Cursor = page.Next
+			}
+		},
+	}
+}
+
 func (c *cli) tenant(cmd *cobra.Command, id string) (*models.Tenant, error) {
 	n, ok := models.ParseID(id)
 	if !ok {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
 
@@ -81,4 +84,31 @@ func TestTenantCreate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// `tenant list` prints every tenant in id order (across pages of 100), and `token list` a
+// tenant's tokens without their secrets.
+func TestTenantAndTokenList(t *testing.T) {
+	e := newCLI(t)
+	var ids []string
+	for i := range 101 {
+		ids = append(ids, e.mustTenant(t, fmt.Sprintf("Shop %d", i)))
+	}
+	var listed []struct {
+		ID      string `json:"id"`
+		SiteKey string `json:"site_key"`
+	}
+	testenv.Must(t, json.Unmarshal(e.MustRun(t, "tenant", "list"), &listed))
+	if len(listed) != len(ids) || listed[0].ID != ids[0] || listed[100].ID != ids[100] || listed[100].SiteKey == "" {
+		t.Fatalf("tenant list: %d tenants, want %d in id order", len(listed), len(ids))
+	}
+	id, secret, _ := e.mustToken(t, ids[0], "--name", "ci")
+	raw := e.MustRun(t, "token", "list", "--tenant", ids[0])
+	if strings.Contains(string(raw), secret) || !strings.Contains(string(raw), `"id":"`+id+`","name":"ci"`) {
+		t.Fatalf("token list: %s", raw)
+	}
+	if raw := e.MustRun(t, "token", "list", "--tenant", ids[1]); string(raw) != "[]" {
+		t.Fatalf("token list of a tenant without tokens: %s", raw)
+	}
+	e.MustFail(t, "token", "list", "--tenant", "999999")
 }

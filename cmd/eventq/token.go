@@ -86,7 +86,34 @@ func (c *cli) tokenCommand() *cobra.Command {
 		},
 	}
 	revoke.Flags().StringVar(&id, "id", "", "token id (required)")
-	cmd.AddCommand(create, revoke)
+
+	var listTenant string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List a tenant's tokens (never their secrets)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tenant, err := c.tenant(cmd, listTenant)
+			if err != nil {
+				return err
+			}
+			a, err := c.application()
+			if err != nil {
+				return err
+			}
+			rows, err := a.Tokens.List(cmd.Context(), tenant.ID)
+			if err != nil {
+				return fmt.Errorf("list tokens: %w", err)
+			}
+			out := make([]auth.TokenJSON, len(rows))
+			for i := range rows {
+				out[i] = auth.ViewToken(&rows[i])
+			}
+			return c.print(out)
+		},
+	}
+	list.Flags().StringVar(&listTenant, "tenant", "", "tenant id (required)")
+	cmd.AddCommand(create, list, revoke)
 	return cmd
 }
 
