@@ -192,3 +192,27 @@ func TestEnvironmentNames(t *testing.T) {
 		}
 	}
 }
+
+// Every test file a deployment file cites (as the alert rules cite the test that checks them)
+// exists, relative to the repository.
+func TestCitedTestFilesExist(t *testing.T) {
+	cited := regexp.MustCompile(`[\w./-]+_test\.go`)
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(path, ".go") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, name := range cited.FindAllString(string(b), -1) {
+			if _, err := os.Stat(filepath.Join("..", name)); err != nil {
+				t.Errorf("%s cites %s, which does not exist", path, name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

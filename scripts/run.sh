@@ -381,6 +381,20 @@ run_env=$VAR/run.env
 # sq VALUE: VALUE single-quoted for sh.
 sq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 
+# absolute_sqlite makes a SQLite URL's relative path absolute (from $ROOT), so that the CLI,
+# run from any directory after `. var/run.env`, opens the same file instead of creating an
+# empty one where it runs; other URLs pass unchanged.
+absolute_sqlite() {
+	local url=$1 path
+	case $url in
+	sqlite://*)
+		path=${url#sqlite://}
+		[[ $path == /* ]] || url="sqlite://$ROOT/$path"
+		;;
+	esac
+	printf '%s' "$url"
+}
+
 write_run_env() {
 	local var
 	{
@@ -388,7 +402,7 @@ write_run_env() {
 		printf '# In another terminal, in %s:  . var/run.env\n' "$ROOT"
 		printf 'export HTTP_ADDR=%s\n' "$(sq "$http_addr")"
 		printf 'export APP_URL=%s\n' "$(sq "$APP_URL")"
-		printf 'export DATABASE_URL=%s\n' "$(sq "$database_url")"
+		printf 'export DATABASE_URL=%s\n' "$(sq "$(absolute_sqlite "$database_url")")"
 		if [[ -n ${REDIS_URL:-} ]]; then
 			printf 'export REDIS_URL=%s\n' "$(sq "$REDIS_URL")"
 		fi
