@@ -19,6 +19,9 @@ func (s *Server) token(abilities ...string) fiber.Handler {
 		header := c.Get(fiber.HeaderAuthorization)
 		scheme, token, ok := strings.Cut(header, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+			// The body is Laravel's; the header says what was expected (RFC 6750), for a
+			// client that sent the token bare or under another scheme.
+			c.Set(fiber.HeaderWWWAuthenticate, `Bearer error="invalid_request", error_description="send Authorization: Bearer <token>"`)
 			return auth.ErrUnauthenticated
 		}
 		bearer := auth.ParseBearer(strings.TrimSpace(token))
@@ -31,7 +34,8 @@ func (s *Server) token(abilities ...string) fiber.Handler {
 			}
 		}
 		p, err := s.Auth.AuthenticateBearer(c.UserContext(), bearer)
-		if errors.Is(err, auth.ErrUnauthenticated) { // spends one failure, with no header on the 401
+		if errors.Is(err, auth.ErrUnauthenticated) { // spends one failure, with no rate-limit header on the 401
+			c.Set(fiber.HeaderWWWAuthenticate, `Bearer error="invalid_token"`)
 			failures.peek = false
 			s.Limiter.Allow(c.UserContext(), failures.limiterBudget())
 		}

@@ -37,6 +37,14 @@ func TestPlatformAuthentication(t *testing.T) {
 					res = e.Do(t, method, "/api/platform/events?count=1", "", nil, "Authorization", tc.header)
 				}
 				assertBody(t, res, 401, unauth)
+				// The header says what was expected: a bearer token (RFC 6750).
+				want := `Bearer error="invalid_token"`
+				if tc.header == "" || strings.HasPrefix(tc.header, "Basic") || tc.header == "Bearer " {
+					want = `Bearer error="invalid_request", error_description="send Authorization: Bearer <token>"`
+				}
+				if got := res.Header.Get("WWW-Authenticate"); got != want {
+					t.Fatalf("WWW-Authenticate %q, want %q", got, want)
+				}
 			}
 			if n := e.QueueLen(t, tn); n != 1 {
 				t.Fatalf("queue length %d, want 1", n)

@@ -43,7 +43,7 @@ func (c *cli) pspCommand() *cobra.Command {
 				return err
 			}
 			if cfg.PSP.SecretKey == "" {
-				return errors.New("no provider key: set PSP_SECRET_KEY (or STRIPE_SECRET_KEY)")
+				return errors.New("no provider key: set PSP_SECRET_KEY (or STRIPE_SECRET_KEY); reconciliation reads the provider's event list, which make run has no key for")
 			}
 			a, err := c.application()
 			if err != nil {

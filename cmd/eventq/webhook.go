@@ -93,7 +93,7 @@ func (c *cli) sendWebhook(cmd *cobra.Command, f sendFlags) error {
 		return err
 	}
 	if len(cfg.PSP.WebhookSecrets) == 0 {
-		return errors.New("no webhook signing secret: set PSP_WEBHOOK_SECRET (or STRIPE_WEBHOOK_SECRET)")
+		return errors.New("no webhook signing secret: set PSP_WEBHOOK_SECRET (or STRIPE_WEBHOOK_SECRET); under make run, load var/run.env first (. var/run.env), which holds its local secret")
 	}
 	target := f.target
 	if target == "" {

@@ -35,7 +35,7 @@ const (
 )
 
 // ErrOff is returned by Prune when no retention is configured.
-var ErrOff = errors.New("EVENT_RETENTION is off: nothing to prune")
+var ErrOff = errors.New("EVENT_RETENTION is off: nothing to prune (set it, e.g. EVENT_RETENTION=30d, to prune; make run leaves it off)")
 
 // Pruner applies the retention to the stored events. Its zero Keep means retention is off.
 type Pruner struct {
