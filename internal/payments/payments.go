@@ -27,7 +27,8 @@ import (
 )
 
 // Service runs the payment flow. A field whose comment names the methods that need it may be
-// nil in a Service that never calls them (the worker's has no Webhooks); the others are
+// nil in a Service that never calls them (app builds every field; a test may leave Webhooks
+// out); the others are
 // required, except Metrics. A Service is safe for concurrent use, across processes too (the
 // database decides every race).
 type Service struct {
