@@ -29,7 +29,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(2)
 	}
-	gc := gctune.Apply(os.LookupEnv)                 // GOGC and GOMEMLIMIT, unless the environment sets them
+	gc := gctune.Apply(os.LookupEnv, os.ReadFile)    // GOGC and GOMEMLIMIT, unless the environment sets them
 	prof, err := profiling.Start(cfg.PprofAddr, log) // off unless PPROF_ADDR is set
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "worker: PPROF_ADDR: %v\n", err)
@@ -43,7 +43,7 @@ func main() {
 		log.Error("worker: start failed", "err", err)
 		os.Exit(1)
 	}
-	log.Info("worker: running", "gogc", gc.Percent, "gomemlimit", gc.MemoryLimit)
+	log.Info("worker: running", "gogc", gc.Percent, "gomemlimit", gc.MemoryLimit, "container_memory_limit", gc.ContainerLimit)
 	if err := m.Run(ctx); err != nil {
 		log.Error("worker: stopped with error", "err", err)
 		os.Exit(1)
