@@ -43,13 +43,6 @@ func (p DeadPolicy) retention() time.Duration {
 	return p.Retention
 }
 
-// DeadKey is the list of tenantID's dead letters, oldest first.
-func DeadKey(tenantID uint64) string { return tenantKey(tenantID, "dead") }
-
-// DeadAtKey is the list of the times (Unix ms) tenantID's dead letters went dead, in DeadKey's
-// order.
-func DeadAtKey(tenantID uint64) string { return tenantKey(tenantID, "dead:at") }
-
 // luaDead defines pruneDead(dead, at, max, retention ms): drops the oldest dead letters past
 // max and those older than the retention, from both lists, and returns how many went. Dead
 // letters of a version that kept no times get the time of the first prune that sees them.

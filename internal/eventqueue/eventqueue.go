@@ -43,10 +43,6 @@ func (s *Store) Close() {
 	}
 }
 
-// Key is the list of tenantID. The braces are a Redis Cluster hash tag: everything of one
-// tenant lives in one slot.
-func Key(tenantID uint64) string { return fmt.Sprintf("eventqueue:{tenant:%d}:events", tenantID) }
-
 // Append pushes events to the back of the tenant's queue in the given order, atomically
 // (one RPUSH), without deduplication: tests and benchmarks fill queues with it. Ingestion
 // appends with AppendOnce.
@@ -63,9 +59,6 @@ func (s *Store) Append(ctx context.Context, tenantID uint64, events ...[]byte) e
 	}
 	return nil
 }
-
-// OffsetKey holds tenantID's front offset: how many events were ever trimmed from its queue.
-func OffsetKey(tenantID uint64) string { return fmt.Sprintf("eventqueue:{tenant:%d}:offset", tenantID) }
 
 // Read returns up to MaxRead events from the front of the queue, oldest first, without
 // removing them (one LRANGE). The strings are the stored JSON documents, untouched.
@@ -151,7 +144,7 @@ func (e *ErrOffsetAhead) Error() string {
 }
 
 // trim: KEYS list, offset, lease state, lease expiry, acked, gone; ARGV count, the caller's
-// offset or "". Removes the first count events, or with an offset O those up to absolute
+// offset or "", GoneRetention ms. Removes the first count events, or with an offset O those up to absolute
 // position O+count not removed yet, and advances the front offset by what it removed. The
 // leases of removed events end (their ids answer "trimmed"); their acknowledgements go.
 // Returns {removed, front, id of the last removed event or nil}, or {-1, front} when O is
@@ -183,7 +176,7 @@ if redis.call('ZCARD', KEYS[4]) > 0 then
       redis.call('ZADD', KEYS[6], now, m)
     end
   end
-  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - 86400000)
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - tonumber(ARGV[3]))
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. front)
 return {n, front, string.match(last, '^{"id":"([^"]*)"') or false}
@@ -200,7 +193,7 @@ func (s *Store) Trim(ctx context.Context, tenantID uint64, count, offset int64) 
 		arg = strconv.FormatInt(offset, 10)
 	}
 	keys := []string{Key(tenantID), OffsetKey(tenantID), LeaseStateKey(tenantID), LeaseExpiryKey(tenantID), AckedKey(tenantID), GoneKey(tenantID)}
-	res, err := trim.Run(ctx, s.rdb, keys, count, arg).Slice()
+	res, err := trim.Run(ctx, s.rdb, keys, count, arg, GoneRetention.Milliseconds()).Slice()
 	if err != nil {
 		return Trimmed{}, fmt.Errorf("eventqueue: trim: %w", err)
 	}

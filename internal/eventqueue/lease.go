@@ -43,32 +43,6 @@ const MaxLeased = 10000
 // visibility (12 hours).
 const GoneRetention = 24 * time.Hour
 
-func tenantKey(tenantID uint64, name string) string {
-	return fmt.Sprintf("eventqueue:{tenant:%d}:%s", tenantID, name)
-}
-
-// LeaseStateKey is the hash of tenantID's leased events (see the package's lease notes).
-func LeaseStateKey(tenantID uint64) string { return tenantKey(tenantID, "lease:state") }
-
-// LeaseExpiryKey is the sorted set of tenantID's leased events by expiry.
-func LeaseExpiryKey(tenantID uint64) string { return tenantKey(tenantID, "lease:expiry") }
-
-// LeaseNextKey is tenantID's lowest offset never leased.
-func LeaseNextKey(tenantID uint64) string { return tenantKey(tenantID, "lease:next") }
-
-// LeaseEpochKey is the random part of tenantID's lease ids, replaced by a rebuild.
-func LeaseEpochKey(tenantID uint64) string { return tenantKey(tenantID, "lease:epoch") }
-
-// LeaseWaitKey exists while a lease call waits for events: appends then wake it even when the
-// queue is not empty.
-func LeaseWaitKey(tenantID uint64) string { return tenantKey(tenantID, "lease:waiting") }
-
-// AckedKey is the sorted set of tenantID's acknowledged events still in the queue.
-func AckedKey(tenantID uint64) string { return tenantKey(tenantID, "lease:acked") }
-
-// GoneKey is the sorted set of tenantID's leased events trimmed or dead, by time.
-func GoneKey(tenantID uint64) string { return tenantKey(tenantID, "lease:gone") }
-
 // leaseKeys are the keys of the lease and ack scripts, in their KEYS order.
 func leaseKeys(tenantID uint64) []string {
 	return []string{Key(tenantID), OffsetKey(tenantID), LeaseStateKey(tenantID), LeaseExpiryKey(tenantID),
@@ -130,7 +104,8 @@ end
 `
 
 // lease: KEYS as leaseKeys; ARGV limit, visibility ms, max deliveries, max leased, epoch to
-// set when the tenant has none, nonce, wait ms, most dead letters, dead letter retention ms.
+// set when the tenant has none, nonce, wait ms, most dead letters, dead letter retention ms,
+// GoneRetention ms.
 // Takes reclaimable events first (expired or retried leases; those leased max deliveries
 // times go to the dead letters instead), then never-leased ones from the cursor. Returns
 // {epoch, expires ms, trimmed, front, last trimmed id, next expiry ms or -1, dead letters
@@ -239,7 +214,7 @@ local trimmed = {0, front, false}
 local dropped = 0
 if dead then
   trimmed = trimAcked()
-  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - 86400000)
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - tonumber(ARGV[10]))
   dropped = pruneDead(KEYS[9], KEYS[12], tonumber(ARGV[8]), tonumber(ARGV[9]))
 end
 local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
@@ -409,7 +384,7 @@ func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (Lea
 	nonce := randomHex(8)
 	res, err := leaseScript.Run(ctx, s.rdb, leaseKeys(tenantID), args.Limit, args.Visibility.Milliseconds(),
 		max(args.MaxDeliveries, 1), MaxLeased, randomHex(8), nonce, args.Wait.Milliseconds(),
-		args.Dead.max(), args.Dead.retention().Milliseconds()).Slice()
+		args.Dead.max(), args.Dead.retention().Milliseconds(), GoneRetention.Milliseconds()).Slice()
 	if err != nil {
 		return LeaseResult{}, fmt.Errorf("eventqueue: lease: %w", err)
 	}

@@ -189,7 +189,7 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 				for i, sc := range []*redis.Script{oldLeaseScript, leaseScript} {
 					ten := []uint64{a, b}[i]
 					v, err := sc.Run(ctx, rdb, leaseKeys(ten), limit, vis, maxd, MaxLeased, fmt.Sprintf("ep%d", ten), nonce, 0,
-						DefaultMaxDeadLetters, DefaultDeadLetterRetention.Milliseconds()).Slice()
+						DefaultMaxDeadLetters, DefaultDeadLetterRetention.Milliseconds(), GoneRetention.Milliseconds()).Slice()
 					if err != nil {
 						t.Fatalf("seed %d step %d: %v", seed, step, err)
 					}

@@ -51,23 +51,6 @@ type Span struct {
 	N  int    // how many of the events are its
 }
 
-// PendingKey records what became of tenantID's pending batch id in its queue: the number of
-// its events appended (the first ones; the others were held), or -1 when it was claimed
-// (ClaimPending) before any append, after which no append of it goes in. It lives Retention
-// unless the batch is settled first (ForgetPending).
-func PendingKey(tenantID uint64, id string) string {
-	return fmt.Sprintf("eventqueue:{tenant:%d}:pending:%s", tenantID, id)
-}
-
-// AppendedKey is the sorted set of ids appended to tenantID's queue, in the queue's slot.
-func AppendedKey(tenantID uint64) string {
-	return fmt.Sprintf("eventqueue:{tenant:%d}:appended", tenantID)
-}
-
-// HeldKey is tenantID's hold mark: while it exists, events of the tenant wait in the database
-// (their queue was full), and new ones are held behind them. Its value changes with every hold.
-func HeldKey(tenantID uint64) string { return fmt.Sprintf("eventqueue:{tenant:%d}:held", tenantID) }
-
 // HeldTenantsKey is the set of tenants with a hold mark, for the re-pusher to find them. It is
 // not in the tenants' slots: it is kept beside the scripts, not by them.
 const HeldTenantsKey = "eventqueue:held-tenants"
@@ -446,11 +429,6 @@ func (s *Store) Ack(ctx context.Context, now time.Time, tenantID uint64, ids []s
 
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
-}
-
-// RebuildKey is set while tenantID's queue is being rebuilt: every append is held, drains too.
-func RebuildKey(tenantID uint64) string {
-	return fmt.Sprintf("eventqueue:{tenant:%d}:rebuilding", tenantID)
 }
 
 // rebuildLock is how long a rebuild may hold a tenant's appends before the lock lapses (a

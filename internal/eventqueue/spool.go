@@ -26,9 +26,6 @@ const SpoolEventsKey = "eventq:spool:events"
 // spoolLockKey is held by the worker that drains the spool.
 const spoolLockKey = "eventq:spool:lock"
 
-// SpoolKey is the list of tenantID's spooled requests, oldest first.
-func SpoolKey(tenantID uint64) string { return tenantKey(tenantID, "spool") }
-
 // ErrSpoolFull is returned by Spool when the spool holds its most events.
 var ErrSpoolFull = errors.New("eventqueue: the ingestion spool is full")
 
@@ -160,9 +157,6 @@ func (s *Store) LockSpool(ctx context.Context, owner string, ttl time.Duration) 
 func (s *Store) UnlockSpool(ctx context.Context, owner string) error {
 	return unlockScript.Run(ctx, s.rdb, []string{spoolLockKey}, owner).Err()
 }
-
-// drainLockKey is held while one process appends tenantID's held events.
-func drainLockKey(tenantID uint64) string { return tenantKey(tenantID, "held:draining") }
 
 // LockHeldDrain takes tenantID's held-drain lock for ttl as owner and reports whether owner
 // holds it: held events go in in order only if one process appends them at a time.

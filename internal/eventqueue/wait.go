@@ -2,7 +2,6 @@ package eventqueue
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -13,13 +12,6 @@ import (
 
 	"github.com/eventq/eventq/internal/clock"
 )
-
-// WakeChannel is the shard channel the append script publishes on when it appends to
-// tenantID's empty queue. It carries the tenant's hash tag, so on a cluster it lives on the
-// node of the tenant's queue and a publish goes to that node's subscribers only.
-func WakeChannel(tenantID uint64) string {
-	return fmt.Sprintf("eventqueue:{tenant:%d}:wake", tenantID)
-}
 
 // Waiter lets reads of an empty queue wait for its first event without polling Redis. A
 // process has one: it subscribes (SSUBSCRIBE) to the wake channel of each tenant that has a
@@ -344,7 +336,7 @@ func (w *Waiter) receive(n *node, ps *redis.PubSub) {
 }
 
 func tenantOf(channel string) (uint64, bool) {
-	s, ok := strings.CutPrefix(channel, "eventqueue:{tenant:")
+	s, ok := strings.CutPrefix(channel, keyPrefix)
 	if !ok {
 		return 0, false
 	}
