@@ -72,7 +72,7 @@ func BenchmarkAppend(b *testing.B) {
 			for j, e := range bt.Events {
 				ids[j] = e.ID
 			}
-			if err := store.Ack(ctx, time.Now(), 1, ids); err != nil {
+			if err := store.ShortenDedup(ctx, time.Now(), 1, ids); err != nil {
 				b.Fatal(err)
 			}
 			trim(i)

@@ -20,13 +20,13 @@ import (
 //
 //   - an entry starts with its append time as score and lives Retention: long enough for a
 //     re-pusher to find the event pending after any crash, unless the worker is down longer;
-//   - once the pending mark is cleared (Ack), its score is moved so that it expires AckGrace
+//   - once the pending mark is cleared (ShortenDedup), its score is moved so that it expires DedupGrace
 //     later: a re-pusher that read the event as pending just before has that long to push it.
 //
-// So the set holds about (append rate × AckGrace) entries, plus those of crashed appends.
+// So the set holds about (append rate × DedupGrace) entries, plus those of crashed appends.
 const (
-	Retention = 24 * time.Hour
-	AckGrace  = 10 * time.Second
+	Retention  = 24 * time.Hour
+	DedupGrace = 10 * time.Second
 )
 
 // Event is one event to append: its id, the deduplication key, and its queue JSON.
@@ -167,8 +167,8 @@ end
 return 0
 `)
 
-// ackAppended: KEYS appended set; ARGV expiry score, then ids. Existing entries only.
-var ackAppended = redis.NewScript(`
+// shortenDedup: KEYS appended set; ARGV expiry score, then ids. Existing entries only.
+var shortenDedup = redis.NewScript(`
 local entries = {}
 for i = 2, #ARGV do
   entries[#entries + 1] = ARGV[1]
@@ -408,10 +408,11 @@ func pendingChunks(tenantID uint64, ids []string, fn func(part, keys []string) e
 	return nil
 }
 
-// Ack records that the database no longer calls these appended events of tenantID pending:
-// their deduplication entries expire AckGrace after now instead of after Retention.
-func (s *Store) Ack(ctx context.Context, now time.Time, tenantID uint64, ids []string) error {
-	expireAt := now.Add(AckGrace - Retention).UnixMilli()
+// ShortenDedup records that the database no longer calls these appended events of tenantID
+// pending (nothing to do with a consumer's lease acknowledgements, Store.Settle):
+// their deduplication entries expire DedupGrace after now instead of after Retention.
+func (s *Store) ShortenDedup(ctx context.Context, now time.Time, tenantID uint64, ids []string) error {
+	expireAt := now.Add(DedupGrace - Retention).UnixMilli()
 	keys := []string{AppendedKey(tenantID)}
 	for start := 0; start < len(ids); start += maxScriptEvents {
 		part := ids[start:min(start+maxScriptEvents, len(ids))]
@@ -420,8 +421,8 @@ func (s *Store) Ack(ctx context.Context, now time.Time, tenantID uint64, ids []s
 		for _, id := range part {
 			args = append(args, id)
 		}
-		if err := ackAppended.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
-			return fmt.Errorf("eventqueue: ack: %w", err)
+		if err := shortenDedup.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
+			return fmt.Errorf("eventqueue: shorten dedup: %w", err)
 		}
 	}
 	return nil
@@ -475,7 +476,7 @@ func (s *Store) EndRebuild(ctx context.Context, tenantID uint64) error {
 }
 
 // Appended reports, for each id, whether it is in tenantID's deduplication set: appended to
-// its queue and either still pending in the database or acknowledged less than AckGrace ago.
+// its queue and either still pending in the database or acknowledged less than DedupGrace ago.
 func (s *Store) Appended(ctx context.Context, tenantID uint64, ids []string) ([]bool, error) {
 	out := make([]bool, 0, len(ids))
 	for start := 0; start < len(ids); start += maxScriptEvents {

@@ -222,7 +222,7 @@ func TestRequeueDoesNotAppendAnEventAlreadyInItsQueue(t *testing.T) {
 }
 
 // Ingested events leave no deduplication entry of their own: their pending batch's record is
-// deleted once the batch is settled. The entries of marked events expire AckGrace after their
+// deleted once the batch is settled. The entries of marked events expire DedupGrace after their
 // mark is cleared; those of unsettled ones after Retention.
 func TestDeduplicationMemoryIsBounded(t *testing.T) {
 	e := startIngest(t)
@@ -255,7 +255,7 @@ func TestDeduplicationMemoryIsBounded(t *testing.T) {
 	e.appendOnce(t, tenant, crashed) // appended, mark never cleared, never acknowledged
 	settled := e.pendingRow(t, tenant, "settled")
 	e.appendOnce(t, tenant, settled)
-	testenv.Must(t, e.Queue.Ack(context.Background(), e.Clock.Now(), tenant, []string{settled.ID}))
+	testenv.Must(t, e.Queue.ShortenDedup(context.Background(), e.Clock.Now(), tenant, []string{settled.ID}))
 	if n := size(); n != 2 {
 		t.Fatalf("%d entries, want 2", n)
 	}
@@ -270,10 +270,10 @@ func TestDeduplicationMemoryIsBounded(t *testing.T) {
 		testenv.Must(t, e.DB.Where("id = ?", r.pending).Delete(&models.PendingBatch{}).Error)
 	})
 
-	e.Clock.Advance(eventqueue.AckGrace + time.Second)
+	e.Clock.Advance(eventqueue.DedupGrace + time.Second)
 	e.appendOnce(t, tenant, e.pendingRow(t, tenant, "later"))
 	if n := size(); n != 2 {
-		t.Fatalf("%d entries after AckGrace, want 2 (the unsettled and the new one)", n)
+		t.Fatalf("%d entries after DedupGrace, want 2 (the unsettled and the new one)", n)
 	}
 	e.Clock.Advance(eventqueue.Retention)
 	e.appendOnce(t, tenant, e.pendingRow(t, tenant, "much-later"))

@@ -272,7 +272,7 @@ func (in *Ingestor) ack(events []queuedEvent) {
 	ctx, cancel := context.WithTimeout(context.Background(), AppendTimeout)
 	defer cancel()
 	for tenant, ids := range byTenant {
-		if err := in.queue.Ack(ctx, now, tenant, ids); err != nil {
+		if err := in.queue.ShortenDedup(ctx, now, tenant, ids); err != nil {
 			in.log.Warn("tracking: queue ack failed", "tenant_id", tenant, "events", len(ids), "err", err)
 			return
 		}

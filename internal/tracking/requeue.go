@@ -27,8 +27,8 @@ const RequeueMinAge = 30 * time.Second
 
 // requeueAppendBy bounds the time from reading a batch of pending events to appending it:
 // an event whose pending mark another process cleared meanwhile must still find its
-// deduplication entry, which lives eventqueue.AckGrace after that.
-const requeueAppendBy = eventqueue.AckGrace / 2
+// deduplication entry, which lives eventqueue.DedupGrace after that.
+const requeueAppendBy = eventqueue.DedupGrace / 2
 
 const requeueBatch = 500
 
