@@ -168,7 +168,7 @@ func (a *App) open() error {
 	a.Waiter = eventqueue.NewWaiter(qc, a.Clock, a.Log)
 	a.onClose("waiter", func() error { a.Waiter.Close(); return nil })
 	a.Trims = consume.NewTrimLog(db, a.Clock, a.Log)
-	a.onClose("trim log", func() error { a.Trims.Close(); return nil })
+	a.onClose("trim log", a.Trims.Close)
 
 	a.Consume = &consume.Service{
 		DB: db, Queue: a.Queue, Queueing: a.Flags, Waiter: a.Waiter, Trims: a.Trims, Held: a.Ingest, Clock: a.Clock,
@@ -186,6 +186,7 @@ func (a *App) open() error {
 	}
 	a.Retention = &retention.Pruner{DB: db, Keep: a.Config.Retention.Keep, Clock: a.Clock, Log: a.Log, Metrics: a.Metrics}
 	a.Auth = auth.NewAuthenticator(db, a.Clock, a.Log)
+	a.onClose("token last-use writes", func() error { a.Auth.Close(); return nil }) // before the database closes
 	a.Tokens = auth.NewTokens(db, a.Clock)
 	a.Export = export.New(db)
 	a.Tenants = tenants.New(db, a.Flags, a.Clock)

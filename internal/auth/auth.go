@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,6 +57,8 @@ type Authenticator struct {
 	clock clock.Clock
 	log   *slog.Logger
 	cache *cache.Fallback[string, *cachedToken] // answers from memory while the database is down
+	// writes are the last_used_at updates in flight (touch); Close waits for them.
+	writes sync.WaitGroup
 }
 
 // NewAuthenticator returns an Authenticator reading db.
@@ -155,6 +158,10 @@ func (a *Authenticator) load(ctx context.Context, id, hash string) (*models.Pers
 	return &row, nil
 }
 
+// Close waits for the last_used_at updates in flight (each gives up after 5 s), so that none is
+// cut off by the database closing under it.
+func (a *Authenticator) Close() { a.writes.Wait() }
+
 // touch writes last_used_at at most once per LastUsedInterval, off the request path.
 func (a *Authenticator) touch(entry *cachedToken, now time.Time) {
 	row := entry.row
@@ -165,7 +172,9 @@ func (a *Authenticator) touch(entry *cachedToken, now time.Time) {
 	if now.UnixNano()-prev < int64(LastUsedInterval) || !entry.usedW.CompareAndSwap(prev, now.UnixNano()) {
 		return
 	}
+	a.writes.Add(1)
 	go func(id uint64) {
+		defer a.writes.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		err := a.db.WithContext(ctx).Model(&models.PersonalAccessToken{}).Where("id = ?", id).

@@ -125,3 +125,31 @@ func TestRevocationReachesACachedTokenWithinCacheTTL(t *testing.T) {
 		t.Fatalf("auth.CacheTTL %s is not within the promised 4 s", auth.CacheTTL)
 	}
 }
+
+// Close waits for the last_used_at write a first use starts in the background: once Close
+// returns, the row has it (a process closing its database right after would otherwise cut the
+// write off).
+func TestCloseWaitsForTheLastUseWrite(t *testing.T) {
+	db, _ := testenv.DB(t)
+	ctx := context.Background()
+	tenant := models.Tenant{Name: "t", SiteKey: "site_auth_close"}
+	if err := db.Create(&tenant).Error; err != nil {
+		t.Fatal(err)
+	}
+	row, plain, err := auth.CreateToken(ctx, db, tenant.ID, "test", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := auth.NewAuthenticator(db, clock.Real{}, slog.New(slog.DiscardHandler))
+	if _, err := a.Authenticate(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	var after models.PersonalAccessToken
+	if err := db.Take(&after, row.ID).Error; err != nil {
+		t.Fatal(err)
+	}
+	if after.LastUsedAt == nil {
+		t.Fatal("last_used_at not written when Close returned")
+	}
+}

@@ -32,8 +32,9 @@ type TrimLog struct {
 	mu      sync.Mutex
 	pending map[uint64]models.QueueFront
 
-	stop chan struct{}
-	done chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
+	final error // the last flush's, once done is closed
 }
 
 // NewTrimLog starts a TrimLog on db; clk stamps the rows. Close writes what is left and stops it.
@@ -72,7 +73,7 @@ func (l *TrimLog) loop() {
 		case <-tick.C:
 			l.Flush(context.Background())
 		case <-l.stop:
-			l.Flush(context.Background())
+			l.final = l.Flush(context.Background())
 			return
 		}
 	}
@@ -113,12 +114,15 @@ func (l *TrimLog) Flush(ctx context.Context) error {
 	return err
 }
 
-// Close writes the fronts recorded so far and stops the background loop.
-func (l *TrimLog) Close() {
+// Close writes the fronts recorded so far, stops the background loop and returns the error of
+// that last write (the fronts it could not record are lost with the process: a rebuild then
+// restores from the fronts recorded before).
+func (l *TrimLog) Close() error {
 	select {
 	case <-l.stop:
 	default:
 		close(l.stop)
 	}
 	<-l.done
+	return l.final
 }
