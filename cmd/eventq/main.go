@@ -28,7 +28,12 @@ func main() {
 
 // run executes one CLI invocation and returns the exit code.
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
-	c := &cli{environ: environ, out: stdout, errOut: stderr}
+	return runAt(ctx, clock.Real{}, args, environ, stdout, stderr)
+}
+
+// runAt is run with clk as the time of the commands and of the application they open.
+func runAt(ctx context.Context, clk clock.Clock, args, environ []string, stdout, stderr io.Writer) int {
+	c := &cli{environ: environ, out: stdout, errOut: stderr, clock: clk}
 	defer c.close()
 	root := c.rootCommand()
 	root.SetArgs(args)
@@ -51,6 +56,7 @@ type cli struct {
 	errOut  io.Writer
 	cfg     *config.Config
 	app     *app.App
+	clock   clock.Clock // what "now" is to every command and to the application they open
 }
 
 func (c *cli) rootCommand() *cobra.Command {
@@ -108,7 +114,7 @@ func (c *cli) application() (*app.App, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.app, err = app.Open(cfg, slog.New(slog.NewTextHandler(c.errOut, nil)), clock.Real{})
+	c.app, err = app.Open(cfg, slog.New(slog.NewTextHandler(c.errOut, nil)), c.clock)
 	return c.app, err
 }
 

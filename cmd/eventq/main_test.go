@@ -12,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/testenv"
 )
@@ -23,6 +24,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 type cliEnv struct {
 	environ []string
 	db      *gorm.DB
+	clock   clock.Clock // nil: the real one
 }
 
 func newCLI(t *testing.T) *cliEnv {
@@ -43,7 +45,11 @@ func newCLIWithURL(t *testing.T, databaseURL string) *cliEnv {
 // Run executes one CLI invocation and returns its exit code, stdout and stderr.
 func (e *cliEnv) Run(args ...string) (code int, stdout, stderr string) {
 	var out, errOut bytes.Buffer
-	code = run(context.Background(), args, e.environ, &out, &errOut)
+	var clk clock.Clock = clock.Real{}
+	if e.clock != nil {
+		clk = e.clock
+	}
+	code = runAt(context.Background(), clk, args, e.environ, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

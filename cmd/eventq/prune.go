@@ -18,7 +18,7 @@ func (c *cli) pruneCommand() *cobra.Command {
 		Short: "Apply EVENT_RETENTION to the stored events now (the queues in Redis are not touched)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			at := time.Now()
+			at := c.clock.Now()
 			if asOf != "" {
 				t, err := time.Parse(time.RFC3339, asOf)
 				if err != nil {

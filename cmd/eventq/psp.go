@@ -51,7 +51,7 @@ func (c *cli) pspCommand() *cobra.Command {
 			}
 			r := *a.Reconciler                    // set, as there is a provider key
 			r.Log = slog.New(slog.DiscardHandler) // the command prints the outcome itself
-			res, err := r.Run(cmd.Context(), payments.ReconcileOptions{Since: time.Now().Add(-since), TenantID: tenant})
+			res, err := r.Run(cmd.Context(), payments.ReconcileOptions{Since: c.clock.Now().Add(-since), TenantID: tenant})
 			if err != nil {
 				return fmt.Errorf("%w (checked %d, queued %d before the failure)", err, res.Checked, res.Enqueued)
 			}

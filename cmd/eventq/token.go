@@ -33,7 +33,7 @@ func (c *cli) tokenCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				t := time.Now().UTC().Add(d)
+				t := c.clock.Now().UTC().Add(d)
 				expires = &t
 			}
 			tenant, err := c.tenant(cmd, tenantID)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/models"
 )
 
@@ -89,16 +90,15 @@ func TestTokenCreate(t *testing.T) {
 	} {
 		t.Run("sets expires_at from --expires-in "+tc.expiresIn, func(t *testing.T) {
 			e := newCLI(t)
+			now := time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC) // the CLI's clock, injected
+			e.clock = clock.NewFake(now)
 			tenant := e.mustTenant(t, "Acme")
-			start := time.Now()
 			_, _, row := e.mustToken(t, tenant, "--expires-in", tc.expiresIn)
-			end := time.Now()
 			if row.ExpiresAt == nil {
 				t.Fatal("expires_at is NULL")
 			}
-			lo, hi := start.Add(tc.want).Add(-time.Second), end.Add(tc.want).Add(time.Second)
-			if row.ExpiresAt.Before(lo) || row.ExpiresAt.After(hi) {
-				t.Errorf("expires_at = %v, want between %v and %v", row.ExpiresAt, lo, hi)
+			if want := now.Add(tc.want); !row.ExpiresAt.Equal(want) {
+				t.Errorf("expires_at = %v, want %v", row.ExpiresAt, want)
 			}
 		})
 	}

@@ -110,7 +110,7 @@ func (c *cli) sendWebhook(cmd *cobra.Command, f sendFlags) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	var (
 		sessionID string
 		data      any
