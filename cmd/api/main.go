@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -17,38 +15,16 @@ import (
 	"github.com/eventq/eventq/app"
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
-	"github.com/eventq/eventq/internal/gctune"
-	"github.com/eventq/eventq/internal/profiling"
 	"github.com/eventq/eventq/routes"
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	cfg, err := config.Load(os.Environ())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "api:", err)
-		os.Exit(2)
-	}
-	gc := gctune.Apply(os.LookupEnv, os.ReadFile)    // GOGC and GOMEMLIMIT, unless the environment sets them
-	prof, err := profiling.Start(cfg.PprofAddr, log) // off unless PPROF_ADDR is set
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "api: PPROF_ADDR: %v\n", err)
-		os.Exit(1)
-	}
-	defer prof.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	m := NewMain(cfg, log)
-	if err := m.Open(); err != nil {
-		log.Error("api: start failed", "err", err)
-		os.Exit(1)
-	}
-	log.Info("api: listening", "addr", m.Addr(), "url", cfg.AppURL, "gogc", gc.Percent, "gomemlimit", gc.MemoryLimit, "container_memory_limit", gc.ContainerLimit)
-	if err := m.Run(ctx); err != nil {
-		log.Error("api: stopped with error", "err", err)
-		os.Exit(1)
-	}
-	log.Info("api: stopped")
+	os.Exit(app.Serve("api", func(cfg config.Config, log *slog.Logger) app.Process { return NewMain(cfg, log) }))
+}
+
+// Started is what Serve logs once the process is open.
+func (m *Main) Started() (string, []any) {
+	return "api: listening", []any{"addr", m.Addr(), "url", m.Config.AppURL}
 }
 
 // Main is the api process: its config, the application it serves and its HTTP server.

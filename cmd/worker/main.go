@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -17,39 +15,15 @@ import (
 	"github.com/eventq/eventq/app"
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
-	"github.com/eventq/eventq/internal/gctune"
-	"github.com/eventq/eventq/internal/profiling"
 	"github.com/eventq/eventq/jobs"
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	cfg, err := config.Load(os.Environ())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(2)
-	}
-	gc := gctune.Apply(os.LookupEnv, os.ReadFile)    // GOGC and GOMEMLIMIT, unless the environment sets them
-	prof, err := profiling.Start(cfg.PprofAddr, log) // off unless PPROF_ADDR is set
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "worker: PPROF_ADDR: %v\n", err)
-		os.Exit(1)
-	}
-	defer prof.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	m := NewMain(cfg, log)
-	if err := m.Open(); err != nil {
-		log.Error("worker: start failed", "err", err)
-		os.Exit(1)
-	}
-	log.Info("worker: running", "gogc", gc.Percent, "gomemlimit", gc.MemoryLimit, "container_memory_limit", gc.ContainerLimit)
-	if err := m.Run(ctx); err != nil {
-		log.Error("worker: stopped with error", "err", err)
-		os.Exit(1)
-	}
-	log.Info("worker: stopped")
+	os.Exit(app.Serve("worker", func(cfg config.Config, log *slog.Logger) app.Process { return NewMain(cfg, log) }))
 }
+
+// Started is what Serve logs once the process is open.
+func (m *Main) Started() (string, []any) { return "worker: running", []any{} }
 
 // Main is the worker process: the application, and an asynq server and scheduler on its
 // default Redis connection.
