@@ -4,10 +4,12 @@ package cache
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/jellydator/ttlcache/v3"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/eventq/eventq/internal/breaker"
 	"github.com/eventq/eventq/internal/clock"
@@ -79,6 +81,7 @@ type Fallback[K comparable, V any] struct {
 	timeout     time.Duration
 	down        *breaker.Breaker
 	unavailable func(error) bool
+	loads       singleflight.Group // one load of a key at a time: the others wait for its answer
 }
 
 // NewFallback returns an empty Fallback whose entries live ttl by clk. A load waits at most
@@ -99,11 +102,20 @@ func (f *Fallback[K, V]) Get(ctx context.Context, key K, load func(context.Conte
 	if known && !f.down.Allow(f.clock.Now()) {
 		return stale, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
-	v, err := load(ctx)
+	// Callers that miss the same key at once share one load (a burst on a cold cache would
+	// otherwise send the source one query each, and make each wait for the others'). The
+	// load is not cancelled by the caller that started it going away.
+	shared, err, _ := f.loads.Do(fmt.Sprint(key), func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.timeout)
+		defer cancel()
+		v, err := load(ctx)
+		if err == nil {
+			f.Add(key, v)
+		}
+		return v, err
+	})
+	v, _ := shared.(V)
 	if err == nil {
-		f.Add(key, v)
 		return v, nil
 	}
 	if f.unavailable(err) {

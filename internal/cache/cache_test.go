@@ -3,6 +3,8 @@ package cache
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,5 +156,50 @@ func TestFollowedKeepsNoAnswerAChangeRaced(t *testing.T) {
 	clk.Advance(2 * time.Minute)
 	if v, _ := c.Get(ctx, "k", load(10)); v != 10 {
 		t.Fatalf("an entry outlived its ttl: %d", v)
+	}
+}
+
+// Callers missing the same key at once share one load and its answer; the caller that started
+// the load going away does not fail the others.
+func TestFallbackLoadsAKeyOnceForConcurrentMisses(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	f := NewFallback[string, int](time.Minute, clk, time.Second, &breaker.Breaker{Cooldown: time.Second}, func(error) bool { return false })
+	var loads atomic.Int32
+	release := make(chan struct{})
+	load := func(ctx context.Context) (int, error) {
+		loads.Add(1)
+		select {
+		case <-release:
+			return 42, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	first, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	got := make([]int, 8)
+	errs := make([]error, 8)
+	for i := range got {
+		ctx := context.Background()
+		if i == 0 {
+			ctx = first
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i], errs[i] = f.Get(ctx, "k", load) }()
+	}
+	for loads.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel() // the first caller gives up; the load goes on for the others
+	time.Sleep(10 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	if n := loads.Load(); n != 1 {
+		t.Fatalf("%d loads for one key, want 1", n)
+	}
+	for i := range got {
+		if errs[i] != nil || got[i] != 42 {
+			t.Fatalf("caller %d: %d, %v", i, got[i], errs[i])
+		}
 	}
 }
