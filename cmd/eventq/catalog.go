@@ -19,11 +19,7 @@ func (c *cli) memberCommand() *cobra.Command {
 		Short: "Create an audience member of a tenant",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tenant, err := c.tenant(cmd, tenantID)
-			if err != nil {
-				return err
-			}
-			a, err := c.application()
+			tenant, a, err := c.tenantApp(cmd, tenantID)
 			if err != nil {
 				return err
 			}
@@ -49,11 +45,7 @@ func (c *cli) memberCommand() *cobra.Command {
 		Short: "Erase a member: blank its personal fields, delete its events and those of its sessions, redact their copies in Redis; prints the erasure once done",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tenant, err := c.tenant(cmd, tenantID)
-			if err != nil {
-				return err
-			}
-			a, err := c.application()
+			tenant, a, err := c.tenantApp(cmd, tenantID)
 			if err != nil {
 				return err
 			}
@@ -90,11 +82,7 @@ func (c *cli) productCommand() *cobra.Command {
 		Short: "Create a product priced in minor units (cents)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tenant, err := c.tenant(cmd, tenantID)
-			if err != nil {
-				return err
-			}
-			a, err := c.application()
+			tenant, a, err := c.tenantApp(cmd, tenantID)
 			if err != nil {
 				return err
 			}

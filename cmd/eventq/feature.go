@@ -25,11 +25,7 @@ func (c *cli) featureCommand() *cobra.Command {
 			Args:      cobra.ExactArgs(1),
 			ValidArgs: features.Known,
 			RunE: func(cmd *cobra.Command, args []string) error {
-				tenant, err := c.tenant(cmd, tenantID)
-				if err != nil {
-					return err
-				}
-				a, err := c.application()
+				tenant, a, err := c.tenantApp(cmd, tenantID)
 				if err != nil {
 					return err
 				}

@@ -36,11 +36,7 @@ func (c *cli) purchasesCommand() *cobra.Command {
 		Short: "Print a tenant's purchases, oldest first, with their status (paid, refunded or disputed)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tenant, err := c.tenant(cmd, tenantID)
-			if err != nil {
-				return err
-			}
-			a, err := c.application()
+			tenant, a, err := c.tenantApp(cmd, tenantID)
 			if err != nil {
 				return err
 			}
@@ -84,11 +80,7 @@ func (c *cli) entitlementsCommand() *cobra.Command {
 					return fmt.Errorf("--member must be an audience member id, got %q", memberID)
 				}
 			}
-			tenant, err := c.tenant(cmd, tenantID)
-			if err != nil {
-				return err
-			}
-			a, err := c.application()
+			tenant, a, err := c.tenantApp(cmd, tenantID)
 			if err != nil {
 				return err
 			}

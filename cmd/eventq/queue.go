@@ -20,11 +20,7 @@ stored events not in the queue (held back while it is full, EVENTQUEUE_MAX_LENGT
 for the worker after a failed append), the events under a live lease, and the dead letters.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tenant, err := c.tenant(cmd, tenantID)
-			if err != nil {
-				return err
-			}
-			a, err := c.application()
+			tenant, a, err := c.tenantApp(cmd, tenantID)
 			if err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/eventq/eventq/app"
 	"github.com/eventq/eventq/internal/apperr"
 	"github.com/eventq/eventq/internal/paginate"
 	"github.com/eventq/eventq/internal/tenants"
@@ -91,11 +92,7 @@ func (c *cli) tenantCommand() *cobra.Command {
 
 // changeTenant applies change to the tenant --id names and prints the tenant.
 func (c *cli) changeTenant(cmd *cobra.Command, id string, change func(*tenants.Service, uint64) (*models.Tenant, error)) error {
-	t, err := c.tenant(cmd, id)
-	if err != nil {
-		return err
-	}
-	a, err := c.application()
+	t, a, err := c.tenantApp(cmd, id)
 	if err != nil {
 		return err
 	}
@@ -169,6 +166,17 @@ func (c *cli) tenantListCommand() *cobra.Command {
 	}
 }
 
+// tenantApp is tenant, and the application it was read through, which the command goes on
+// with.
+func (c *cli) tenantApp(cmd *cobra.Command, id string) (*models.Tenant, *app.App, error) {
+	t, err := c.tenant(cmd, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, c.app, nil
+}
+
+// tenant reads tenant id (the value of --tenant), through the application.
 func (c *cli) tenant(cmd *cobra.Command, id string) (*models.Tenant, error) {
 	n, ok := models.ParseID(id)
 	if !ok {

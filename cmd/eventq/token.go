@@ -36,11 +36,7 @@ func (c *cli) tokenCommand() *cobra.Command {
 				t := c.clock.Now().UTC().Add(d)
 				expires = &t
 			}
-			tenant, err := c.tenant(cmd, tenantID)
-			if err != nil {
-				return err
-			}
-			a, err := c.application()
+			tenant, a, err := c.tenantApp(cmd, tenantID)
 			if err != nil {
 				return err
 			}
@@ -93,11 +89,7 @@ func (c *cli) tokenCommand() *cobra.Command {
 		Short: "List a tenant's tokens (never their secrets)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tenant, err := c.tenant(cmd, listTenant)
-			if err != nil {
-				return err
-			}
-			a, err := c.application()
+			tenant, a, err := c.tenantApp(cmd, listTenant)
 			if err != nil {
 				return err
 			}

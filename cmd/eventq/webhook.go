@@ -102,11 +102,7 @@ func (c *cli) sendWebhook(cmd *cobra.Command, f sendFlags) error {
 	if !validate.HTTPURL(target) {
 		return fmt.Errorf("--url must be an absolute http(s) URL, got %q", target)
 	}
-	tenant, err := c.tenant(cmd, f.tenant)
-	if err != nil {
-		return err
-	}
-	a, err := c.application()
+	tenant, a, err := c.tenantApp(cmd, f.tenant)
 	if err != nil {
 		return err
 	}
