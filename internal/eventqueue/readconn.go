@@ -19,8 +19,7 @@ import (
 // cannot dial by itself); nothing was written and the caller reads through go-redis instead.
 var errUseClient = errors.New("eventqueue: read through go-redis")
 
-// lrangeReader (this file: readconn.go, the read path's own Redis connections) serves the read
-// path (MULTI, GET offset, LRANGE, EXEC) over its own plain
+// lrangeReader serves the read path (MULTI, GET offset, LRANGE, EXEC) over its own plain
 // connections to the same Redis nodes as the client. This file is eventq's one RESP parser,
 // and the one place go-redis is bypassed: go-redis decodes each element of a reply into a
 // string (10,000 allocations for a full read) and measured about 1.8× a bare LRANGE before any
