@@ -2,9 +2,7 @@ package eventqueue
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -50,10 +48,6 @@ type Span struct {
 	ID string // the pending batch's id
 	N  int    // how many of the events are its
 }
-
-// HeldTenantsKey is the set of tenants with a hold mark, for the re-pusher to find them. It is
-// not in the tenants' slots: it is kept beside the scripts, not by them.
-const HeldTenantsKey = "eventqueue:held-tenants"
 
 // appendOnce: KEYS list, appended set, hold mark, wake channel, rebuild lock, lease wait mark;
 // ARGV now (ms),
@@ -149,24 +143,6 @@ end
 return {#fresh, held, redis.call('EXISTS', KEYS[2]), unpack(skipped)}
 `)
 
-// claimPending: KEYS a PendingKey; ARGV retention (ms). Returns the key's count, after setting
-// it to -1 if it had none.
-var claimPending = redis.NewScript(`
-if redis.call('SET', KEYS[1], -1, 'NX', 'PX', ARGV[1]) then
-  return -1
-end
-return tonumber(redis.call('GET', KEYS[1]))
-`)
-
-// releaseHold: KEYS hold mark; ARGV the mark's value when the caller found nothing held.
-// Deletes the mark only if no event was held since.
-var releaseHold = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-`)
-
 // shortenDedup: KEYS appended set; ARGV expiry score, then ids. Existing entries only.
 var shortenDedup = redis.NewScript(`
 local entries = {}
@@ -204,50 +180,6 @@ func (s *Store) AppendOnce(ctx context.Context, now time.Time, batches []Batch) 
 // appends while there is room, whether or not the tenant has a hold mark.
 func (s *Store) Drain(ctx context.Context, now time.Time, b Batch) Outcome {
 	return s.appendOnce(ctx, now, []Batch{b}, true)[0]
-}
-
-// ReleaseHold removes tenantID's hold mark if it still has the value mark (see HoldMark),
-// that is if nothing was held since, and then forgets the tenant in HeldTenantsKey. It
-// reports whether the mark is gone.
-func (s *Store) ReleaseHold(ctx context.Context, tenantID uint64, mark string) (bool, error) {
-	if mark != "" {
-		if err := releaseHold.Run(ctx, s.rdb, []string{HeldKey(tenantID)}, mark).Err(); err != nil {
-			return false, fmt.Errorf("eventqueue: release hold: %w", err)
-		}
-	}
-	n, err := s.rdb.Exists(ctx, HeldKey(tenantID)).Result()
-	if err != nil || n > 0 {
-		return false, err
-	}
-	return true, s.rdb.SRem(ctx, HeldTenantsKey, tenantID).Err()
-}
-
-// HoldMark is tenantID's hold mark, or "" when it has none.
-func (s *Store) HoldMark(ctx context.Context, tenantID uint64) (string, error) {
-	v, err := s.rdb.Get(ctx, HeldKey(tenantID)).Result()
-	if errors.Is(err, redis.Nil) {
-		return "", nil
-	}
-	return v, err
-}
-
-// NoteHeld records tenants with a hold mark in HeldTenantsKey.
-func (s *Store) NoteHeld(ctx context.Context, tenantIDs ...uint64) error {
-	if len(tenantIDs) == 0 {
-		return nil
-	}
-	members := make([]any, len(tenantIDs))
-	for i, t := range tenantIDs {
-		members[i] = t
-	}
-	return s.rdb.SAdd(ctx, HeldTenantsKey, members...).Err()
-}
-
-// HeldTenants lists the tenants recorded in HeldTenantsKey.
-func (s *Store) HeldTenants(ctx context.Context) ([]uint64, error) {
-	var ids []uint64
-	err := s.rdb.SMembers(ctx, HeldTenantsKey).ScanSlice(&ids)
-	return ids, err
 }
 
 func (s *Store) appendOnce(ctx context.Context, now time.Time, batches []Batch, force bool) (out []Outcome) {
@@ -340,74 +272,6 @@ func (s *Store) appendOnce(ctx context.Context, now time.Time, batches []Batch, 
 	return out
 }
 
-// ClaimPending takes tenantID's pending batch id out of the appends' hands: it returns how
-// many of its events an append put in the queue (its first ones), or -1 if none did, after
-// which no append of it goes in (Outcome.Skipped).
-func (s *Store) ClaimPending(ctx context.Context, tenantID uint64, id string) (int64, error) {
-	n, err := claimPending.Run(ctx, s.rdb, []string{PendingKey(tenantID, id)}, Retention.Milliseconds()).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("eventqueue: claim pending batch: %w", err)
-	}
-	return n, nil
-}
-
-// PendingAppended reports, for each of tenantID's pending batches ids that has a record, how
-// many of its events an append put in the queue (-1 if it was claimed first). A batch missing
-// from the result has no record: it is not appended yet. The records are read with one MGET
-// for each maxScriptEvents ids (they share the tenant's slot).
-func (s *Store) PendingAppended(ctx context.Context, tenantID uint64, ids ...string) (map[string]int64, error) {
-	out := make(map[string]int64, len(ids))
-	err := pendingChunks(tenantID, ids, func(part, keys []string) error {
-		vals, err := s.rdb.MGet(ctx, keys...).Result()
-		if err != nil {
-			return fmt.Errorf("eventqueue: pending batches: %w", err)
-		}
-		for i, v := range vals {
-			str, ok := v.(string)
-			if !ok {
-				continue // nil: no record
-			}
-			n, err := strconv.ParseInt(str, 10, 64)
-			if err != nil {
-				return fmt.Errorf("eventqueue: pending batch %s: record %q: %w", part[i], str, err)
-			}
-			out[part[i]] = n
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// ForgetPending deletes the records of tenantID's pending batches ids, once they are settled
-// in the database: no append or claim of them comes any more.
-func (s *Store) ForgetPending(ctx context.Context, tenantID uint64, ids []string) error {
-	return pendingChunks(tenantID, ids, func(_, keys []string) error {
-		if err := s.rdb.Unlink(ctx, keys...).Err(); err != nil {
-			return fmt.Errorf("eventqueue: forget pending batches: %w", err)
-		}
-		return nil
-	})
-}
-
-// pendingChunks calls fn with each run of at most maxScriptEvents of ids and their PendingKeys,
-// one command's worth, and stops at its first error.
-func pendingChunks(tenantID uint64, ids []string, fn func(part, keys []string) error) error {
-	for start := 0; start < len(ids); start += maxScriptEvents {
-		part := ids[start:min(start+maxScriptEvents, len(ids))]
-		keys := make([]string, len(part))
-		for i, id := range part {
-			keys[i] = PendingKey(tenantID, id)
-		}
-		if err := fn(part, keys); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // ShortenDedup records that the database no longer calls these appended events of tenantID
 // pending (nothing to do with a consumer's lease acknowledgements, Store.Settle):
 // their deduplication entries expire DedupGrace after now instead of after Retention.
@@ -430,49 +294,6 @@ func (s *Store) ShortenDedup(ctx context.Context, now time.Time, tenantID uint64
 
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
-}
-
-// rebuildLock is how long a rebuild may hold a tenant's appends before the lock lapses (a
-// crashed rebuild must not stop its queue for good).
-const rebuildLock = 10 * time.Minute
-
-// beginRebuild: KEYS list, appended set, hold mark, offset, rebuild lock, then the lease
-// keys to forget; ARGV front offset, lock ms. Holds every append (lock and hold mark), empties
-// the queue, its deduplication set and its leases, and sets the front offset.
-var beginRebuild = redis.NewScript(`
-redis.call('SET', KEYS[5], '1', 'PX', ARGV[2])
-redis.call('INCR', KEYS[3])
-redis.call('DEL', KEYS[1], KEYS[2])
-for i = 6, #KEYS do
-  redis.call('DEL', KEYS[i])
-end
-redis.call('SET', KEYS[4], ARGV[1])
-return 1
-`)
-
-// BeginRebuild empties tenantID's queue to rebuild it from the database, with front as its
-// front offset, and forgets its leases: lease ids issued before are unknown afterwards, and
-// deliveries count from 1 again. Dead letters stay. Until EndRebuild, every append of the tenant is held (Outcome.Held), draining
-// included; afterwards the tenant has a hold mark, so its held events go in, in order, before
-// any new one (see Drain).
-func (s *Store) BeginRebuild(ctx context.Context, tenantID uint64, front int64) error {
-	keys := []string{Key(tenantID), AppendedKey(tenantID), HeldKey(tenantID), OffsetKey(tenantID), RebuildKey(tenantID),
-		LeaseStateKey(tenantID), LeaseExpiryKey(tenantID), AckedKey(tenantID), GoneKey(tenantID), LeaseNextKey(tenantID), LeaseEpochKey(tenantID)}
-	if err := beginRebuild.Run(ctx, s.rdb, keys, front, rebuildLock.Milliseconds()).Err(); err != nil {
-		return fmt.Errorf("eventqueue: rebuild: %w", err)
-	}
-	if err := s.NoteHeld(ctx, tenantID); err != nil {
-		return fmt.Errorf("eventqueue: rebuild: %w", err)
-	}
-	return nil
-}
-
-// EndRebuild lets appends of tenantID through again (behind its hold mark).
-func (s *Store) EndRebuild(ctx context.Context, tenantID uint64) error {
-	if err := s.rdb.Del(ctx, RebuildKey(tenantID)).Err(); err != nil {
-		return fmt.Errorf("eventqueue: rebuild: %w", err)
-	}
-	return nil
 }
 
 // Appended reports, for each id, whether it is in tenantID's deduplication set: appended to
