@@ -1,0 +1,302 @@
+package eventqueue
+
+import "github.com/redis/go-redis/v9"
+
+// The lease and acknowledgement scripts, and the Lua they share (see lease.go).
+
+// luaPrelude is shared by the lease and ack scripts: the server's time, and trimming the
+// acknowledged front as Trim would. KEYS as leaseKeys.
+const luaPrelude = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function trimAcked(pre)
+  -- pre: acknowledged members at front, front + 1, … not added to KEYS[5] (they go at once)
+  pre = pre or {}
+  local front = tonumber(redis.call('GET', KEYS[2]) or '0')
+  local n = #pre
+  while true do
+    local run = redis.call('ZRANGEBYSCORE', KEYS[5], front + n, '+inf', 'LIMIT', 0, 1000)
+    local c = 0
+    for _, m in ipairs(run) do
+      if tonumber(m) ~= front + n then break end
+      n, c = n + 1, c + 1
+    end
+    if c < 1000 then break end
+  end
+  n = math.min(n, redis.call('LLEN', KEYS[1]))
+  if n < #pre then
+    local z = {}
+    for k = math.max(n, 0) + 1, #pre do
+      z[#z + 1] = front + k - 1
+      z[#z + 1] = pre[k]
+    end
+    redis.call('ZADD', KEYS[5], unpack(z))
+  end
+  if n <= 0 then
+    return {0, front, false}
+  end
+  local last = redis.call('LINDEX', KEYS[1], n - 1)
+  redis.call('LTRIM', KEYS[1], n, -1)
+  front = redis.call('INCRBY', KEYS[2], n)
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. front)
+  return {n, front, string.match(last, '^{"id":"([^"]*)"') or false}
+end
+local function fmt(n)
+  return string.format('%d', n)
+end
+-- zaddAll adds members to the sorted set key, all with score, greatest member first: a small
+-- sorted set then inserts each at its head instead of walking it.
+local function zaddAll(key, score, members)
+  table.sort(members, function(a, b) return a > b end)
+  local z = {}
+  for i, m in ipairs(members) do
+    z[2 * i - 1] = score
+    z[2 * i] = m
+  end
+  redis.call('ZADD', key, unpack(z))
+end
+`
+
+// lease: KEYS as leaseKeys; ARGV limit, visibility ms, max deliveries, max leased, epoch to
+// set when the tenant has none, nonce, wait ms, most dead letters, dead letter retention ms,
+// GoneRetention ms.
+// Takes reclaimable events first (expired or retried leases; those leased max deliveries
+// times go to the dead letters instead), then never-leased ones from the cursor. Returns
+// {epoch, expires ms, trimmed, front, last trimmed id, next expiry ms or -1, dead letters
+// added, dead letters dropped, redeliveries, live leases, then offset, deliveries, event per
+// leased event}.
+var leaseScript = redis.NewScript(luaPrelude + luaDead + `
+local limit, vis, maxd, maxleased = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('SET', KEYS[8], ARGV[5], 'NX')
+local epoch = redis.call('GET', KEYS[8])
+local front = tonumber(redis.call('GET', KEYS[2]) or '0')
+local length = redis.call('LLEN', KEYS[1])
+local expires = now + vis
+local live = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')
+local room = math.min(limit, maxleased - live)
+local out = {epoch, expires, 0, front, false, -1, 0, 0, 0, 0}
+local dead, added, redelivered, leased = false, 0, 0, 0
+while room > 0 do
+  local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, room)
+  if #due == 0 then break end
+  local sts = redis.call('HMGET', KEYS[3], unpack(due))
+  local drop, take = {}, {}
+  local lo, hi = math.huge, -1
+  for j, m in ipairs(due) do
+    local o = tonumber(m)
+    local st = sts[j]
+    if (not st) or o < front or o >= front + length then
+      drop[#drop + 1] = m
+    else
+      local d = tonumber(string.match(st, '^(%d+):') or '0')
+      take[#take + 1] = {o, m, d}
+      lo, hi = math.min(lo, o - front), math.max(hi, o - front)
+    end
+  end
+  local evs
+  if #take > 0 and hi - lo + 1 <= 2 * #take + 64 then
+    evs = redis.call('LRANGE', KEYS[1], lo, hi)
+  end
+  local letters, acked, gone, state, expiry = {}, {}, {}, {}, {}
+  for _, tk in ipairs(take) do
+    local o, m, d = tk[1], tk[2], tk[3]
+    local ev
+    if evs then
+      ev = evs[o - front - lo + 1]
+    else
+      ev = redis.call('LINDEX', KEYS[1], o - front)
+    end
+    if d >= maxd then
+      letters[#letters + 1] = '{"offset":' .. m .. ',"deliveries":' .. fmt(d) .. ',"event":' .. ev .. '}'
+      drop[#drop + 1] = m
+      acked[#acked + 1] = o
+      acked[#acked + 1] = m
+      gone[#gone + 1] = now
+      gone[#gone + 1] = m
+    else
+      d = d + 1
+      redelivered = redelivered + 1
+      state[#state + 1] = m
+      state[#state + 1] = fmt(d) .. ':' .. ARGV[6]
+      expiry[#expiry + 1] = m
+      out[#out + 1] = o
+      out[#out + 1] = d
+      out[#out + 1] = ev
+      room = room - 1
+    end
+  end
+  if #drop > 0 then
+    redis.call('ZREM', KEYS[4], unpack(drop))
+    redis.call('HDEL', KEYS[3], unpack(drop))
+  end
+  if #letters > 0 then
+    redis.call('RPUSH', KEYS[9], unpack(letters))
+    local at = {}
+    for i = 1, #letters do at[i] = now end
+    redis.call('RPUSH', KEYS[12], unpack(at))
+    added = added + #letters
+    redis.call('ZADD', KEYS[5], unpack(acked))
+    redis.call('ZADD', KEYS[6], unpack(gone))
+    dead = true
+  end
+  if #state > 0 then
+    redis.call('HSET', KEYS[3], unpack(state))
+    zaddAll(KEYS[4], expires, expiry)
+  end
+end
+local nxt = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), front)
+if room > 0 and nxt < front + length then
+  local evs = redis.call('LRANGE', KEYS[1], nxt - front, nxt - front + room - 1)
+  local state, expiry = {}, {}
+  for i, ev in ipairs(evs) do
+    local m = fmt(nxt + i - 1)
+    state[#state + 1] = m
+    state[#state + 1] = '1:' .. ARGV[6]
+    expiry[#expiry + 1] = m
+    out[#out + 1] = nxt + i - 1
+    out[#out + 1] = 1
+    out[#out + 1] = ev
+  end
+  if #evs > 0 then
+    redis.call('HSET', KEYS[3], unpack(state))
+    zaddAll(KEYS[4], expires, expiry)
+    nxt = nxt + #evs
+  end
+end
+redis.call('SET', KEYS[7], fmt(nxt))
+local trimmed = {0, front, false}
+local dropped = 0
+if dead then
+  trimmed = trimAcked()
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - tonumber(ARGV[10]))
+  dropped = pruneDead(KEYS[9], KEYS[12], tonumber(ARGV[8]), tonumber(ARGV[9]))
+end
+local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+local nextExpiry = -1
+if #first > 0 then
+  nextExpiry = tonumber(first[2])
+end
+if #out == 10 and tonumber(ARGV[7]) > 0 then
+  redis.call('SET', KEYS[10], '1', 'PX', ARGV[7])
+end
+out[3], out[4], out[5], out[6] = trimmed[1], trimmed[2], trimmed[3], nextExpiry
+out[7], out[8], out[9] = added, dropped, redelivered
+out[10] = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')
+return out
+`)
+
+// ack: KEYS as leaseKeys; ARGV visibility ms, then kind ("a", "r", "e"), epoch, offset,
+// nonce per lease id. Returns {trimmed, front, last trimmed id, then a status per id}.
+var ackScript = redis.NewScript(luaPrelude + `
+local vis = tonumber(ARGV[1])
+local epoch = redis.call('GET', KEYS[8])
+local front = tonumber(redis.call('GET', KEYS[2]) or '0')
+local nxt = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), front)
+local n = (#ARGV - 1) / 4
+local cand, seen = {}, {}
+for i = 2, #ARGV, 4 do
+  local e, m = ARGV[i + 1], ARGV[i + 2]
+  local o = tonumber(m)
+  if e == epoch and o ~= nil and o < nxt and not seen[m] then
+    seen[m] = true
+    cand[#cand + 1] = m
+  end
+end
+local gone, acked, state, expiry = {}, {}, {}, {}
+if #cand > 0 then
+  local g = redis.call('ZMSCORE', KEYS[6], unpack(cand))
+  local a = redis.call('ZMSCORE', KEYS[5], unpack(cand))
+  local st = redis.call('HMGET', KEYS[3], unpack(cand))
+  local ex = redis.call('ZMSCORE', KEYS[4], unpack(cand))
+  for j, m in ipairs(cand) do
+    gone[m] = g[j]
+    acked[m] = a[j]
+    state[m] = st[j]
+    expiry[m] = tonumber(ex[j] or '0')
+  end
+end
+local res = {0, 0, false}
+local newAcked, newAckedOffsets, moved, isMoved, ackedAt = {}, {}, {}, {}, {}
+local retried = false
+for i = 2, #ARGV, 4 do
+  local kind, e, m, nonce = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local o = tonumber(m)
+  local s
+  if e ~= epoch or o == nil or o >= nxt then
+    s = 'unknown'
+  elseif gone[m] then
+    s = 'trimmed'
+  elseif o < front or acked[m] then
+    s = 'already_acked'
+  else
+    local st = state[m]
+    if not st then
+      s = 'unknown'
+    elseif kind == 'a' then
+      acked[m] = true
+      state[m] = false
+      expiry[m] = 0
+      newAcked[#newAcked + 1] = m
+      newAckedOffsets[#newAckedOffsets + 1] = o
+      newAckedOffsets[#newAckedOffsets + 1] = m
+      ackedAt[o] = m
+      s = 'acked'
+    else
+      local cur = string.match(st, '^%d+:(.*)$')
+      if cur ~= nonce or expiry[m] <= now then
+        s = 'expired'
+      else
+        if kind == 'r' then
+          expiry[m] = 0
+          retried = true
+          s = 'retried'
+        else
+          expiry[m] = now + vis
+          s = 'extended'
+        end
+        if not isMoved[m] then
+          isMoved[m] = true
+          moved[#moved + 1] = m
+        end
+      end
+    end
+  end
+  res[#res + 1] = s
+end
+local pre = {}
+if #newAcked > 0 then
+  local m = ackedAt[front]
+  while m do
+    pre[#pre + 1] = m
+    m = ackedAt[front + #pre]
+  end
+  local z = {}
+  for k = 1, #newAckedOffsets, 2 do
+    if newAckedOffsets[k] >= front + #pre then
+      z[#z + 1] = newAckedOffsets[k]
+      z[#z + 1] = newAckedOffsets[k + 1]
+    end
+  end
+  if #z > 0 then
+    redis.call('ZADD', KEYS[5], unpack(z))
+  end
+  redis.call('HDEL', KEYS[3], unpack(newAcked))
+  redis.call('ZREM', KEYS[4], unpack(newAcked))
+end
+local z = {}
+for _, m in ipairs(moved) do
+  if not acked[m] then
+    z[#z + 1] = expiry[m]
+    z[#z + 1] = m
+  end
+end
+if #z > 0 then
+  redis.call('ZADD', KEYS[4], unpack(z))
+end
+local trimmed = trimAcked(pre)
+if retried and redis.call('EXISTS', KEYS[10]) == 1 then
+  redis.call('SPUBLISH', KEYS[11], '1')
+end
+res[1], res[2], res[3] = trimmed[1], trimmed[2], trimmed[3]
+return res
+`)
