@@ -159,7 +159,7 @@ func (s *Service) sweep(ctx context.Context, id uint64, cond *gorm.DB, pick func
 			}
 		}
 		for start := 0; start < len(picked); start += batch {
-			took, err := s.deleteBatch(ctx, id, picked[start:min(start+batch, len(picked))])
+			took, err := s.deleteRows(ctx, id, picked[start:min(start+batch, len(picked))])
 			if err != nil {
 				return err
 			}
@@ -173,9 +173,9 @@ func (s *Service) sweep(ctx context.Context, id uint64, cond *gorm.DB, pick func
 	}
 }
 
-// deleteBatch deletes rows (in (created_at, id) order) and adds them to erasure id's count in
+// deleteRows deletes rows (in (created_at, id) order) and adds them to erasure id's count in
 // one transaction, and returns how long that took.
-func (s *Service) deleteBatch(ctx context.Context, id uint64, rows []models.TrackedEvent) (time.Duration, error) {
+func (s *Service) deleteRows(ctx context.Context, id uint64, rows []models.TrackedEvent) (time.Duration, error) {
 	started := time.Now()
 	ids := make([]string, len(rows))
 	for i := range rows {

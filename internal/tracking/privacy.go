@@ -33,8 +33,8 @@ type privacy struct {
 	erased    *erased  // members erased: events naming them are stored without them
 	tenantID  uint64
 	// The last address minimise shortened, and what it became: one request's events share it.
-	lastIP    string
-	lastShort *string
+	lastIP, lastShort string
+	shortened         bool // lastIP and lastShort are set
 }
 
 // erased are a tenant's erased members: their ids, and the hashes of their former external
@@ -88,11 +88,10 @@ func (in *Ingestor) privacyOf(ctx context.Context, tenantID uint64) privacy {
 func (p *privacy) minimise(row *models.TrackedEvent) {
 	if p.anonymize {
 		// A request's events share an address, but for those a server sends with their own.
-		if row.IPAddress != p.lastIP || p.lastShort == nil {
-			short := AnonymizeIP(row.IPAddress)
-			p.lastIP, p.lastShort = row.IPAddress, &short
+		if !p.shortened || row.IPAddress != p.lastIP {
+			p.lastIP, p.lastShort, p.shortened = row.IPAddress, AnonymizeIP(row.IPAddress), true
 		}
-		row.IPAddress = *p.lastShort
+		row.IPAddress = p.lastShort
 	}
 	row.URL = RedactURL(row.URL, p.redact)
 	if m := row.AudienceMemberID; m != nil && p.erased != nil && len(p.erased.ids)+len(p.erased.hashes) > 0 &&
