@@ -142,7 +142,10 @@ func (in *Ingestor) drainTenantSpool(ctx context.Context, tenant uint64, owner s
 			step, err = in.readSpoolStep(ctx, tenant, offset, queued)
 			continue
 		}
+		// Out of inflight before its outcome is read: after a failure the steps still in
+		// flight are waited for, and this one's outcome is read only once.
 		first := inflight[0]
+		inflight, offset = inflight[1:], offset-first.taken
 		if err = <-first.done; err != nil {
 			err = fmt.Errorf("tracking: spool: store: %w", err)
 			break
@@ -150,7 +153,6 @@ func (in *Ingestor) drainTenantSpool(ctx context.Context, tenant uint64, owner s
 		if _, err = in.queue.SpoolDrop(ctx, tenant, first.taken, len(first.rows)); err != nil {
 			break
 		}
-		inflight, offset = inflight[1:], offset-first.taken
 		total += len(first.rows)
 		in.metrics.Unspooled(len(first.rows))
 		if _, err = in.queue.LockSpool(ctx, owner, spoolLockTTL); err != nil {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
@@ -133,6 +135,49 @@ func TestIngestionSpoolsThroughAPostgresOutage(t *testing.T) {
 			t.Fatalf("err %v, want errSpoolFull", err)
 		}
 	})
+}
+
+// A step whose store fails while the next is stored beside it ends the drain with the error,
+// the spool kept for the next drain; the drain does not wait forever for the outcome it
+// already read (which wedged a worker's drain for good after Postgres went away mid-drain).
+func TestADrainWhoseStoreFailsReturns(t *testing.T) {
+	e, _ := startOutageIngest(t)
+	ctx := context.Background()
+	tenant := testenv.MustTenant(t, e.DB, false).ID
+	row := func(i int, typ string) models.TrackedEvent {
+		return models.TrackedEvent{ID: uuid.Must(uuid.NewV7()).String(), TenantID: tenant, Type: typ, SessionID: "s",
+			URL: "https://shop.example/a", EventSequence: int64(i), CreatedAt: e.Clock.Now()}
+	}
+	// The first step is a whole step's worth of rows, one of which Postgres refuses (a NUL
+	// byte in text, which validation would have removed); the second step is stored beside it.
+	first := make([]models.TrackedEvent, spoolDrainEvents)
+	for i := range first {
+		first[i] = row(i, "page_view")
+	}
+	first[len(first)/2].Type = "page\x00view"
+	second := []models.TrackedEvent{row(0, "page_view")}
+	for _, rows := range [][]models.TrackedEvent{first, second} {
+		testenv.Must(t, e.Queue.Spool(ctx, tenant, encodeSpoolEntry(nil, rows), len(rows), 1<<20))
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Ingest.DrainSpool(ctx, "test")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the drain succeeded with a row Postgres refuses")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the drain did not return within a minute of a failed store")
+	}
+	if n, _ := e.Queue.SpoolEvents(ctx); n != int64(len(first)+len(second)) {
+		t.Fatalf("the spool holds %d events after the failed drain, want %d", n, len(first)+len(second))
+	}
+	if rows := e.Rows(t, tenant); rows > int64(len(second)) {
+		t.Fatalf("%d rows stored by the failed drain, want at most the second step's %d", rows, len(second))
+	}
 }
 
 // A spooled request reads back as the rows it was made of; a damaged one adds no row.
