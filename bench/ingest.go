@@ -16,7 +16,7 @@ import (
 
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/tracking"
+	"github.com/eventq/eventq/internal/held"
 )
 
 // userAgent is the User-Agent of every tracking request, so stored rows look like a browser's.
@@ -576,7 +576,7 @@ func waitPending(ctx context.Context, pending func(context.Context) (int64, erro
 
 // pendingOf counts tenant's events not known to be in its queue yet.
 func (s *stack) pendingOf(tenantID uint64) func(context.Context) (int64, error) {
-	return func(ctx context.Context) (int64, error) { return tracking.PendingEvents(ctx, s.db, tenantID) }
+	return func(ctx context.Context) (int64, error) { return held.Count(ctx, s.db, tenantID) }
 }
 
 // settle waits until the api answers one request within a second again (at most a minute):

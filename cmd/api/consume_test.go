@@ -16,6 +16,7 @@ import (
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/consume"
 	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/held"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/internal/tracking"
@@ -266,7 +267,7 @@ func TestRebuildAfterAnEmptyRedisRestart(t *testing.T) {
 		return e.DB.Take(&f, "tenant_id = ?", tn.ID).Error == nil && f.Front == 4
 	})
 	testenv.Eventually(t, 5*time.Second, "no event is pending", func() bool {
-		n, err := tracking.PendingEvents(context.Background(), e.DB, 0)
+		n, err := held.Count(context.Background(), e.DB, 0)
 		return err == nil && n == 0
 	})
 	e.Redis.Wipe()

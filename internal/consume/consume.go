@@ -8,9 +8,6 @@ package consume
 
 import (
 	"context"
-	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -18,6 +15,7 @@ import (
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/held"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/models"
 )
@@ -150,24 +148,7 @@ type Stats struct {
 	DeadLetters int64 `json:"dead_letters"`
 }
 
-// heldPage is how many pending rows Stats checks against the queue at a time.
-const heldPage = 5000
-
-// markPage is how many marked events Stats checks against the queue at a time (heldPage; the
-// tests make it small to cross pages).
-var markPage = heldPage
-
-// Stats returns tenantID's queue statistics. HeldBack counts the stored events marked pending,
-// or in a pending batch, that are not in the queue: a marked event already appended (its mark
-// is cleared just after the append) is recognised by its entry in the queue's deduplication
-// set, and a pending batch's appended events by its record (eventqueue.PendingAppended), so a
-// busy healthy tenant shows only the events of the batches not appended yet.
-//
-// The pending batches are counted first, then the marks. Settling a batch deletes it and marks
-// its held events in one transaction, at any moment: a batch settled before its turn is
-// counted through its marks, one settled after the marks were read through itself, and one
-// settled between the two readings is counted through itself, its events then skipped among
-// the marks. (Read the other way round, a batch settled in between was counted nowhere.)
+// Stats returns tenantID's queue statistics; HeldBack is held.Store.Back's count.
 func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 	out := Stats{TenantID: models.FormatID(tenantID)}
 	var err error
@@ -180,120 +161,9 @@ func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 	if out.Leased, out.DeadLetters, err = s.Queue.LeaseCounts(ctx, tenantID, s.Dead); err != nil {
 		return out, err
 	}
-	inBatches, counted, err := s.heldInBatches(ctx, tenantID)
-	if err != nil {
-		return out, err
-	}
-	if betweenStatsReads != nil {
-		betweenStatsReads()
-	}
-	marked, err := s.heldMarked(ctx, tenantID, counted)
-	if err != nil {
-		return out, err
-	}
-	out.HeldBack = inBatches + marked
-	return out, nil
+	out.HeldBack, err = s.held().Back(ctx, tenantID)
+	return out, err
 }
 
-// betweenStatsReads, when set (by a test), runs after Stats has read the pending batches and
-// before it reads the marks.
-var betweenStatsReads func()
-
-// heldInBatches counts the events of tenantID's pending batches that are not in the queue, and
-// returns the ids of the events of the batches it counted.
-func (s *Service) heldInBatches(ctx context.Context, tenantID uint64) (int64, map[string]bool, error) {
-	var held int64
-	counted := map[string]bool{}
-	count := func(b *models.PendingBatch, n int64) {
-		held += n
-		for _, id := range b.Events() {
-			counted[id] = true
-		}
-	}
-	after := ""
-	for {
-		var batches []models.PendingBatch
-		err := s.DB.WithContext(ctx).Select("id", "event_ids").Where("tenant_id = ? AND id > ?", tenantID, after).
-			Order("id").Limit(heldPage / 100).Find(&batches).Error
-		if err != nil {
-			return 0, nil, fmt.Errorf("consume: count held back events: %w", err)
-		}
-		ids := make([]string, len(batches))
-		for i, b := range batches {
-			ids[i] = b.ID
-		}
-		// An appended batch's record says how many of its events went in (the first ones);
-		// without one, none did yet, or the batch was settled meanwhile.
-		recorded, err := s.Queue.PendingAppended(ctx, tenantID, ids...)
-		if err != nil {
-			return 0, nil, err
-		}
-		unrecorded := map[string]*models.PendingBatch{}
-		for i := range batches {
-			b := &batches[i]
-			n, ok := recorded[b.ID]
-			if !ok {
-				unrecorded[b.ID] = b
-				continue
-			}
-			count(b, max(int64(b.Len())-max(n, 0), 0))
-		}
-		if len(unrecorded) > 0 { // a batch settled meanwhile was deleted before its record
-			var still []string
-			err := s.DB.WithContext(ctx).Model(&models.PendingBatch{}).Where("id IN ?", slices.Collect(maps.Keys(unrecorded))).Pluck("id", &still).Error
-			if err != nil {
-				return 0, nil, fmt.Errorf("consume: count held back events: %w", err)
-			}
-			for _, id := range still {
-				b := unrecorded[id]
-				count(b, int64(b.Len()))
-			}
-		}
-		if len(batches) < heldPage/100 {
-			return held, counted, nil
-		}
-		after = batches[len(batches)-1].ID
-	}
-}
-
-// heldMarked counts tenantID's events marked pending that are not in the queue, but for those
-// in skip.
-func (s *Service) heldMarked(ctx context.Context, tenantID uint64, skip map[string]bool) (int64, error) {
-	var held int64
-	var afterAt time.Time // the last page's last marked event, in the order of models.PendingIndex
-	afterID := ""
-	for {
-		var rows []struct {
-			ID        string
-			CreatedAt time.Time
-		}
-		q := s.DB.WithContext(ctx).Model(&models.TrackedEvent{}).Select("id", "created_at").
-			Where("queue_pending AND tenant_id = ?", tenantID) // models.PendingIndex, in its order
-		if afterID != "" {
-			q = q.Where("(created_at, id) > (?, ?)", afterAt, afterID)
-		}
-		if err := q.Order("created_at, id").Limit(markPage).Scan(&rows).Error; err != nil {
-			return 0, fmt.Errorf("consume: count held back events: %w", err)
-		}
-		if len(rows) == 0 {
-			return held, nil
-		}
-		ids := make([]string, len(rows))
-		for i, r := range rows {
-			ids[i] = r.ID
-		}
-		in, err := s.Queue.Appended(ctx, tenantID, ids)
-		if err != nil {
-			return 0, err
-		}
-		for i, queued := range in {
-			if !queued && !skip[ids[i]] {
-				held++
-			}
-		}
-		if len(rows) < markPage {
-			return held, nil
-		}
-		afterAt, afterID = rows[len(rows)-1].CreatedAt, rows[len(rows)-1].ID
-	}
-}
+// held is the Store of the service's held events.
+func (s *Service) held() *held.Store { return &held.Store{DB: s.DB, Queue: s.Queue} }

@@ -14,6 +14,7 @@ import (
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/held"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/models"
@@ -103,7 +104,7 @@ func (e *consumeEnv) mustIngest(t *testing.T, tenant uint64, n int) []string {
 
 func (e *consumeEnv) pending(t *testing.T) int64 {
 	t.Helper()
-	n, err := tracking.PendingEvents(context.Background(), e.DB, 0)
+	n, err := held.Count(context.Background(), e.DB, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,17 +6,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"gorm.io/gorm"
 
-	"github.com/eventq/eventq/internal/tracking"
+	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/models"
 )
 
 // RebuildSettle is how long Rebuild waits, with appends held, for requests in flight when it
 // began: one whose append went in just before it emptied the queue clears the event's pending
 // mark right after (within the append timeout), and would otherwise undo Rebuild's mark.
-const RebuildSettle = 4 * tracking.AppendTimeout
+const RebuildSettle = 4 * eventqueue.AppendTimeout
 
 // Rebuild puts the queues of tenants back from the database after Redis lost them (a restart
 // without persistence, a failover, FLUSHALL): every stored event that had been queued and not
@@ -43,7 +42,7 @@ func (s *Service) Rebuild(ctx context.Context, tenants ...uint64) (map[uint64]in
 		}
 	}
 	for _, t := range tenants {
-		n, err := s.markForRebuild(ctx, t, fronts[t])
+		n, err := s.held().MarkUntrimmed(ctx, t, fronts[t])
 		if err != nil {
 			return restored, err
 		}
@@ -56,7 +55,7 @@ func (s *Service) Rebuild(ctx context.Context, tenants ...uint64) (map[uint64]in
 		return restored, ctx.Err()
 	}
 	for _, t := range tenants {
-		if _, err := s.markForRebuild(ctx, t, fronts[t]); err != nil {
+		if _, err := s.held().MarkUntrimmed(ctx, t, fronts[t]); err != nil {
 			return restored, err
 		}
 		if err := s.Queue.EndRebuild(ctx, t); err != nil {
@@ -67,46 +66,4 @@ func (s *Service) Rebuild(ctx context.Context, tenants ...uint64) (map[uint64]in
 		}
 	}
 	return restored, nil
-}
-
-// markForRebuild marks pending every event of tenant queued after front, and counts them.
-func (s *Service) markForRebuild(ctx context.Context, tenant uint64, front models.QueueFront) (int64, error) {
-	q := s.DB.WithContext(ctx).Model(&models.TrackedEvent{}).Where("tenant_id = ? AND queued = ?", tenant, true)
-	if front.TrimmedThrough != "" {
-		q = q.Where("id > ?", front.TrimmedThrough)
-		// Ids sort by time: bound the scan on the (tenant_id, created_at) index.
-		if at, ok := s.createdAt(ctx, tenant, front.TrimmedThrough); ok {
-			q = q.Where("created_at >= ?", at.Add(-time.Hour))
-		}
-	}
-	res := q.UpdateColumn("queue_pending", true)
-	if res.Error != nil {
-		return 0, fmt.Errorf("consume: rebuild: %w", res.Error)
-	}
-	return res.RowsAffected, nil
-}
-
-// idTimeSlack is how far from the time in its UUID v7 an event's created_at is looked for
-// first: the two are taken from clocks a moment apart.
-const idTimeSlack = time.Hour
-
-// createdAt looks up the created_at of tenant's stored event id. It first looks near the time
-// in the id (a UUID v7), which on Postgres confines the lookup to that day's partitions, and
-// only then everywhere.
-func (s *Service) createdAt(ctx context.Context, tenant uint64, id string) (time.Time, bool) {
-	var rows []models.TrackedEvent
-	q := func() *gorm.DB {
-		return s.DB.WithContext(ctx).Select("created_at").Where("tenant_id = ? AND id = ?", tenant, id).Limit(1)
-	}
-	if u, err := uuid.Parse(id); err == nil && u.Version() == 7 {
-		sec, nsec := u.Time().UnixTime()
-		at := time.Unix(sec, nsec).UTC()
-		if err := q().Where("created_at BETWEEN ? AND ?", at.Add(-idTimeSlack), at.Add(idTimeSlack)).Find(&rows).Error; err == nil && len(rows) == 1 {
-			return rows[0].CreatedAt, true
-		}
-	}
-	if err := q().Find(&rows).Error; err == nil && len(rows) == 1 {
-		return rows[0].CreatedAt, true
-	}
-	return time.Time{}, false
 }

@@ -200,24 +200,3 @@ func TestPruneLeavesTheQueueAndRebuildRestoresWhatIsStored(t *testing.T) {
 		t.Errorf("queue after the rebuild %v, want the stored events %v", got, recent)
 	}
 }
-
-// createdAt finds an event's created_at by its id, whether or not the time in the id (a UUID
-// v7) is near it, and only for the tenant's own events.
-func TestCreatedAtFindsTheEventByID(t *testing.T) {
-	e := startConsume(t)
-	ctx := context.Background()
-	tenant, other := testenv.MustTenant(t, e.DB, false).ID, testenv.MustTenant(t, e.DB, false).ID
-	near := e.mustIngest(t, tenant, 1)[0]
-	e.Clock.Advance(-40 * 24 * time.Hour) // stored long before the time in its id
-	far := e.mustIngest(t, tenant, 1)[0]
-	for _, id := range []string{near, far} {
-		var row models.TrackedEvent
-		testenv.Must(t, e.DB.Take(&row, "id = ?", id).Error)
-		if at, ok := e.Consume.createdAt(ctx, tenant, id); !ok || !at.Equal(row.CreatedAt) {
-			t.Errorf("createdAt(%s) = %v, %v; want %v", id, at, ok, row.CreatedAt)
-		}
-		if _, ok := e.Consume.createdAt(ctx, other, id); ok {
-			t.Errorf("createdAt(%s) found another tenant's event", id)
-		}
-	}
-}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/held"
 	"github.com/eventq/eventq/internal/testenv"
-	"github.com/eventq/eventq/internal/tracking"
 )
 
 // Four producers track 2,000 events through two api processes into a queue capped at 1,000
@@ -42,7 +42,7 @@ func TestACappedQueueHoldsBackAcrossAPIsAndDrainsInOrder(t *testing.T) {
 		t.Fatalf("queue length %d with %d events tracked, want exactly the cap of %d", length, total, capacity)
 	}
 	testenv.Eventually(t, 10*time.Second, "the events beyond the cap are held back", func() bool {
-		n, err := tracking.PendingEvents(ctx, s.DB, sh.Tenant.ID)
+		n, err := held.Count(ctx, s.DB, sh.Tenant.ID)
 		return err == nil && n == int64(total-capacity)
 	})
 	listBytes, _ := rdb.MemoryUsage(ctx, eventqueue.Key(sh.Tenant.ID), 0).Result()

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/held"
 	"github.com/eventq/eventq/internal/testenv"
-	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/models"
 )
 
@@ -105,9 +105,9 @@ func TestChaosPostgresOutagesLoseNothing(t *testing.T) {
 	bg := context.Background()
 	testenv.Eventually(t, 3*time.Minute, "the spool is stored and every pending event pushed", func() bool {
 		spooled, err := s.Queue.SpoolEvents(bg)
-		held, _ := rdb.Exists(bg, eventqueue.HeldKey(sh.Tenant.ID)).Result()
-		pending, perr := tracking.PendingEvents(bg, db, 0)
-		return err == nil && perr == nil && spooled == 0 && held == 0 && pending == 0
+		holds, _ := rdb.Exists(bg, eventqueue.HeldKey(sh.Tenant.ID)).Result()
+		pending, perr := held.Count(bg, db, 0)
+		return err == nil && perr == nil && spooled == 0 && holds == 0 && pending == 0
 	})
 	all, err := rdb.LRange(bg, eventqueue.Key(sh.Tenant.ID), 0, -1).Result()
 	testenv.Must(t, err)

@@ -27,6 +27,10 @@ const (
 	DedupGrace = 10 * time.Second
 )
 
+// AppendTimeout bounds a request's Redis round trip (its append, and the acknowledgements
+// after it): past it the request is answered and its events stay pending for the re-pusher.
+const AppendTimeout = 500 * time.Millisecond
+
 // Event is one event to append: its id, the deduplication key, and its queue JSON.
 type Event struct {
 	ID   string

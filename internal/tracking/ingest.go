@@ -9,9 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eventq/eventq/internal/cache"
 	"github.com/google/uuid"
 	"gorm.io/gorm"
+
+	"github.com/eventq/eventq/internal/cache"
 
 	"github.com/eventq/eventq/internal/apperr"
 	"github.com/eventq/eventq/internal/breaker"

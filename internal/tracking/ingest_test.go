@@ -18,6 +18,7 @@ import (
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/held"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -173,7 +174,7 @@ func (e *ingestEnv) appendOnce(t *testing.T, tenant uint64, rows ...models.Track
 
 func (e *ingestEnv) pending(t *testing.T) int64 {
 	t.Helper()
-	n, err := PendingEvents(context.Background(), e.DB, 0)
+	n, err := held.Count(context.Background(), e.DB, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

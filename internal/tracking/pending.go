@@ -8,29 +8,13 @@ import (
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 
-	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/held"
 	"github.com/eventq/eventq/models"
 )
 
-// Pending batches. An ingested event is not marked pending row by row: the committer writes one
-// models.PendingBatch per tenant of a batch, in the same transaction as the rows, and deletes it
-// once the events are in their queue. Clearing a mark per event was an UPDATE of every row
-// (a second heap tuple and index entries on Postgres, a fifth of the SQLite writer's time at
-// fifty events a request); deleting a batch is one row.
-//
-// The append of a pending batch's events is deduplicated by the batch, not by each event: the
-// append script records how many of the batch's events it put in the queue
-// (eventqueue.PendingKey), and appends nothing of a batch that has a record. Before anyone
-// else (the re-pusher, for batches older than RequeueMinAge; a held tenant's drain) takes a
-// batch over, it claims it in Redis (eventqueue.ClaimPending): that reads the count, or writes
-// -1 (none went in) so that no append of it goes in afterwards. Whoever then deletes the batch
-// owns its events: the pusher marks those it could not append (held), a claimer those after
-// the count, in the same transaction as the delete; from then on they are pushed as any marked
-// event is, deduplicated one by one. The pusher deletes the batch's record once it deleted the
-// batch; a claimer's record lapses after eventqueue.Retention.
-
-// claimChunk is how many pending batches a claim reads at a time.
-const claimChunk = 100
+// Pending batches (see internal/held): the committer writes one per tenant of a batch, in the
+// same transaction as the rows, and settles it once the events are in their queue.
 
 // newPendingBatches returns one pending batch for each tenant of the queued requests, and
 // records its id in the requests (commitRequest.pending).
@@ -127,7 +111,7 @@ func (in *Ingestor) settleBatches(batches []appendedBatch) {
 		var gone bool
 		err := in.sqlite.writing(func() error {
 			return in.db.Transaction(func(tx *gorm.DB) error {
-				deleted, err := deletePendingBatches(tx, []string{b.id})
+				deleted, err := held.DeleteBatches(tx, []string{b.id})
 				if err != nil || len(deleted) == 0 {
 					return err
 				}
@@ -147,7 +131,7 @@ func (in *Ingestor) settleBatches(batches []appendedBatch) {
 		var deleted map[string]bool
 		err := in.sqlite.writing(func() error {
 			var err error
-			deleted, err = deletePendingBatches(in.db, whole)
+			deleted, err = held.DeleteBatches(in.db, whole)
 			return err
 		})
 		if err != nil {
@@ -162,7 +146,7 @@ func (in *Ingestor) settleBatches(batches []appendedBatch) {
 	if len(owned) == 0 || !in.breaker.Allow(in.clock.Now()) {
 		return // the records lapse after eventqueue.Retention
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), AppendTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), eventqueue.AppendTimeout)
 	defer cancel()
 	for tenant, ids := range owned {
 		if err := in.queue.ForgetPending(ctx, tenant, ids); err != nil {
@@ -172,97 +156,7 @@ func (in *Ingestor) settleBatches(batches []appendedBatch) {
 	}
 }
 
-// deletePendingBatches deletes the pending batches of ids and returns those it found.
-func deletePendingBatches(tx *gorm.DB, ids []string) (map[string]bool, error) {
-	var gone []string
-	if err := tx.Raw("DELETE FROM pending_batches WHERE id IN ? RETURNING id", ids).Scan(&gone).Error; err != nil {
-		return nil, fmt.Errorf("tracking: delete pending batches: %w", err)
-	}
-	out := make(map[string]bool, len(gone))
-	for _, id := range gone {
-		out[id] = true
-	}
-	return out, nil
-}
-
-// claimPendingBatches turns the pending batches committed before cutoff (of tenant only, unless
-// it is 0) into pending marks on those of their events no append put in the queue. Each batch is first claimed in Redis (eventqueue.ClaimPending),
-// which says how many of its events an append put in, and from then on keeps any append of it
-// out; then, in one transaction, whoever deletes the batch marks the rest.
-func (in *Ingestor) claimPendingBatches(ctx context.Context, tenant uint64, cutoff time.Time) error {
-	after := ""
-	for {
-		q := in.db.WithContext(ctx).Where("created_at < ? AND id > ?", cutoff, after).Order("id").Limit(claimChunk)
-		if tenant != 0 {
-			q = q.Where("tenant_id = ?", tenant)
-		}
-		var batches []models.PendingBatch
-		if err := q.Find(&batches).Error; err != nil {
-			return fmt.Errorf("tracking: claim pending batches: %w", err)
-		}
-		if len(batches) == 0 {
-			return nil
-		}
-		appended := make([]int64, len(batches))
-		for i, b := range batches {
-			n, err := in.queue.ClaimPending(ctx, b.TenantID, b.ID)
-			if err != nil {
-				return fmt.Errorf("tracking: %w", err)
-			}
-			appended[i] = max(n, 0)
-		}
-		err := in.sqlite.writing(func() error {
-			return in.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-				for i, b := range batches {
-					deleted, err := deletePendingBatches(tx, []string{b.ID})
-					if err != nil {
-						return err
-					}
-					events := b.Events()
-					if !deleted[b.ID] || appended[i] >= int64(len(events)) {
-						continue
-					}
-					if err := markPending(tx, events[appended[i]:], b.FirstAt, b.LastAt, true); err != nil {
-						return fmt.Errorf("tracking: claim pending batches: %w", err)
-					}
-				}
-				return nil
-			})
-		})
-		if err != nil {
-			return err
-		}
-		if len(batches) < claimChunk {
-			return nil
-		}
-		after = batches[len(batches)-1].ID
-	}
-}
-
-// PendingEvents counts tenant's stored events (every tenant's, if it is 0) that are not known
-// to be in their queue yet: those marked pending and those of pending batches. It reads the
-// marks through their index (SQLite's planner would rather walk the tenant's whole index).
-func PendingEvents(ctx context.Context, db *gorm.DB, tenant uint64) (int64, error) {
-	q := "SELECT count(*) FROM tracked_events WHERE queue_pending"
-	if !database.IsPostgres(db) {
-		q = "SELECT count(*) FROM tracked_events INDEXED BY " + models.PendingIndex + " WHERE queue_pending"
-	}
-	batches := db.WithContext(ctx).Model(&models.PendingBatch{})
-	var args []any
-	if tenant != 0 {
-		q, args = q+" AND tenant_id = ?", append(args, tenant)
-		batches = batches.Where("tenant_id = ?", tenant)
-	}
-	var n int64
-	if err := db.WithContext(ctx).Raw(q, args...).Scan(&n).Error; err != nil {
-		return 0, fmt.Errorf("tracking: count pending events: %w", err)
-	}
-	var lists []models.PendingBatch
-	if err := batches.Select("event_ids").Find(&lists).Error; err != nil {
-		return 0, fmt.Errorf("tracking: count pending events: %w", err)
-	}
-	for _, b := range lists {
-		n += int64(b.Len())
-	}
-	return n, nil
+// held is the Store of the ingestor's held events, its writes under the SQLite writer's lock.
+func (in *Ingestor) held() *held.Store {
+	return &held.Store{DB: in.db, Queue: in.queue, Write: in.sqlite.writing}
 }

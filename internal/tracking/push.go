@@ -2,14 +2,13 @@ package tracking
 
 import (
 	"context"
-	"database/sql/driver"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/held"
 	"github.com/eventq/eventq/models"
 )
 
@@ -18,15 +17,12 @@ import (
 // eventqueue.AppendOnce, so an event already in its queue is never appended again, whoever
 // tries and however often. After the append the pending batch is deleted, or the mark
 // cleared, in the background (unmarkLoop); then the queue forgets the batch's record
-// (ForgetPending), or the marked event's deduplication entry is let expire (Ack).
+// (ForgetPending), or the marked event's deduplication entry is let expire (ShortenDedup).
+// A request's Redis round trip is bounded by eventqueue.AppendTimeout.
 
-// AppendTimeout bounds a request's Redis round trip: past it the request is answered and its
-// events stay pending for the re-pusher. breakerCooldown is how long appends are not even
-// tried after a failure, so that an outage costs the requests behind it nothing.
-const (
-	AppendTimeout   = 500 * time.Millisecond
-	breakerCooldown = time.Second
-)
+// breakerCooldown is how long appends are not even tried after a failure, so that an outage
+// costs the requests behind it nothing.
+const breakerCooldown = time.Second
 
 // queuedEvent is an appended event whose pending mark is to be cleared.
 type queuedEvent struct {
@@ -80,7 +76,7 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 	if !in.breaker.Allow(now) {
 		return // Redis failed a moment ago: the events stay pending for Requeue
 	}
-	ctx, cancel := context.WithTimeout(ctx, AppendTimeout)
+	ctx, cancel := context.WithTimeout(ctx, eventqueue.AppendTimeout)
 	defer cancel()
 	var done settlement
 	var heldTenants []uint64
@@ -269,7 +265,7 @@ func (in *Ingestor) ack(events []queuedEvent) {
 	for _, e := range events {
 		byTenant[e.tenant] = append(byTenant[e.tenant], e.id)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), AppendTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), eventqueue.AppendTimeout)
 	defer cancel()
 	for tenant, ids := range byTenant {
 		if err := in.queue.ShortenDedup(ctx, now, tenant, ids); err != nil {
@@ -293,50 +289,5 @@ func setPending(tx *gorm.DB, events []queuedEvent, pending bool) error {
 		ids[i] = e.id
 		first, last = earlier(first, e.at), later(last, e.at)
 	}
-	return markPending(tx, ids, first, last, pending)
-}
-
-// markPending sets the pending mark of the events of ids, created between first and last. The
-// created_at bounds let Postgres confine the update to the day partitions that hold them
-// instead of probing every partition's index.
-//
-// On Postgres the ids go as one array parameter (id = ANY($1)), not one parameter each: the
-// statement is prepared once and cached, and after five runs Postgres keeps a generic plan.
-// For id IN ($1, …, $n) that plan scans the whole time range and compares every row with
-// every id, 150 ms for 1,000 ids against 9 ms for ANY($1), whose plan probes the primary key.
-func markPending(tx *gorm.DB, ids []string, first, last time.Time, pending bool) error {
-	// A second of slack on each side: the database may store a coarser time than the row held.
-	first, last = first.UTC().Add(-time.Second), last.UTC().Add(time.Second)
-	q := tx.Model(&models.TrackedEvent{}).Where("created_at BETWEEN ? AND ?", first, last)
-	if database.IsPostgres(tx) {
-		q = q.Where("id = ANY(?)", textArray(ids))
-	} else {
-		q = q.Where("id IN ?", ids)
-	}
-	return q.UpdateColumn("queue_pending", pending).Error
-}
-
-// textArray is a Postgres text[] parameter: gorm would spread a plain []string into one
-// parameter per element.
-type textArray []string
-
-// Value writes the array's text form, every element quoted.
-func (a textArray) Value() (driver.Value, error) {
-	var b strings.Builder
-	b.WriteByte('{')
-	for i, s := range a {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('"')
-		for _, r := range s {
-			if r == '"' || r == '\\' {
-				b.WriteByte('\\')
-			}
-			b.WriteRune(r)
-		}
-		b.WriteByte('"')
-	}
-	b.WriteByte('}')
-	return b.String(), nil
+	return held.Mark(tx, ids, first, last, pending)
 }

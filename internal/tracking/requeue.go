@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/held"
 	"github.com/eventq/eventq/models"
 )
 
@@ -45,7 +45,7 @@ func (in *Ingestor) Requeue(ctx context.Context, minAge time.Duration) (int, err
 	full := map[uint64]bool{} // tenants whose queue filled up during this call
 	// Pending batches as old are those whose pusher died or failed: their events are marked
 	// and pushed below, with the marked events of the same age.
-	if err := in.claimPendingBatches(ctx, 0, in.clock.Now().UTC().Add(-minAge)); err != nil {
+	if err := in.held().Claim(ctx, 0, in.clock.Now().UTC().Add(-minAge)); err != nil {
 		return 0, err
 	}
 	held, err := in.queue.HeldTenants(ctx)
@@ -102,7 +102,7 @@ func (in *Ingestor) drainHeld(ctx context.Context, tenant uint64, full map[uint6
 		}
 		// Every pending batch of the tenant, whatever its age, so that its events go in in
 		// order with the marked ones, and no pusher marks them again once they are drained.
-		if err := in.claimPendingBatches(ctx, tenant, in.clock.Now().UTC().Add(time.Hour)); err != nil {
+		if err := in.held().Claim(ctx, tenant, in.clock.Now().UTC().Add(time.Hour)); err != nil {
 			return total, err
 		}
 		for {
@@ -177,21 +177,10 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 		run = func(f func(*gorm.DB) error, _ ...*sql.TxOptions) error { return f(in.db.WithContext(ctx)) }
 	}
 	err = run(func(tx *gorm.DB) error {
-		// queue_pending as written, so that models.PendingIndex serves the query.
-		q := tx.Where("queue_pending AND created_at < ?", scope.cutoff).
-			Order("created_at, id").Limit(requeueBatch)
-		if scope.tenant != 0 {
-			q = q.Where("tenant_id = ?", scope.tenant)
-		}
-		if skip := append(slices.Collect(maps.Keys(scope.full)), slices.Collect(maps.Keys(scope.skip))...); len(skip) > 0 {
-			q = q.Where("tenant_id NOT IN ?", skip)
-		}
-		if database.IsPostgres(tx) {
-			q = q.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"})
-		}
-		var rows []models.TrackedEvent
-		if err := q.Find(&rows).Error; err != nil {
-			return fmt.Errorf("tracking: requeue: load: %w", err)
+		not := append(slices.Collect(maps.Keys(scope.full)), slices.Collect(maps.Keys(scope.skip))...)
+		rows, err := held.Oldest(tx, scope.cutoff, scope.tenant, not, requeueBatch)
+		if err != nil {
+			return fmt.Errorf("tracking: requeue: %w", err)
 		}
 		appendCtx, cancel := context.WithTimeout(ctx, requeueAppendBy)
 		defer cancel()

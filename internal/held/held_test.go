@@ -1,0 +1,142 @@
+package held_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/held"
+	"github.com/eventq/eventq/internal/testenv"
+	"github.com/eventq/eventq/internal/tracking"
+	"github.com/eventq/eventq/models"
+)
+
+// heldEnv is a held.Store and the Ingestor that fills its queues, on a fresh database and a
+// redis-server of their own.
+type heldEnv struct {
+	DB     *gorm.DB
+	Queue  *eventqueue.Store
+	Clock  *clock.Fake
+	Ingest *tracking.Ingestor
+	Held   *held.Store
+}
+
+func startHeld(t *testing.T) *heldEnv {
+	t.Helper()
+	db, _ := testenv.DB(t)
+	r := testenv.StartRedis(t)
+	e := &heldEnv{DB: db, Queue: eventqueue.New(r.Client()), Clock: clock.NewFake(time.Now())}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e.Ingest = tracking.NewIngestor(db, features.New(db, clock.Real{}), e.Queue, e.Clock, log, nil)
+	t.Cleanup(e.Ingest.Close)
+	t.Cleanup(e.Queue.Close)
+	e.Held = &held.Store{DB: db, Queue: e.Queue}
+	return e
+}
+
+func (e *heldEnv) mustIngest(t *testing.T, tenant uint64, n int) []string {
+	t.Helper()
+	in := make([]tracking.Input, n)
+	for i := range in {
+		in[i] = tracking.Input{Type: "page_view", SessionID: "s", URL: "https://shop.example/a", EventSequence: int64(i)}
+	}
+	ids, err := e.Ingest.Ingest(context.Background(), tenant, in, tracking.Client{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func (e *heldEnv) mustBack(t *testing.T, tenant uint64) int64 {
+	t.Helper()
+	n, err := e.Held.Back(context.Background(), tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Back counts the held events of a full queue exactly, however its readings are paged or
+// interleaved with the settling of a batch. (The queue's statistics, which report the count,
+// are tested in internal/consume.)
+func TestBackIsExact(t *testing.T) {
+	t.Run("counts marked events across pages, many committed at the same time", func(t *testing.T) {
+		e := startHeld(t)
+		e.Queue.MaxLength = 30
+		e.Held.SetMarkPage(7) // the 20 held events (one request: one created_at) in pages of 7, 7 and 6
+		full := testenv.MustTenant(t, e.DB, true).ID
+		e.mustIngest(t, full, 50)
+		testenv.Eventually(t, 10*time.Second, "the held events are marked on their rows", func() bool {
+			var marked int64
+			testenv.Must(t, e.DB.Model(&models.TrackedEvent{}).Where("queue_pending").Count(&marked).Error)
+			return marked == 20
+		})
+		if n := e.mustBack(t, full); n != 20 {
+			t.Fatalf("a full queue, counted in pages of 7: %d held back, want 20", n)
+		}
+	})
+	t.Run("a batch settled between the two readings is counted once", func(t *testing.T) {
+		e := startHeld(t)
+		e.Queue.MaxLength = 30
+		// Back reads the tenant's pending batch, then, while the hook waits, the batch is
+		// settled (deleted, its 20 held events marked), then Back reads the marks. A batch
+		// settled before Back starts does not test this: another tenant tries again.
+		for attempt := 1; ; attempt++ {
+			full := testenv.MustTenant(t, e.DB, true).ID
+			e.mustIngest(t, full, 50)
+			caught := false
+			e.Held.SetBetweenReads(func() {
+				var batches int64
+				testenv.Must(t, e.DB.Model(&models.PendingBatch{}).Where("tenant_id = ?", full).Count(&batches).Error)
+				if caught = batches > 0; !caught {
+					return
+				}
+				testenv.Eventually(t, 10*time.Second, "the batch is settled", func() bool {
+					var marked int64
+					testenv.Must(t, e.DB.Model(&models.PendingBatch{}).Where("tenant_id = ?", full).Count(&batches).Error)
+					testenv.Must(t, e.DB.Model(&models.TrackedEvent{}).Where("queue_pending AND tenant_id = ?", full).Count(&marked).Error)
+					return batches == 0 && marked == 20
+				})
+			})
+			n := e.mustBack(t, full)
+			if !caught {
+				if attempt == 20 {
+					t.Fatal("20 batches were settled before Back read them")
+				}
+				continue
+			}
+			if n != 20 {
+				t.Fatalf("a full queue whose batch was settled while Back ran: %d held back, want 20", n)
+			}
+			return
+		}
+	})
+}
+
+// createdAt finds an event's created_at by its id, whether or not the time in the id (a UUID
+// v7) is near it, and only for the tenant's own events.
+func TestCreatedAtFindsTheEventByID(t *testing.T) {
+	e := startHeld(t)
+	ctx := context.Background()
+	tenant, other := testenv.MustTenant(t, e.DB, false).ID, testenv.MustTenant(t, e.DB, false).ID
+	near := e.mustIngest(t, tenant, 1)[0]
+	e.Clock.Advance(-40 * 24 * time.Hour) // stored long before the time in its id
+	far := e.mustIngest(t, tenant, 1)[0]
+	for _, id := range []string{near, far} {
+		var row models.TrackedEvent
+		testenv.Must(t, e.DB.Take(&row, "id = ?", id).Error)
+		if at, ok := e.Held.CreatedAt(ctx, tenant, id); !ok || !at.Equal(row.CreatedAt) {
+			t.Errorf("createdAt(%s) = %v, %v; want %v", id, at, ok, row.CreatedAt)
+		}
+		if _, ok := e.Held.CreatedAt(ctx, other, id); ok {
+			t.Errorf("createdAt(%s) found another tenant's event", id)
+		}
+	}
+}
