@@ -8,7 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/eventqueue/queuetest"
+
 	"github.com/eventq/eventq/models"
 )
 
@@ -115,13 +116,12 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 		Order("created_at, id").Limit(p.queued).Find(&rows).Error; err != nil {
 		return nil, err
 	}
-	q := eventqueue.New(s.rdb)
 	for start := 0; start < len(rows); start += 5000 {
 		var els [][]byte
 		for i := start; i < min(start+5000, len(rows)); i++ {
 			els = append(els, rows[i].MarshalQueue())
 		}
-		if err := q.Append(ctx, t.ID, els...); err != nil {
+		if err := queuetest.Append(ctx, s.rdb, t.ID, els...); err != nil {
 			return nil, err
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eventq/eventq/internal/eventqueue/queuetest"
+
 	"github.com/eventq/eventq/internal/eventqueue"
 )
 
@@ -227,7 +229,7 @@ func storeRoundTrips(ctx context.Context, s *stack, res *Leases, payloads []any)
 	}
 	start := time.Now()
 	for {
-		page, err := store.ReadPage(ctx, readID, leaseBatch)
+		page, err := queuetest.ReadPage(ctx, store, readID, leaseBatch)
 		if err != nil {
 			return err
 		}

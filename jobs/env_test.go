@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/eventqueue/queuetest"
+
 	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 
@@ -135,7 +137,7 @@ func (e *env) Count(t *testing.T, model any, query string, args ...any) int64 {
 // QueuedTypes returns the types of the events in tenant's queue, front first.
 func (e *env) QueuedTypes(t *testing.T, tenantID uint64) []string {
 	t.Helper()
-	raw, err := e.Queue.Read(context.Background(), tenantID)
+	raw, err := queuetest.Read(context.Background(), e.Queue, tenantID)
 	testenv.Must(t, err)
 	types := make([]string, len(raw))
 	for i, r := range raw {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eventq/eventq/internal/eventqueue/queuetest"
+
 	"github.com/eventq/eventq/internal/testenv"
 )
 
@@ -30,7 +32,7 @@ func TestCompressedReadsOfEverySize(t *testing.T) {
 			`"created_at":"2026-11-21T10:15:30+00:00"}`, i, i/7, i%500, strings.Repeat("x", i%40), i%500, i%7))
 	}
 	for i := 0; i < len(events); i += 1000 {
-		if err := e.Queue.Append(context.Background(), tn.ID, events[i:i+1000]...); err != nil {
+		if err := queuetest.Append(context.Background(), e.Redis.Client(), tn.ID, events[i:i+1000]...); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/eventqueue/queuetest"
+
 	"github.com/eventq/eventq/internal/testenv"
 )
 
@@ -131,7 +133,7 @@ func TestFlagInactive(t *testing.T) {
 	e := startAPI(t)
 	tn := testenv.MustTenant(t, e.DB, false)
 	// Events that are somehow in the list must neither be shown nor trimmed.
-	if err := e.Queue.Append(context.Background(), tn.ID, []byte(`{"id":"x"}`), []byte(`{"id":"y"}`)); err != nil {
+	if err := queuetest.Append(context.Background(), e.Redis.Client(), tn.ID, []byte(`{"id":"x"}`), []byte(`{"id":"y"}`)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -185,7 +187,7 @@ func TestReadReturnsAtMost10000(t *testing.T) {
 	for i := range batch {
 		batch[i] = []byte(fmt.Sprintf(`{"id":"%05d"}`, i))
 	}
-	if err := e.Queue.Append(context.Background(), tn.ID, batch...); err != nil {
+	if err := queuetest.Append(context.Background(), e.Redis.Client(), tn.ID, batch...); err != nil {
 		t.Fatal(err)
 	}
 	got := e.MustRead(t, tn)

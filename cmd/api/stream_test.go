@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/eventq/eventq/internal/eventqueue/queuetest"
+
 	"github.com/eventq/eventq/internal/testenv"
 )
 
@@ -90,7 +92,7 @@ func TestStreamedReadCutMidPageIsACutBody(t *testing.T) {
 	for i := range events {
 		events[i] = []byte(fmt.Sprintf(`{"id":"%d","pad":"%s"}`, i, strings.Repeat("x", 500)))
 	}
-	if err := e.Queue.Append(context.Background(), tn.ID, events...); err != nil {
+	if err := queuetest.Append(context.Background(), e.Redis.Client(), tn.ID, events...); err != nil {
 		t.Fatal(err)
 	}
 	read := func() (*http.Response, []byte, error) {

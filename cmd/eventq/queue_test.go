@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/eventqueue/queuetest"
+
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
@@ -26,7 +28,7 @@ func TestQueueStats(t *testing.T) {
 	id := held.TenantID
 	store := eventqueue.New(r.Client())
 	defer store.Close()
-	if err := store.Append(context.Background(), id, []byte(`{"a":1}`)); err != nil {
+	if err := queuetest.Append(context.Background(), r.Client(), id, []byte(`{"a":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	// In the queue, its pending mark not cleared yet (the api clears it just after the
@@ -77,7 +79,7 @@ func TestQueueRebuild(t *testing.T) {
 	if got := e.MustRun(t, "queue", "stats", "--tenant", tenant); string(got) != want {
 		t.Fatalf("stats %s, want %s", got, want)
 	}
-	raw, err := eventqueue.New(r.Client()).Read(context.Background(), tid)
+	raw, err := queuetest.Read(context.Background(), eventqueue.New(r.Client()), tid)
 	if err != nil || len(raw) != 3 || !strings.Contains(raw[0], events[2].ID) || !strings.Contains(raw[2], events[4].ID) {
 		t.Fatalf("queue %v (%v)", raw, err)
 	}

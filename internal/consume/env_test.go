@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/eventqueue/queuetest"
+
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/clock"
@@ -50,7 +52,7 @@ func startConsume(t *testing.T) *consumeEnv {
 func (e *consumeEnv) trimFront(t *testing.T, log *TrimLog, tenant uint64, count int) {
 	t.Helper()
 	ctx := context.Background()
-	page, err := e.Queue.ReadPage(ctx, tenant, count)
+	page, err := queuetest.ReadPage(ctx, e.Queue, tenant, count)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +76,7 @@ func (e *consumeEnv) QueueLen(t *testing.T, tenant uint64) int64 {
 
 func (e *consumeEnv) queueIDs(t *testing.T, tenant uint64) []string {
 	t.Helper()
-	raw, err := e.Queue.Read(context.Background(), tenant)
+	raw, err := queuetest.Read(context.Background(), e.Queue, tenant)
 	if err != nil {
 		t.Fatal(err)
 	}

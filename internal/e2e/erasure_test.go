@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/eventqueue/queuetest"
+
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
@@ -48,7 +50,7 @@ func TestErasureSurvivesAKilledWorker(t *testing.T) {
 			}
 		}
 	}
-	testenv.Must(t, s.Queue.Append(t.Context(), sh.ID, queued...))
+	testenv.Must(t, queuetest.Append(t.Context(), s.Redis.Client(), sh.ID, queued...))
 
 	req, _ := http.NewRequest("DELETE", s.Base+"/api/platform/members/"+member, nil)
 	req.Header.Set("Authorization", "Bearer "+sh.Token)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/eventqueue/queuetest"
+
 	"github.com/stripe/stripe-go/v76"
 
 	"github.com/eventq/eventq/internal/psp"
@@ -39,7 +41,7 @@ func TestWebhookFulfilsAPaidCheckoutOnce(t *testing.T) {
 	if n := s.Count(t, &models.Entitlement{}, "purchase_id = ? AND audience_member_id = ? AND product_id = ?", p.ID, sh.Member.ID, sh.Product.ID); n != 1 {
 		t.Fatalf("%d entitlements", n)
 	}
-	events, err := s.Queue.Read(context.Background(), sh.Tenant.ID)
+	events, err := queuetest.Read(context.Background(), s.Queue, sh.Tenant.ID)
 	testenv.Must(t, err)
 	if len(events) != 1 {
 		t.Fatalf("queue holds %d events, want the purchase_completed event", len(events))

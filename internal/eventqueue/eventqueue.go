@@ -43,52 +43,11 @@ func (s *Store) Close() {
 	}
 }
 
-// Append pushes events to the back of the tenant's queue in the given order, atomically
-// (one RPUSH), without deduplication: tests and benchmarks fill queues with it. Ingestion
-// appends with AppendOnce.
-func (s *Store) Append(ctx context.Context, tenantID uint64, events ...[]byte) error {
-	if len(events) == 0 {
-		return nil
-	}
-	args := make([]any, len(events))
-	for i, e := range events {
-		args[i] = e
-	}
-	if err := s.rdb.RPush(ctx, Key(tenantID), args...).Err(); err != nil {
-		return fmt.Errorf("eventqueue: append: %w", err)
-	}
-	return nil
-}
-
-// Read returns up to MaxRead events from the front of the queue, oldest first, without
-// removing them (one LRANGE). The strings are the stored JSON documents, untouched.
-func (s *Store) Read(ctx context.Context, tenantID uint64) ([]string, error) {
-	events, err := s.rdb.LRange(ctx, Key(tenantID), 0, MaxRead-1).Result()
-	if err != nil {
-		return nil, fmt.Errorf("eventqueue: read: %w", err)
-	}
-	return events, nil
-}
-
-// ReadPage returns up to limit (at most MaxRead) events from the front of the queue, oldest
+// OpenPage returns up to limit (at most MaxRead) events from the front of the queue, oldest
 // first, without removing them, and the queue's front offset, read in the same transaction:
 // one MULTI/EXEC whose reply is parsed as it arrives, the events never decoded nor copied (see
-// Page). The caller releases the page.
-func (s *Store) ReadPage(ctx context.Context, tenantID uint64, limit int) (*Page, error) {
-	page, err := s.OpenPage(ctx, tenantID, limit)
-	if err != nil {
-		return nil, err
-	}
-	if err := page.Fill(); err != nil {
-		page.Release()
-		return nil, err
-	}
-	return page, nil
-}
-
-// OpenPage is ReadPage, except that the page may come back while its events are still arriving
-// (Page.Pending): the caller streams them (Page.Stream) or waits for them (Page.Fill), and
-// releases the page.
+// Page). The page may come back while its events are still arriving (Page.Pending): the
+// caller streams them (Page.Stream) or waits for them (Page.Fill), and releases the page.
 func (s *Store) OpenPage(ctx context.Context, tenantID uint64, limit int) (*Page, error) {
 	if limit <= 0 || limit > MaxRead {
 		limit = MaxRead

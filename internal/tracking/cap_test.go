@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/eventqueue/queuetest"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/eventq/eventq/internal/eventqueue"
@@ -21,7 +23,7 @@ import (
 // queueIDs reads the ids in tenant's queue, front first.
 func (e *ingestEnv) queueIDs(t *testing.T, tenant uint64) []string {
 	t.Helper()
-	raw, err := e.Queue.Read(context.Background(), tenant)
+	raw, err := queuetest.Read(context.Background(), e.Queue, tenant)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/eventqueue/queuetest"
+
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 
@@ -203,7 +205,7 @@ func TestRequeueDoesNotAppendAnEventAlreadyInItsQueue(t *testing.T) {
 	if n := e.mustRequeue(t); n != 1 {
 		t.Fatalf("requeue pushed %d events, want 1", n)
 	}
-	got, err := e.Queue.Read(context.Background(), tenant)
+	got, err := queuetest.Read(context.Background(), e.Queue, tenant)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +320,7 @@ func TestIngestionDoesNotWaitForADownRedis(t *testing.T) {
 	e.Clock.Advance(RequeueMinAge + time.Second)
 	for e.mustRequeue(t) > 0 { // a second pass pushes nothing
 	}
-	got, err := e.Queue.Read(context.Background(), tenant)
+	got, err := queuetest.Read(context.Background(), e.Queue, tenant)
 	if err != nil {
 		t.Fatal(err)
 	}
