@@ -98,7 +98,14 @@ func newTab(t *testing.T, browser context.Context) *tab {
 	tb.ctx = ctx
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("browser console:\n%s\nrequests to /api/track:\n%s", strings.Join(tb.Console(), "\n"), strings.Join(tb.TrackRequests(), "\n"))
+			ctx, stop := context.WithTimeout(ctx, 5*time.Second)
+			defer stop()
+			vis, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.visibilityState`))
+			if err != nil {
+				vis = err.Error()
+			}
+			t.Logf("browser console:\n%s\nrequests to /api/track:\n%s\nthe page's visibility: %s",
+				strings.Join(tb.Console(), "\n"), strings.Join(tb.TrackRequests(), "\n"), vis)
 		}
 	})
 	return tb

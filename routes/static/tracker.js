@@ -102,9 +102,11 @@
     if (!sent) {
       post(body, true).catch(function () {
         // Browsers cap the bytes of all keepalive requests in flight (64 KiB in Chrome), so a
-        // burst can be refused outright; while the page lives, a plain request still works.
-        // (A network failure is retried too; consumers can dedupe on session and sequence.)
-        if (!hidden()) post(body).catch(noop);
+        // burst can be refused outright; while the page lives, a plain request still works,
+        // hidden or not (a tab in the background is hidden and alive; one being unloaded
+        // cancels it, and nothing is lost that was not already). A network failure is retried
+        // too; consumers can dedupe on session and sequence.
+        post(body).catch(noop);
       });
     }
   }
