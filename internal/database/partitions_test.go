@@ -209,3 +209,77 @@ func TestConcurrentEnsurePartitionsMakeEachOnce(t *testing.T) {
 		t.Errorf("%d partitions made in all, want 6 (each of the 6 days once)", total)
 	}
 }
+
+// DropPartition counts a day's rows in steps (countDetached) and the steps add up to the
+// exact count, whatever the step size against the rows; two processes dropping the same day
+// at once count it once between them.
+func TestDropPartitionCountsEveryRowOnce(t *testing.T) {
+	if testenv.Backend() != "postgres" {
+		t.Skip("day partitions exist on Postgres only")
+	}
+	db, url := testenv.DB(t)
+	ctx := context.Background()
+	defer database.SetCountStep(7)()
+	day := database.Day(time.Now().UTC().AddDate(0, 0, -300))
+	for i, rows := range []int{0, 1, 7, 30} {
+		d := day.AddDate(0, 0, i)
+		if _, err := database.EnsurePartitions(ctx, db, d, d); err != nil {
+			t.Fatal(err)
+		}
+		evs := make([]models.TrackedEvent, rows)
+		for j := range evs {
+			evs[j] = event(1000*i+j, 1, d.Add(time.Duration(j)*time.Minute), false, false)
+		}
+		if rows > 0 {
+			testenv.Must(t, db.Create(&evs).Error)
+		}
+		parts, err := database.Partitions(ctx, db)
+		testenv.Must(t, err)
+		name := ""
+		for _, p := range parts {
+			if p.Day.Equal(d) {
+				name = p.Name
+			}
+		}
+		if name == "" {
+			t.Fatalf("no partition for %s in %v", d, parts)
+		}
+		// Two processes at once, each with a pool of its own.
+		type outcome struct {
+			n       int64
+			dropped bool
+			err     error
+		}
+		out := make(chan outcome, 2)
+		for range 2 {
+			go func() {
+				other, err := database.Open(url)
+				if err != nil {
+					out <- outcome{err: err}
+					return
+				}
+				defer database.Close(other)
+				n, dropped, err := database.DropPartition(ctx, other, name)
+				out <- outcome{n, dropped, err}
+			}()
+		}
+		var counted int64
+		drops := 0
+		for range 2 {
+			o := <-out
+			testenv.Must(t, o.err)
+			if o.dropped {
+				drops++
+				counted += o.n
+			}
+		}
+		if drops != 1 || counted != int64(rows) {
+			t.Errorf("a day of %d rows: dropped %d times, %d rows counted; want once, %d", rows, drops, counted, rows)
+		}
+		var left int64
+		testenv.Must(t, db.Raw(`SELECT count(*) FROM pg_class WHERE relname = ?`, name).Scan(&left).Error)
+		if left != 0 {
+			t.Errorf("the table %s is still there", name)
+		}
+	}
+}
