@@ -181,6 +181,19 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 			t.Errorf("bombs: %d requests answered other than 413", b.Not413)
 		}
 	}
+	// Every scenario has its peak RSS: the api's always (every scenario runs one), the worker's
+	// where one runs throughout.
+	measured := map[string]bool{}
+	for _, mp := range rep.Memory {
+		measured[mp.Scenario] = true
+		positive("memory["+mp.Scenario+"].api_peak_rss_mib", mp.APIMiB)
+	}
+	for _, name := range []string{"read", "compression", "trim", "ingest-postgres", "ingest-sqlite", "longpoll", "leases", "rebuild postgres",
+		"rebuild sqlite", "fulfil", "webhook", "outage", "bombs", "frontdoor", "erasure postgres", "erasure sqlite", "retention", "limits"} {
+		if !measured[name] {
+			t.Errorf("no peak RSS for scenario %q (have %v)", name, measured)
+		}
+	}
 	if len(rep.Erasure) != 2 {
 		t.Errorf("erasure: %d databases, want postgres and sqlite", len(rep.Erasure))
 	}

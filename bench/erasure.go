@@ -63,11 +63,15 @@ func runErasurePhase(ctx context.Context, s *stack, p erasurePlan, rep *Report) 
 		if err := s.startServices(ctx, url); err != nil {
 			return err
 		}
-		res, err := benchErasure(ctx, s, p)
+		var res *Erasure
 		var min *Minimise
-		if err == nil {
-			min, err = benchMinimise(ctx, s, res.Database, p.minimise)
-		}
+		dbName, _, _ := strings.Cut(s.phase, "-")
+		err := s.measure("erasure "+dbName, func() (err error) {
+			if res, err = benchErasure(ctx, s, p); err == nil {
+				min, err = benchMinimise(ctx, s, res.Database, p.minimise)
+			}
+			return
+		})
 		s.stopServices()
 		if err != nil {
 			return err

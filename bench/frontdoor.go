@@ -375,8 +375,7 @@ func runFrontDoorPhase(ctx context.Context, s *stack, p plan, rep *Report) error
 		return err
 	}
 	defer s.stopServices()
-	rep.FrontDoor, err = benchFrontDoor(ctx, s, p.frontDoor, p.ingest)
-	return err
+	return s.measure("frontdoor", func() (err error) { rep.FrontDoor, err = benchFrontDoor(ctx, s, p.frontDoor, p.ingest); return })
 }
 
 func (f *FrontDoor) rows(add func(scenario, metric string, value float64, floor, ratio *float64, target string, met *bool)) {

@@ -339,7 +339,7 @@ func runPaymentsPhase(ctx context.Context, s *stack, p plan, rep *Report) error 
 	defer s.stopServices()
 	if p.runs("fulfil") {
 		s.logf("fulfilment: %d paid sessions at %.0f/s", p.fulfilSessions, p.fulfilRate)
-		if rep.Fulfilment, err = benchFulfilment(ctx, s, p); err != nil {
+		if err := s.measure("fulfil", func() (err error) { rep.Fulfilment, err = benchFulfilment(ctx, s, p); return }); err != nil {
 			return err
 		}
 	}
@@ -349,7 +349,11 @@ func runPaymentsPhase(ctx context.Context, s *stack, p plan, rep *Report) error 
 			return err
 		}
 		s.logf("webhook: %.0f/s for %s (worker running)", p.webhookRate, p.webhookFor)
-		if rep.Webhook, err = benchWebhook(ctx, s, shop, p.webhookRate, p.webhookFor, p.webhookAloneFor); err != nil {
+		err = s.measure("webhook", func() (err error) {
+			rep.Webhook, err = benchWebhook(ctx, s, shop, p.webhookRate, p.webhookFor, p.webhookAloneFor)
+			return
+		})
+		if err != nil {
 			return err
 		}
 	}

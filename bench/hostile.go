@@ -91,13 +91,13 @@ func runHostilePhase(ctx context.Context, s *stack, p outagePlan, runOutage, run
 	defer s.stopServices()
 	if runBombs {
 		s.logf("bombs: %d clients posting gzip bodies of %d MiB decoded for %s", p.bombClients, p.bombDecodedBytes>>20, p.bombFor)
-		if rep.Bombs, err = benchBombs(ctx, s, p); err != nil {
+		if err := s.measure("bombs", func() (err error) { rep.Bombs, err = benchBombs(ctx, s, p); return }); err != nil {
 			return err
 		}
 	}
 	if runOutage {
 		s.logf("outage: %.0f tracking requests/s, Postgres halted for %s", p.rate, p.outage)
-		if rep.Outage, err = benchOutage(ctx, s, p, normalRate(rep)); err != nil {
+		if err := s.measure("outage", func() (err error) { rep.Outage, err = benchOutage(ctx, s, p, normalRate(rep)); return }); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,7 +73,11 @@ var (
 // benchLeases runs scenario 11.
 func benchLeases(ctx context.Context, s *stack, p leasePlan) (*Leases, error) {
 	res := &Leases{Batch: leaseBatch, SingleTarget: 0.7, WorkTarget: 3}
-	payloads := queuePayloads(1, max(p.events, p.workEvents, eventqueue.MaxLeased+p.capCalls*leaseBatch))
+	n := max(p.events, p.workEvents, eventqueue.MaxLeased+p.capCalls*leaseBatch)
+	if s.profile {
+		n = max(n, profileEvents)
+	}
+	payloads := queuePayloads(1, n)
 	fresh := func(n int) (*tenant, error) { // a new tenant whose queue holds n events
 		t, err := s.seedTenant(ctx, "", true)
 		if err == nil {
@@ -103,6 +110,11 @@ func benchLeases(ctx context.Context, s *stack, p leasePlan) (*Leases, error) {
 		return LeaseRun{Consumers: consumers, WorkMs: ms(work), Events: n, Seconds: took, EventsPerSec: float64(n) / took}, s.emptied(ctx, t)
 	}
 
+	if s.profile {
+		if err := profileLeases(ctx, s, func() (*tenant, error) { return fresh(profileEvents) }); err != nil {
+			return nil, err
+		}
+	}
 	if err := floor(); err != nil {
 		return nil, err
 	}
@@ -430,4 +442,43 @@ func (l *Leases) rows(add func(scenario, metric string, value float64, floor, ra
 	add("lease 100 at the cap (10k leased)", "p50 / p99 ms", l.AtCap.P50, f(l.AtCap.P99), nil, "", nil)
 	add("lease 1,000 reclaiming 10k expired", "p50 / p99 ms", l.Reclaim.P50, f(l.Reclaim.P99), nil, "", nil)
 	add("Redis memory per leased event", "bytes, INFO used_memory (beside: MEMORY USAGE of the lease keys)", l.MemoryPerLeased, f(l.KeysPerLeased), nil, "", nil)
+}
+
+// profileEvents is the queue profileLeases drains each way: more than profileFor takes.
+const profileEvents = 300_000
+
+// profileLeases records CPU profiles of the api and of the bench itself (the client) while one
+// consumer drains a queue (fresh) with lease + ack, then while one drains it with GET +
+// DELETE, 2 s each (bench -profile): leases-1-api.pprof, leases-1-client.pprof, getdelete-1-….
+func profileLeases(ctx context.Context, s *stack, fresh func() (*tenant, error)) error {
+	const profileFor = 2 * time.Second
+	for _, c := range []struct {
+		name  string
+		drain func(*tenant) error
+	}{
+		{"leases-1", func(t *tenant) error { return drainLeases(ctx, s, t, 1, 0) }},
+		{"getdelete-1", func(t *tenant) error { return drainGetDelete(ctx, s, t) }},
+	} {
+		t, err := fresh()
+		if err != nil {
+			return err
+		}
+		f, err := os.Create(filepath.Join(s.dir, c.name+"-client.pprof"))
+		if err != nil {
+			return err
+		}
+		wait := s.profileDuring(ctx, c.name, profileFor)
+		pprof.StartCPUProfile(f)
+		drained := make(chan error, 1)
+		go func() { drained <- c.drain(t) }()
+		time.Sleep(profileFor)
+		pprof.StopCPUProfile()
+		f.Close()
+		wait()
+		if err := <-drained; err != nil {
+			return err
+		}
+		s.logf("  profile %s of the client: %s", c.name, f.Name())
+	}
+	return nil
 }

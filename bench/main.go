@@ -43,7 +43,7 @@ func main() {
 	quick := flag.Bool("quick", false, "shorten every scenario (the whole run takes under a minute)")
 	out := flag.String("out", "bench/results/latest.json", "where to write the JSON report")
 	keep := flag.Bool("keep", false, "keep the temp dir (api and worker logs, the SQLite file) and print its path")
-	profile := flag.Bool("profile", false, "record CPU profiles of the api and the worker during the payment and ingestion scenarios into the temp dir (implies -keep)")
+	profile := flag.Bool("profile", false, "record CPU profiles of the api and the worker during the payment, ingestion and lease scenarios into the temp dir (implies -keep)")
 	only := flag.String("only", "", "comma-separated scenarios to run, of "+strings.Join(scenarios, ",")+" (default: all)")
 	flag.Parse()
 	if flag.NArg() > 0 { // flag stops at the first argument: a flag after it would be dropped
@@ -121,7 +121,7 @@ type plan struct {
 }
 
 // scenarios are the names -only accepts.
-var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits", "longpoll", "compression", "rebuild", "retention", "leases", "checkpoint", "outage", "bombs", "frontdoor", "erasure"}
+var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits", "longpoll", "compression", "rebuild", "retention", "leases", "checkpoint", "outage", "bombs", "frontdoor", "erasure", "prune"}
 
 // set is a set of scenario names.
 type set map[string]bool
@@ -218,26 +218,31 @@ func run(ctx context.Context, o options) (*Report, error) {
 			return nil, err
 		}
 	}
-	if p.runs("retention") {
-		s.logf("retention: prune under load, drop vs DELETE, partitioned inserts, export, migration")
-		if rep.Retention, err = benchRetention(ctx, s, p.retention); err != nil {
+	if p.runs("retention") || p.runs("prune") {
+		rp, name := p.retention, "retention"
+		if rp.pruneOnly = !p.runs("retention"); rp.pruneOnly {
+			name = "prune"
+		}
+		s.logf("retention: prune under load, drop vs DELETE, partitioned inserts, export, migration (or, with -only prune, the prunes alone)")
+		if err := s.measure(name, func() (err error) { rep.Retention, err = benchRetention(ctx, s, rp); return }); err != nil {
 			return nil, err
 		}
 	}
 	if p.runs("checkpoint") {
 		s.logf("checkpoint: SQLite commits of %d rows at %d a second beside the checkpoint loop, against every %s",
 			p.checkpoint.rows, p.checkpoint.perSecond, oldCheckpointEvery)
-		if rep.Checkpoint, err = benchCheckpoint(ctx, s, p.checkpoint); err != nil {
+		if rep.Checkpoint, err = benchCheckpoint(ctx, s, p.checkpoint); err != nil { // no api or worker runs: no peak RSS
 			return nil, err
 		}
 	}
 	if p.runs("limits") {
 		s.logf("rate limits: ingestion and queue read with the limits off and on, %d turns each", p.limits.turns)
-		if rep.Limits, err = benchLimits(ctx, s, p.limits); err != nil {
+		if err := s.measure("limits", func() (err error) { rep.Limits, err = benchLimits(ctx, s, p.limits); return }); err != nil {
 			return nil, err
 		}
 	}
 
+	rep.Memory = s.peaks.all
 	rep.DurationSeconds = time.Since(started).Seconds()
 	rep.Machine.LoadAvgEnd = loadAvg()
 	rep.buildRows()
@@ -290,23 +295,30 @@ func runPostgresPhase(ctx context.Context, s *stack, p plan, rep *Report) error 
 
 	if p.runs("read") {
 		s.logf("queue read: %d sequential reads, interleaved with LRANGE", p.readIterations)
-		if rep.QueueRead, err = benchQueueRead(ctx, s, readers[0], p.readIterations); err != nil {
+		if err := s.measure("read", func() (err error) { rep.QueueRead, err = benchQueueRead(ctx, s, readers[0], p.readIterations); return }); err != nil {
 			return err
 		}
 		s.logf("queue read: %d concurrent readers for %s", p.readers, p.readersFor)
-		if rep.QueueReadConc, err = benchQueueReadConcurrent(ctx, s, readers, p.readersFor); err != nil {
+		err := s.measure(fmt.Sprintf("read, %d readers", p.readers), func() (err error) {
+			rep.QueueReadConc, err = benchQueueReadConcurrent(ctx, s, readers, p.readersFor)
+			return
+		})
+		if err != nil {
 			return err
 		}
 	}
 	if p.runs("compression") {
 		s.logf("compression: %d full-queue reads each with identity, gzip and zstd", p.codingIterations)
-		if rep.Compression, err = benchCompression(ctx, s, readers[0], p.codingIterations); err != nil {
+		if err := s.measure("compression", func() (err error) {
+			rep.Compression, err = benchCompression(ctx, s, readers[0], p.codingIterations)
+			return
+		}); err != nil {
 			return err
 		}
 	}
 	if p.runs("trim") {
 		s.logf("trim: %d DELETEs of a refilled queue, interleaved with LTRIM", p.trimIterations)
-		if rep.Trim, err = benchTrim(ctx, s, trimmer, payloads, p.trimIterations); err != nil {
+		if err := s.measure("trim", func() (err error) { rep.Trim, err = benchTrim(ctx, s, trimmer, payloads, p.trimIterations); return }); err != nil {
 			return err
 		}
 	}
@@ -315,19 +327,22 @@ func runPostgresPhase(ctx context.Context, s *stack, p plan, rep *Report) error 
 	}
 
 	if p.runs("ingest-postgres") {
-		if err := runIngest(ctx, s, p, rep); err != nil {
+		if err := s.measure("ingest-postgres", func() error { return runIngest(ctx, s, p, rep) }); err != nil {
 			return err
 		}
 	}
 	if p.runs("longpoll") {
 		s.logf("long poll: %d wake-ups with %d other reads waiting", p.longPollWakeups, p.longPollWaiters)
-		if rep.LongPoll, err = benchLongPoll(ctx, s, p.longPollWaiters, p.longPollWakeups); err != nil {
+		if err := s.measure("longpoll", func() (err error) {
+			rep.LongPoll, err = benchLongPoll(ctx, s, p.longPollWaiters, p.longPollWakeups)
+			return
+		}); err != nil {
 			return err
 		}
 	}
 	if p.runs("leases") {
 		s.logf("leases: batches of %d with 1–8 consumers vs GET + DELETE, at the cap, reclaiming, memory", leaseBatch)
-		if rep.Leases, err = benchLeases(ctx, s, p.leases); err != nil {
+		if err := s.measure("leases", func() (err error) { rep.Leases, err = benchLeases(ctx, s, p.leases); return }); err != nil {
 			return err
 		}
 	}
@@ -340,7 +355,8 @@ func runRebuild(ctx context.Context, s *stack, p plan, rep *Report, database str
 		return nil
 	}
 	s.logf("rebuild: %d stored events of a lost queue, %s", p.rebuildEvents, database)
-	r, err := benchRebuild(ctx, s, database, p.rebuildEvents)
+	var r *Rebuild
+	err := s.measure("rebuild "+database, func() (err error) { r, err = benchRebuild(ctx, s, database, p.rebuildEvents); return })
 	if err != nil {
 		return err
 	}
@@ -355,7 +371,7 @@ func runSQLitePhase(ctx context.Context, s *stack, p plan, rep *Report) error {
 	}
 	defer s.stopServices()
 	if p.runs("ingest-sqlite") {
-		if err := runIngest(ctx, s, p, rep); err != nil {
+		if err := s.measure("ingest-sqlite", func() error { return runIngest(ctx, s, p, rep) }); err != nil {
 			return err
 		}
 	}

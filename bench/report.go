@@ -42,6 +42,7 @@ type Report struct {
 	FrontDoor       *FrontDoor           `json:"front_door"`
 	Erasure         []*Erasure           `json:"erasure"`
 	Minimise        []*Minimise          `json:"minimisation"`
+	Memory          []*MemoryPeak        `json:"memory"`
 	Rows            []Row                `json:"table"`
 }
 
@@ -236,6 +237,9 @@ func (r *Report) buildRows() {
 	}
 	if c := r.Checkpoint; c != nil {
 		c.rows(add)
+	}
+	for _, m := range r.Memory {
+		add("peak RSS per scenario (MiB)", m.Scenario+": api (beside: worker)", m.APIMiB, f(m.WorkerMiB), nil, "", nil)
 	}
 	if o := r.Outage; o != nil {
 		o.rows(add)

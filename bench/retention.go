@@ -40,6 +40,7 @@ type retentionPlan struct {
 	insertConns   int
 	insertBatch   int
 	pruneKeepDays int
+	pruneOnly     bool // only the prunes under load (-only prune): no drop vs DELETE, inserts, export or migration
 }
 
 var (
@@ -68,14 +69,22 @@ func benchRetention(ctx context.Context, s *stack, rp retentionPlan) (*Retention
 	if err := s.startServices(ctx, url); err != nil {
 		return nil, err
 	}
-	err = benchRetentionPostgres(ctx, s, rp, res)
+	if rp.pruneOnly {
+		var pr *PruneUnderLoad
+		pr, err = benchPruneUnderLoad(ctx, s, rp, rp.perDay)
+		res.Prune = append(res.Prune, pr)
+	} else {
+		err = benchRetentionPostgres(ctx, s, rp, res)
+	}
 	s.stopServices()
 	if err != nil {
 		return nil, err
 	}
-	s.logf("retention: migration of an unpartitioned database of %d events", rp.migrateRows)
-	if res.Migration, err = benchMigration(ctx, s, rp); err != nil {
-		return nil, err
+	if !rp.pruneOnly {
+		s.logf("retention: migration of an unpartitioned database of %d events", rp.migrateRows)
+		if res.Migration, err = benchMigration(ctx, s, rp); err != nil {
+			return nil, err
+		}
 	}
 
 	if err := s.startServices(ctx, s.sqliteDatabase("retention")); err != nil {

@@ -53,8 +53,10 @@ type stack struct {
 	// addresses pprofAPI and pprofWorker are then.
 	profile               bool
 	pprofAPI, pprofWorker string
-	workerEnv             []string // the worker's environment, for startWorker
-	phase                 string   // names the logs of this start
+	// peaks records the api's and worker's peak RSS per scenario (measure).
+	peaks     peaks
+	workerEnv []string // the worker's environment, for startWorker
+	phase     string   // names the logs of this start
 
 	// Set by startServices.
 	dbURL  string
@@ -183,7 +185,7 @@ func (s *stack) startServices(ctx context.Context, dbURL string) error {
 		}
 		apiEnv, workerEnv = append(apiEnv, "PPROF_ADDR="+s.pprofAPI), append(workerEnv, "PPROF_ADDR="+s.pprofWorker)
 	}
-	s.api = &proc{name: "api", path: filepath.Join(s.binDir, "api"), env: apiEnv,
+	s.api = &proc{name: "api", peaks: &s.peaks, path: filepath.Join(s.binDir, "api"), env: apiEnv,
 		logPath: filepath.Join(s.dir, "api-"+phase+".log")}
 	if err := s.startAPI(ctx, s.api, s.base); err != nil {
 		return err
@@ -233,7 +235,7 @@ func (s *stack) startSideAPI(ctx context.Context, name string, extra []string) (
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	s.starts++
-	p := &proc{name: "api " + name, path: filepath.Join(s.binDir, "api"), env: append(s.serviceEnv(extra), "HTTP_ADDR="+addr),
+	p := &proc{name: "api " + name, peaks: &s.peaks, path: filepath.Join(s.binDir, "api"), env: append(s.serviceEnv(extra), "HTTP_ADDR="+addr),
 		logPath: filepath.Join(s.dir, fmt.Sprintf("api-%s-%s-%d.log", name, s.phase, s.starts))}
 	if err := s.startAPI(ctx, p, "http://"+addr); err != nil {
 		return nil, "", err
@@ -248,7 +250,7 @@ func (s *stack) startWorker() error {
 		s.worker.stop()
 	}
 	s.starts++
-	s.worker = &proc{name: "worker", path: filepath.Join(s.binDir, "worker"), env: s.workerEnv,
+	s.worker = &proc{name: "worker", peaks: &s.peaks, path: filepath.Join(s.binDir, "worker"), env: s.workerEnv,
 		logPath: filepath.Join(s.dir, fmt.Sprintf("worker-%s-%d.log", s.phase, s.starts))}
 	return s.worker.start()
 }
@@ -287,6 +289,7 @@ type proc struct {
 	env                 []string
 	cmd                 *exec.Cmd
 	log                 *os.File
+	peaks               *peaks // notes the peak RSS as the process stops; may be nil
 }
 
 func (p *proc) start() error {
@@ -314,6 +317,7 @@ func (p *proc) stop() {
 	if p.cmd == nil {
 		return
 	}
+	p.peaks.note(p)
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() { p.cmd.Wait(); close(done) }()
