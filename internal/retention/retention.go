@@ -23,34 +23,16 @@ import (
 const DeleteBatch = 10000
 
 // SQLite has one writer for the whole database: while a prune step holds the write lock,
-// every ingestion commit waits, and a step's time is what it adds to ingestion's slowest
-// requests. So there a prune deletes in steps sized to hold the lock about sqliteStep: it
-// starts with sqliteBatch rows and halves or doubles the next step (between minBatch and
-// maxBatch rows) as the last one took over twice or under half of sqliteStep, since what a
-// row costs depends on the machine, the indexes and the cache. It gives the freed pages back
-// vacuumPages at a time, and after each step leaves the lock free for yieldFactor times as
-// long as the step took (at least minYield), so that waiting writers get in. The prune takes
-// longer; ingestion barely notices it.
+// every ingestion commit waits. So there a prune deletes sqliteBatch rows (a few milliseconds)
+// per transaction, gives the freed pages back vacuumPages at a time, and after each step
+// leaves the lock free for yieldFactor times as long as the step took (at least minYield), so
+// that waiting writers get in. The prune takes longer; ingestion barely notices it.
 const (
-	sqliteBatch = 200
-	sqliteStep  = 2 * time.Millisecond
-	minBatch    = 20
-	maxBatch    = 2000
+	sqliteBatch = 500
 	vacuumPages = 64
 	yieldFactor = 3
 	minYield    = 2 * time.Millisecond
 )
-
-// nextBatch is the size of the step after one of batch rows that took took (SQLite).
-func nextBatch(batch int, took time.Duration) int {
-	switch {
-	case took > 2*sqliteStep:
-		return max(batch/2, minBatch)
-	case took < sqliteStep/2:
-		return min(batch*2, maxBatch)
-	}
-	return batch
-}
 
 // ErrOff is returned by Prune when no retention is configured.
 var ErrOff = errors.New("EVENT_RETENTION is off: nothing to prune (set it, e.g. EVENT_RETENTION=30d, to prune; make run leaves it off)")
@@ -183,11 +165,7 @@ func (p *Pruner) deleteRows(ctx context.Context, cutoff time.Time) (int64, error
 			if res.RowsAffected < int64(batch) {
 				break
 			}
-			took := time.Since(start)
-			if !database.IsPostgres(p.DB) {
-				batch = nextBatch(batch, took)
-			}
-			if err := p.yield(ctx, took); err != nil {
+			if err := p.yield(ctx, time.Since(start)); err != nil {
 				return total, err
 			}
 		}
