@@ -239,6 +239,10 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		for _, k := range c.Codings {
 			positive("compression."+k.Coding+".wire_bytes", float64(k.WireBytes))
 			positive("compression."+k.Coding+".ratio_median", k.Ratio)
+			if k.Coding != "identity" {
+				positive("compression."+k.Coding+".codec_ms", k.CodecMs)
+				positive("compression."+k.Coding+".ratio_to_bound", k.BoundRatio)
+			}
 		}
 		if !(c.Codings[1].WireBytes < c.Codings[0].WireBytes && c.Codings[2].WireBytes < c.Codings[0].WireBytes) {
 			t.Errorf("compressed pages are not smaller: %+v", c.Codings)
