@@ -4,10 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/google/uuid"
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
@@ -28,7 +31,7 @@ type heldEnv struct {
 	Held   *held.Store
 }
 
-func startHeld(t *testing.T) *heldEnv {
+func startHeld(t testing.TB) *heldEnv {
 	t.Helper()
 	db, _ := testenv.DB(t)
 	r := testenv.StartRedis(t)
@@ -139,4 +142,78 @@ func TestCreatedAtFindsTheEventByID(t *testing.T) {
 			t.Errorf("createdAt(%s) found another tenant's event", id)
 		}
 	}
+}
+
+// markedRows stores n events of tenant marked pending, created one millisecond apart from at.
+func markedRows(t testing.TB, db *gorm.DB, tenant uint64, at time.Time, n int) []string {
+	t.Helper()
+	rows := make([]models.TrackedEvent, n)
+	ids := make([]string, n)
+	for i := range rows {
+		ids[i] = uuid.Must(uuid.NewV7()).String()
+		rows[i] = models.TrackedEvent{ID: ids[i], TenantID: tenant, Type: "page_view", SessionID: "s", URL: "https://a.example/",
+			PageHostname: "a.example", PagePath: "/", EventSequence: int64(i), Queued: true, QueuePending: true,
+			CreatedAt: at.Add(time.Duration(i) * time.Millisecond).UTC()}
+	}
+	testenv.Must(t, db.CreateInBatches(&rows, 500).Error)
+	return ids
+}
+
+func idsOf(rows []models.TrackedEvent) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// The re-pusher's pass over every tenant reads each tenant's marked events oldest first, up to
+// the limit across tenants, none created after the cutoff and none of a tenant it skips
+// (a held tenant, whose backlog its own drain pushes).
+func TestOldestReadsEachTenantInOrderAndSkipsTheHeld(t *testing.T) {
+	e := startHeld(t)
+	a, hold, b := testenv.MustTenant(t, e.DB, true).ID, testenv.MustTenant(t, e.DB, true).ID, testenv.MustTenant(t, e.DB, true).ID
+	base := time.Now().Add(-time.Hour)
+	cutoff := base.Add(time.Minute)
+	// b's events are older than a's: the order across tenants is the ids', within one its own.
+	ofA := markedRows(t, e.DB, a, base.Add(10*time.Second), 4)
+	markedRows(t, e.DB, hold, base, 50)
+	ofB := markedRows(t, e.DB, b, base.Add(5*time.Second), 3)
+	markedRows(t, e.DB, b, cutoff.Add(time.Second), 2) // after the cutoff
+	read := func(limit int) []string {
+		t.Helper()
+		rows, err := held.Oldest(e.DB, cutoff, 0, []uint64{hold}, limit)
+		testenv.Must(t, err)
+		return idsOf(rows)
+	}
+	if got, want := read(100), append(slices.Clone(ofA), ofB...); !slices.Equal(got, want) {
+		t.Errorf("every tenant but the held one: %v, want %v", got, want)
+	}
+	if got, want := read(6), append(slices.Clone(ofA), ofB[:2]...); !slices.Equal(got, want) {
+		t.Errorf("a limit of 6 across tenants: %v, want %v", got, want)
+	}
+	if rows, err := held.Oldest(e.DB, cutoff, hold, nil, 3); err != nil || len(rows) != 3 {
+		t.Errorf("the held tenant's own drain read %d events, %v; want its 3 oldest", len(rows), err)
+	}
+}
+
+// BenchmarkOldestBesideAHeldBacklog is the re-pusher's pass over every tenant while one held
+// tenant has 100,000 events marked, against the same pass with none marked: the pass reads the
+// other tenants' ranges of the pending index and nothing of the held tenant's (ns/op of the
+// two sub-benchmarks; their ratio is the backlog's cost).
+func BenchmarkOldestBesideAHeldBacklog(b *testing.B) {
+	e := startHeld(b)
+	other := testenv.MustTenant(b, e.DB, true).ID
+	markedRows(b, e.DB, other, time.Now().Add(-time.Hour), 100)
+	pass := func(b *testing.B, not []uint64) {
+		for b.Loop() {
+			if _, err := held.Oldest(e.DB, time.Now(), 0, not, 500); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("no backlog", func(b *testing.B) { pass(b, nil) })
+	backlog := testenv.MustTenant(b, e.DB, true).ID
+	markedRows(b, e.DB, backlog, time.Now().Add(-2*time.Hour), 100_000)
+	b.Run("held backlog of 100k", func(b *testing.B) { pass(b, []uint64{backlog}) })
 }
