@@ -296,25 +296,6 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func decode(coding string, b []byte) ([]byte, error) {
-	switch coding {
-	case "gzip":
-		r, err := gzip.NewReader(bytes.NewReader(b))
-		if err != nil {
-			return nil, err
-		}
-		return io.ReadAll(r)
-	case "zstd":
-		d, err := zstd.NewReader(nil)
-		if err != nil {
-			return nil, err
-		}
-		defer d.Close()
-		return d.DecodeAll(b, nil)
-	}
-	return b, nil
-}
-
 // benchRebuild runs scenario 9 on the running services' database: n stored, queued events of
 // a new tenant, a queue Redis lost, and a rebuild.
 func benchRebuild(ctx context.Context, s *stack, database string, n int) (*Rebuild, error) {
