@@ -349,6 +349,21 @@ func TestBrowserTracksPageViews(t *testing.T) {
 		}
 	})
 
+	t.Run("a burst from a tab in the background loses nothing", func(t *testing.T) {
+		tn := testenv.MustTenant(t, e.DB, true)
+		origin := shopPage(t, e.Base, tn.SiteKey, "", "")
+		tb := newTab(t, browser)
+		loadTracker(t, tb, origin)
+		// The page reports itself hidden, as a tab in the background does while it lives: the
+		// batches both keepalive ways refuse still go out with a plain fetch.
+		tb.MustDo(t, chromedp.Evaluate[chromedp.Void](`
+			Object.defineProperty(document, 'visibilityState', {get: () => 'hidden'});
+			for (let i = 0; i < 1000; i++) eventq.track('scroll.depth')`))
+		if got := waitEvents(t, e, tn, 1001); got[len(got)-1].EventSequence != 1001 {
+			t.Fatalf("last event has sequence %d", got[len(got)-1].EventSequence)
+		}
+	})
+
 	t.Run("sends what is queued when the page goes away", func(t *testing.T) {
 		tn := testenv.MustTenant(t, e.DB, true)
 		// No timers: only the pagehide/visibilitychange flush can send anything.
