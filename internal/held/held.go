@@ -130,26 +130,36 @@ func Count(ctx context.Context, db *gorm.DB, tenant uint64) (int64, error) {
 }
 
 // Oldest reads up to limit of the events marked pending that were created before cutoff, each
-// tenant's oldest first: of tenant only, unless it is 0, and then of every tenant but those in
-// not, tenant after tenant in the order of their ids (a tenant's queue keeps the order of its
-// own events; tenants' queues are independent). On Postgres they are locked (SKIP LOCKED)
-// until tx ends, so that concurrent re-pushers share the backlog instead of pushing the same
-// events.
+// tenant's oldest first: of tenant only, unless it is 0, and then of every tenant, tenant after
+// tenant in the order of their ids (a tenant's queue keeps the order of its own events;
+// tenants' queues are independent). skip, unless nil, is asked about each tenant before any of
+// its events is read: a tenant it names is left alone, its events neither read nor locked.
+//
+// On Postgres the events read are locked until tx ends. The pass over every tenant skips
+// events another transaction has locked (SKIP LOCKED), so that concurrent re-pushers share the
+// backlog instead of pushing the same events. A read of one tenant waits for them instead: it
+// is a held tenant's drain, the only one allowed to drain the tenant, which takes fewer events
+// than it asked for as the end of the tenant's backlog. Skipping there let a rebuild end its
+// drain while a pass over every tenant, which had locked the tenant's events before it learnt
+// that the tenant was held, still had them: those events went in after the rebuild, behind
+// newer ones (make bench, 2026-11-27).
 //
 // Every read is a range of models.PendingIndex, (tenant_id, created_at, id) where
 // queue_pending: one per tenant, the tenants found by stepping through the index from one to
 // the next. One query over every tenant in created_at order instead read and sorted every
-// marked event of every tenant for each batch, those of the tenants in not included: with
+// marked event of every tenant for each batch, those of the skipped tenants included: with
 // 216,000 events of a held tenant marked, each batch of the re-pusher's pass over the other
 // tenants took seconds, and the passes of several workers ran at once until the database
 // answered nothing else (make bench, 2026-11-27).
-func Oldest(tx *gorm.DB, cutoff time.Time, tenant uint64, not []uint64, limit int) ([]models.TrackedEvent, error) {
-	if tenant != 0 {
-		return oldestOf(tx, cutoff, tenant, limit)
+func Oldest(tx *gorm.DB, cutoff time.Time, tenant uint64, skip func(tenant uint64) bool, limit int) ([]models.TrackedEvent, error) {
+	if skip == nil {
+		skip = func(uint64) bool { return false }
 	}
-	skip := make(map[uint64]bool, len(not))
-	for _, t := range not {
-		skip[t] = true
+	if tenant != 0 {
+		if skip(tenant) {
+			return nil, nil
+		}
+		return oldestOf(tx, cutoff, tenant, limit, "")
 	}
 	var rows []models.TrackedEvent
 	for after := uint64(0); len(rows) < limit; {
@@ -158,10 +168,10 @@ func Oldest(tx *gorm.DB, cutoff time.Time, tenant uint64, not []uint64, limit in
 			return rows, err
 		}
 		after = next
-		if skip[next] {
+		if skip(next) {
 			continue
 		}
-		part, err := oldestOf(tx, cutoff, next, limit-len(rows))
+		part, err := oldestOf(tx, cutoff, next, limit-len(rows), "SKIP LOCKED")
 		if err != nil {
 			return nil, err
 		}
@@ -171,12 +181,12 @@ func Oldest(tx *gorm.DB, cutoff time.Time, tenant uint64, not []uint64, limit in
 }
 
 // oldestOf reads up to limit of tenant's events marked pending created before cutoff, oldest
-// first, locked on Postgres (see Oldest).
-func oldestOf(tx *gorm.DB, cutoff time.Time, tenant uint64, limit int) ([]models.TrackedEvent, error) {
+// first, locked on Postgres with the locking options given (see Oldest).
+func oldestOf(tx *gorm.DB, cutoff time.Time, tenant uint64, limit int, options string) ([]models.TrackedEvent, error) {
 	// queue_pending as written, so that models.PendingIndex serves the query.
 	q := tx.Where("queue_pending AND tenant_id = ? AND created_at < ?", tenant, cutoff).Order("created_at, id").Limit(limit)
 	if database.IsPostgres(tx) {
-		q = q.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"})
+		q = q.Clauses(clause.Locking{Strength: "UPDATE", Options: options})
 	}
 	var rows []models.TrackedEvent
 	if err := q.Find(&rows).Error; err != nil {

@@ -7,8 +7,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -84,7 +82,9 @@ func (in *Ingestor) DrainHeld(ctx context.Context, tenant uint64) (int, error) {
 // drainHeld pushes tenant's pending events in order while its queue has room, and releases its
 // hold mark once none is left: again while events were held meanwhile, a few rounds at most. One
 // process at a time drains a tenant (the held-drain lock; another caller returns at once), and
-// none while the tenant has spooled events, which are older than every pending one.
+// none while the tenant has spooled events, which are older than every pending one. Its reads
+// wait for events a pass over every tenant has locked (see held.Oldest), so that a short read
+// means the backlog's end.
 func (in *Ingestor) drainHeld(ctx context.Context, tenant uint64, full map[uint64]bool) (int, error) {
 	if spooled, err := in.queue.Spooled(ctx, tenant); err != nil || spooled {
 		return 0, err
@@ -177,8 +177,22 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 		run = func(f func(*gorm.DB) error, _ ...*sql.TxOptions) error { return f(in.db.WithContext(ctx)) }
 	}
 	err = run(func(tx *gorm.DB) error {
-		not := append(slices.Collect(maps.Keys(scope.full)), slices.Collect(maps.Keys(scope.skip))...)
-		rows, err := held.Oldest(tx, scope.cutoff, scope.tenant, not, requeueBatch)
+		// A tenant is looked at before any of its events is read: a held tenant's events,
+		// locked here, would be skipped by its own drain (see held.Oldest).
+		skip := func(t uint64) bool {
+			if scope.full[t] || scope.skip[t] {
+				return true
+			}
+			skip, held, err := in.skipRequeue(ctx, t, scope.tenant == 0)
+			if skip {
+				scope.skip[t], pushErr = true, cmp.Or(err, pushErr)
+				if held {
+					marked = append(marked, t) // for the next requeue's drainHeld
+				}
+			}
+			return skip
+		}
+		rows, err := held.Oldest(tx, scope.cutoff, scope.tenant, skip, requeueBatch)
 		if err != nil {
 			return fmt.Errorf("tracking: requeue: %w", err)
 		}
@@ -197,13 +211,6 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 		// Each tenant's events are pushed and unmarked together; a tenant whose push fails
 		// stays pending without undoing the others (which would push those twice).
 		for _, t := range order {
-			if skip, held, err := in.skipRequeue(ctx, t, scope.tenant == 0); err != nil || skip {
-				scope.skip[t], pushErr = true, cmp.Or(err, pushErr)
-				if held {
-					marked = append(marked, t) // for the next requeue's drainHeld
-				}
-				continue
-			}
 			active, err := in.queueing.Queues(ctx, t)
 			if err != nil {
 				pushErr = err
