@@ -159,7 +159,13 @@ if room > 0 and nxt < front + length then
   end
   if #evs > 0 then
     redis.call('HSET', KEYS[3], unpack(state))
-    zaddAll(KEYS[4], expires, expiry)
+    -- greatest offset first, as zaddAll orders them, without its sort
+    local z = {}
+    for i = #evs, 1, -1 do
+      z[#z + 1] = expires
+      z[#z + 1] = expiry[i]
+    end
+    redis.call('ZADD', KEYS[4], unpack(z))
     nxt = nxt + #evs
   end
 end
@@ -193,26 +199,46 @@ local epoch = redis.call('GET', KEYS[8])
 local front = tonumber(redis.call('GET', KEYS[2]) or '0')
 local nxt = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), front)
 local n = (#ARGV - 1) / 4
-local cand, seen = {}, {}
+local cand, seen, moves = {}, {}, {}
 for i = 2, #ARGV, 4 do
   local e, m = ARGV[i + 1], ARGV[i + 2]
   local o = tonumber(m)
-  if e == epoch and o ~= nil and o < nxt and not seen[m] then
-    seen[m] = true
-    cand[#cand + 1] = m
+  if e == epoch and o ~= nil and o < nxt then
+    if not seen[m] then
+      seen[m] = true
+      cand[#cand + 1] = m
+    end
+    if ARGV[i] ~= 'a' then moves[m] = true end
   end
 end
+-- An event with a state entry is leased and neither acknowledged nor gone (an ack, a trim and
+-- a dead letter each delete it): only the others are looked up as gone or acknowledged, and
+-- only a retry or an extend needs the lease's expiry.
 local gone, acked, state, expiry = {}, {}, {}, {}
 if #cand > 0 then
-  local g = redis.call('ZMSCORE', KEYS[6], unpack(cand))
-  local a = redis.call('ZMSCORE', KEYS[5], unpack(cand))
   local st = redis.call('HMGET', KEYS[3], unpack(cand))
-  local ex = redis.call('ZMSCORE', KEYS[4], unpack(cand))
+  local stateless, settles = {}, {}
   for j, m in ipairs(cand) do
-    gone[m] = g[j]
-    acked[m] = a[j]
-    state[m] = st[j]
-    expiry[m] = tonumber(ex[j] or '0')
+    if st[j] then
+      state[m] = st[j]
+      if moves[m] then settles[#settles + 1] = m end
+    else
+      stateless[#stateless + 1] = m
+    end
+  end
+  if #stateless > 0 then
+    local g = redis.call('ZMSCORE', KEYS[6], unpack(stateless))
+    local a = redis.call('ZMSCORE', KEYS[5], unpack(stateless))
+    for j, m in ipairs(stateless) do
+      gone[m] = g[j]
+      acked[m] = a[j]
+    end
+  end
+  if #settles > 0 then
+    local ex = redis.call('ZMSCORE', KEYS[4], unpack(settles))
+    for j, m in ipairs(settles) do
+      expiry[m] = tonumber(ex[j] or '0')
+    end
   end
 end
 local res = {0, 0, false}
