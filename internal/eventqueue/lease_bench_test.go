@@ -15,6 +15,7 @@ func BenchmarkLeaseAck(b *testing.B) {
 	args := LeaseArgs{Limit: 100, Visibility: 30 * time.Second, MaxDeliveries: 10}
 	r.Client().ConfigResetStat(ctx)
 	n := 0
+	var leaseT, ackT time.Duration
 	for b.Loop() {
 		if n%100 == 0 {
 			if ln, _ := r.Client().LLen(ctx, Key(1)).Result(); ln < 200 {
@@ -31,7 +32,9 @@ func BenchmarkLeaseAck(b *testing.B) {
 				}
 				b.StartTimer()
 			}
+			t0 := time.Now()
 			res, err := store.Lease(ctx, 1, args)
+			leaseT += time.Since(t0)
 			if err != nil || len(res.Events) != 100 {
 				b.Fatal(len(res.Events), err)
 			}
@@ -39,13 +42,17 @@ func BenchmarkLeaseAck(b *testing.B) {
 			for i, e := range res.Events {
 				items[i] = AckItem{Kind: KindAck, LeaseID: e.LeaseID}
 			}
+			t0 = time.Now()
 			if _, _, err := store.Settle(ctx, 1, items, time.Second); err != nil {
 				b.Fatal(err)
 			}
+			ackT += time.Since(t0)
 		}
 		n++
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(leaseT.Nanoseconds())/float64(n), "lease-ns/event")
+	b.ReportMetric(float64(ackT.Nanoseconds())/float64(n), "ack-ns/event")
 	info, _ := r.Client().Info(ctx, "commandstats").Result()
 	for _, l := range strings.Split(info, "\n") {
 		if strings.HasPrefix(l, "cmdstat_") {
