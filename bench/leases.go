@@ -207,7 +207,8 @@ func benchLeases(ctx context.Context, s *stack, p leasePlan) (*Leases, error) {
 	if t, err = fresh(eventqueue.MaxLeased); err != nil {
 		return nil, err
 	}
-	keys := []string{eventqueue.LeaseStateKey(t.ID), eventqueue.LeaseExpiryKey(t.ID), eventqueue.LeaseNextKey(t.ID), eventqueue.LeaseEpochKey(t.ID)}
+	keys := []string{eventqueue.LeaseStateKey(t.ID), eventqueue.LeaseExpiryKey(t.ID), eventqueue.LeaseNextKey(t.ID), eventqueue.LeaseEpochKey(t.ID),
+		eventqueue.LeaseRangesKey(t.ID), eventqueue.LeaseRangeStartKey(t.ID), eventqueue.LeaseRangeExpiryKey(t.ID), eventqueue.LeaseRangeHeldKey(t.ID)}
 	keyBytes := func() int64 {
 		var n int64
 		for _, k := range keys {

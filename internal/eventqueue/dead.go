@@ -151,17 +151,19 @@ func (s *Store) DropDeadLetters(ctx context.Context, tenantID uint64, count int6
 	return nil
 }
 
-// leaseCounts: KEYS lease expiry, dead letters, dead at; ARGV max, retention ms. Prunes the
-// dead letters, then returns {live leases, dead letters}.
-var leaseCounts = redis.NewScript(luaNow + luaDead + `
+// leaseCounts: KEYS lease expiry, dead letters, dead at, lease ranges, range expiry; ARGV
+// max, retention ms. Prunes the dead letters, then returns {live leases, dead letters}: the
+// live leases of single events and the events held by live ranges.
+var leaseCounts = redis.NewScript(luaNow + luaDead + luaRanges + `
 pruneDead(KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]))
-return {redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf'), redis.call('LLEN', KEYS[2])}
+return {redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf') + rangesHeld(KEYS[4], KEYS[5], now), redis.call('LLEN', KEYS[2])}
 `)
 
 // LeaseCounts returns how many of tenantID's events are under a live lease and how many dead
 // letters policy keeps.
 func (s *Store) LeaseCounts(ctx context.Context, tenantID uint64, policy DeadPolicy) (leased, dead int64, err error) {
-	res, err := leaseCounts.Run(ctx, s.rdb, []string{LeaseExpiryKey(tenantID), DeadKey(tenantID), DeadAtKey(tenantID)},
+	res, err := leaseCounts.Run(ctx, s.rdb, []string{LeaseExpiryKey(tenantID), DeadKey(tenantID), DeadAtKey(tenantID),
+		LeaseRangesKey(tenantID), LeaseRangeExpiryKey(tenantID)},
 		policy.max(), policy.retention().Milliseconds()).Int64Slice()
 	if err != nil || len(res) != 2 {
 		if err == nil {

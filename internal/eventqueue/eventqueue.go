@@ -102,13 +102,14 @@ func (e *ErrOffsetAhead) Error() string {
 	return fmt.Sprintf("eventqueue: offset beyond the front (%d)", e.Front)
 }
 
-// trim: KEYS list, offset, lease state, lease expiry, acked, gone; ARGV count, the caller's
+// trim: KEYS list, offset, lease state, lease expiry, acked, gone, then the four range keys
+// (lease_ranges.go); ARGV count, the caller's
 // offset or "", GoneRetention ms. Removes the first count events, or with an offset O those up to absolute
 // position O+count not removed yet, and advances the front offset by what it removed. The
 // leases of removed events end (their ids answer "trimmed"); their acknowledgements go.
 // Returns {removed, front, id of the last removed event or nil}, or {-1, front} when O is
 // beyond the front.
-var trim = redis.NewScript(`
+var trim = redis.NewScript(luaRanges + `
 local front = tonumber(redis.call('GET', KEYS[2]) or '0')
 local n = tonumber(ARGV[1])
 if ARGV[2] ~= '' then
@@ -122,6 +123,8 @@ n = math.min(n, redis.call('LLEN', KEYS[1]))
 if n <= 0 then
   return {0, front}
 end
+-- leases by range of the removed events become per-event leases, ended below
+splitRangesBefore(KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[3], KEYS[4], KEYS[5], front + n, front)
 local last = redis.call('LINDEX', KEYS[1], n - 1)
 redis.call('LTRIM', KEYS[1], n, -1)
 front = redis.call('INCRBY', KEYS[2], n)
@@ -151,7 +154,8 @@ func (s *Store) Trim(ctx context.Context, tenantID uint64, count, offset int64) 
 	if offset >= 0 {
 		arg = strconv.FormatInt(offset, 10)
 	}
-	keys := []string{Key(tenantID), OffsetKey(tenantID), LeaseStateKey(tenantID), LeaseExpiryKey(tenantID), AckedKey(tenantID), GoneKey(tenantID)}
+	keys := []string{Key(tenantID), OffsetKey(tenantID), LeaseStateKey(tenantID), LeaseExpiryKey(tenantID), AckedKey(tenantID), GoneKey(tenantID),
+		LeaseRangesKey(tenantID), LeaseRangeStartKey(tenantID), LeaseRangeExpiryKey(tenantID), LeaseRangeHeldKey(tenantID)}
 	res, err := trim.Run(ctx, s.rdb, keys, count, arg, GoneRetention.Milliseconds()).Slice()
 	if err != nil {
 		return Trimmed{}, fmt.Errorf("eventqueue: trim: %w", err)

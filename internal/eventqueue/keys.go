@@ -43,6 +43,21 @@ func LeaseEpochKey(tenantID uint64) string { return tenantKey(tenantID, "lease:e
 // queue is not empty.
 func LeaseWaitKey(tenantID uint64) string { return tenantKey(tenantID, "lease:waiting") }
 
+// LeaseRangesKey is the hash of tenantID's lease ranges: first offset → "end:acked:nonce"
+// (see the package's lease notes).
+func LeaseRangesKey(tenantID uint64) string { return tenantKey(tenantID, "lease:ranges") }
+
+// LeaseRangeStartKey is the sorted set of the first offsets of tenantID's lease ranges, by
+// offset.
+func LeaseRangeStartKey(tenantID uint64) string { return tenantKey(tenantID, "lease:range:start") }
+
+// LeaseRangeExpiryKey is the sorted set of the first offsets of tenantID's lease ranges, by
+// expiry.
+func LeaseRangeExpiryKey(tenantID uint64) string { return tenantKey(tenantID, "lease:range:expiry") }
+
+// LeaseRangeHeldKey counts the events tenantID's lease ranges hold (not acknowledged).
+func LeaseRangeHeldKey(tenantID uint64) string { return tenantKey(tenantID, "lease:range:held") }
+
 // AckedKey is the sorted set of tenantID's acknowledged events still in the queue.
 func AckedKey(tenantID uint64) string { return tenantKey(tenantID, "lease:acked") }
 

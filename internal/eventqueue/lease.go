@@ -16,7 +16,12 @@ import (
 // the queue, in the tenant's slot, and every change is one script, so any api process answers
 // any call, on a single Redis or a cluster. The state, per tenant:
 //
-//   - LeaseStateKey: hash offset → "deliveries:nonce" of every event leased and not yet
+//   - LeaseRangesKey, LeaseRangeStartKey, LeaseRangeExpiryKey, LeaseRangeHeldKey: the
+//     events leased for the first time, one range per lease call (lease_ranges.go): the
+//     first offset, the end, the nonce, the expiry and how many of its events are
+//     acknowledged; the held key counts the ranges' events not acknowledged. Every other
+//     lease (an event leased again, or of a range that was split) is an event's own:
+//   - LeaseStateKey: hash offset → "deliveries:nonce" of every such event leased and not yet
 //     acknowledged (nonce names the lease call that holds it now);
 //   - LeaseExpiryKey: sorted set of the same offsets by lease expiry (Unix ms; 0 after a
 //     retry). Members whose score has passed are reclaimable; the next lease call takes them
@@ -45,7 +50,8 @@ const GoneRetention = 24 * time.Hour
 func leaseKeys(tenantID uint64) []string {
 	return []string{Key(tenantID), OffsetKey(tenantID), LeaseStateKey(tenantID), LeaseExpiryKey(tenantID),
 		AckedKey(tenantID), GoneKey(tenantID), LeaseNextKey(tenantID), LeaseEpochKey(tenantID), DeadKey(tenantID),
-		LeaseWaitKey(tenantID), WakeChannel(tenantID), DeadAtKey(tenantID)}
+		LeaseWaitKey(tenantID), WakeChannel(tenantID), DeadAtKey(tenantID),
+		LeaseRangesKey(tenantID), LeaseRangeStartKey(tenantID), LeaseRangeExpiryKey(tenantID), LeaseRangeHeldKey(tenantID)}
 }
 
 // Leased is one event handed out by Lease.

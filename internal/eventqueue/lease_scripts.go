@@ -65,14 +65,30 @@ end
 // {epoch, expires ms, trimmed, front, last trimmed id, next expiry ms or -1, dead letters
 // added, dead letters dropped, redeliveries, live leases, then offset, deliveries, event per
 // leased event}.
-var leaseScript = redis.NewScript(luaPrelude + luaDead + `
+var leaseScript = redis.NewScript(luaPrelude + luaDead + luaRanges + `
 local limit, vis, maxd, maxleased = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 redis.call('SET', KEYS[8], ARGV[5], 'NX')
 local epoch = redis.call('GET', KEYS[8])
 local front = tonumber(redis.call('GET', KEYS[2]) or '0')
 local length = redis.call('LLEN', KEYS[1])
 local expires = now + vis
-local live = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')
+-- Ranges whose lease expired become per-event leases, due: taken below as any expired lease.
+while true do
+  local due = redis.call('ZRANGEBYSCORE', KEYS[15], '-inf', now, 'LIMIT', 0, 1000)
+  if #due == 0 then break end
+  local info = redis.call('HMGET', KEYS[13], unpack(due))
+  for i, s in ipairs(due) do
+    if info[i] then
+      splitRange(KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[3], KEYS[4], KEYS[5], parseRange(info[i], s), front)
+    else
+      redis.call('ZREM', KEYS[15], s)
+      redis.call('ZREM', KEYS[14], s)
+    end
+  end
+end
+local rangeHeld = tonumber(redis.call('GET', KEYS[16]) or '0') -- every range is live now
+local live = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf') + rangeHeld
+local fresh = 0 -- events of the range made below, if it is live
 local room = math.min(limit, maxleased - live)
 local out = {epoch, expires, 0, front, false, -1, 0, 0, 0, 0}
 local dead, added, redelivered, leased = false, 0, 0, 0
@@ -147,26 +163,24 @@ end
 local nxt = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), front)
 if room > 0 and nxt < front + length then
   local evs = redis.call('LRANGE', KEYS[1], nxt - front, nxt - front + room - 1)
-  local state, expiry = {}, {}
   for i, ev in ipairs(evs) do
-    local m = fmt(nxt + i - 1)
-    state[#state + 1] = m
-    state[#state + 1] = '1:' .. ARGV[6]
-    expiry[#expiry + 1] = m
     out[#out + 1] = nxt + i - 1
     out[#out + 1] = 1
     out[#out + 1] = ev
   end
+  -- never leased: one range (of at most maxRange events) instead of a lease each
+  for s = nxt, nxt + #evs - 1, maxRange do
+    local key = fmt(s)
+    redis.call('HSET', KEYS[13], key, fmt(math.min(s + maxRange, nxt + #evs)) .. ':0:' .. ARGV[6])
+    redis.call('ZADD', KEYS[14], s, key)
+    redis.call('ZADD', KEYS[15], expires, key)
+  end
   if #evs > 0 then
-    redis.call('HSET', KEYS[3], unpack(state))
-    -- greatest offset first, as zaddAll orders them, without its sort
-    local z = {}
-    for i = #evs, 1, -1 do
-      z[#z + 1] = expires
-      z[#z + 1] = expiry[i]
-    end
-    redis.call('ZADD', KEYS[4], unpack(z))
+    redis.call('INCRBY', KEYS[16], #evs)
     nxt = nxt + #evs
+    if expires > now then
+      fresh = #evs
+    end
   end
 end
 redis.call('SET', KEYS[7], fmt(nxt))
@@ -177,23 +191,25 @@ if dead then
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - tonumber(ARGV[10]))
   dropped = pruneDead(KEYS[9], KEYS[12], tonumber(ARGV[8]), tonumber(ARGV[9]))
 end
-local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
 local nextExpiry = -1
-if #first > 0 then
-  nextExpiry = tonumber(first[2])
+for _, k in ipairs({KEYS[4], KEYS[15]}) do
+  local first = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')
+  if #first > 0 and (nextExpiry < 0 or tonumber(first[2]) < nextExpiry) then
+    nextExpiry = tonumber(first[2])
+  end
 end
 if #out == 10 and tonumber(ARGV[7]) > 0 then
   redis.call('SET', KEYS[10], '1', 'PX', ARGV[7])
 end
 out[3], out[4], out[5], out[6] = trimmed[1], trimmed[2], trimmed[3], nextExpiry
 out[7], out[8], out[9] = added, dropped, redelivered
-out[10] = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')
+out[10] = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf') + rangeHeld + fresh
 return out
 `)
 
 // ack: KEYS as leaseKeys; ARGV visibility ms, then kind ("a", "r", "e"), epoch, offset,
 // nonce per lease id. Returns {trimmed, front, last trimmed id, then a status per id}.
-var ackScript = redis.NewScript(luaPrelude + `
+var ackScript = redis.NewScript(luaPrelude + luaRanges + `
 local vis = tonumber(ARGV[1])
 local epoch = redis.call('GET', KEYS[8])
 local front = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -211,12 +227,50 @@ for i = 2, #ARGV, 4 do
     if ARGV[i] ~= 'a' then moves[m] = true end
   end
 end
--- An event with a state entry is leased and neither acknowledged nor gone (an ack, a trim and
--- a dead letter each delete it): only the others are looked up as gone or acknowledged, and
--- only a retry or an extend needs the lease's expiry.
-local gone, acked, state, expiry = {}, {}, {}, {}
+-- The ranges that may hold the candidates (see lease_ranges.go); a retry or an extend works on
+-- a per-event lease, so the ranges they name are split first.
+local ranges = {}
+local lo, hi = math.huge, -1
+for _, m in ipairs(cand) do
+  local o = tonumber(m)
+  lo, hi = math.min(lo, o), math.max(hi, o)
+end
 if #cand > 0 then
-  local st = redis.call('HMGET', KEYS[3], unpack(cand))
+  ranges = rangesIn(KEYS[13], KEYS[14], lo - maxRange + 1, hi)
+end
+local function rangeAt(o)
+  local a, b = 1, #ranges
+  while a <= b do
+    local mid = math.floor((a + b) / 2)
+    local r = ranges[mid]
+    if o < r.start then
+      b = mid - 1
+    elseif o >= r.stop then
+      a = mid + 1
+    else
+      if r.split then return nil end
+      return r
+    end
+  end
+  return nil
+end
+for _, m in ipairs(cand) do
+  if moves[m] then
+    local r = rangeAt(tonumber(m))
+    if r then
+      splitRange(KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[3], KEYS[4], KEYS[5], r, front)
+    end
+  end
+end
+-- An event with a state entry is leased and neither acknowledged nor gone (an ack, a trim and
+-- a dead letter each delete it): only the others are looked up as gone or acknowledged, then
+-- as an event of a range; only a retry or an extend needs a per-event lease's expiry.
+local gone, acked, state, expiry, inRange = {}, {}, {}, {}, {}
+if #cand > 0 then
+  local st = {}
+  if redis.call('EXISTS', KEYS[3]) == 1 then -- none while every lease is a range's
+    st = redis.call('HMGET', KEYS[3], unpack(cand))
+  end
   local stateless, settles = {}, {}
   for j, m in ipairs(cand) do
     if st[j] then
@@ -227,11 +281,24 @@ if #cand > 0 then
     end
   end
   if #stateless > 0 then
-    local g = redis.call('ZMSCORE', KEYS[6], unpack(stateless))
-    local a = redis.call('ZMSCORE', KEYS[5], unpack(stateless))
-    for j, m in ipairs(stateless) do
-      gone[m] = g[j]
-      acked[m] = a[j]
+    if redis.call('EXISTS', KEYS[6]) == 1 then
+      local g = redis.call('ZMSCORE', KEYS[6], unpack(stateless))
+      for j, m in ipairs(stateless) do
+        gone[m] = g[j]
+      end
+    end
+    for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], lo, hi)) do
+      acked[m] = true
+    end
+    for _, m in ipairs(stateless) do
+      local o = tonumber(m)
+      if not gone[m] and not acked[m] and o >= front then
+        local r = rangeAt(o)
+        if r then
+          state[m] = '1:' .. r.nonce
+          inRange[m] = r
+        end
+      end
     end
   end
   if #settles > 0 then
@@ -244,6 +311,7 @@ end
 local res = {0, 0, false}
 local newAcked, newAckedOffsets, moved, isMoved, ackedAt = {}, {}, {}, {}, {}
 local retried = false
+local rangeAcks = 0
 for i = 2, #ARGV, 4 do
   local kind, e, m, nonce = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local o = tonumber(m)
@@ -262,7 +330,13 @@ for i = 2, #ARGV, 4 do
       acked[m] = true
       state[m] = false
       expiry[m] = 0
-      newAcked[#newAcked + 1] = m
+      local r = inRange[m]
+      if r then
+        r.acked, r.touched = r.acked + 1, true
+        rangeAcks = rangeAcks + 1
+      else
+        newAcked[#newAcked + 1] = m
+      end
       newAckedOffsets[#newAckedOffsets + 1] = o
       newAckedOffsets[#newAckedOffsets + 1] = m
       ackedAt[o] = m
@@ -290,7 +364,7 @@ for i = 2, #ARGV, 4 do
   res[#res + 1] = s
 end
 local pre = {}
-if #newAcked > 0 then
+if #newAckedOffsets > 0 then
   local m = ackedAt[front]
   while m do
     pre[#pre + 1] = m
@@ -306,8 +380,23 @@ if #newAcked > 0 then
   if #z > 0 then
     redis.call('ZADD', KEYS[5], unpack(z))
   end
-  redis.call('HDEL', KEYS[3], unpack(newAcked))
-  redis.call('ZREM', KEYS[4], unpack(newAcked))
+  if #newAcked > 0 then
+    redis.call('HDEL', KEYS[3], unpack(newAcked))
+    redis.call('ZREM', KEYS[4], unpack(newAcked))
+  end
+end
+-- the ranges acknowledged in: counted, and forgotten once every event of one is
+if rangeAcks > 0 then
+  redis.call('DECRBY', KEYS[16], rangeAcks)
+  for _, r in ipairs(ranges) do
+    if r.touched and not r.split then
+      if r.acked >= r.stop - r.start then
+        dropRange(KEYS[13], KEYS[14], KEYS[15], KEYS[16], r)
+      else
+        redis.call('HSET', KEYS[13], r.key, rangeInfo(r))
+      end
+    end
+  end
 end
 local z = {}
 for _, m in ipairs(moved) do

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
+	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,7 +182,10 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 					}
 				}
 			case op < 5: // lease
-				limit, maxd := 1+r.Intn(40), int64(1+r.Intn(3))
+				limit, maxd, maxleased := 1+r.Intn(40), int64(1+r.Intn(3)), MaxLeased
+				if r.Intn(3) == 0 {
+					maxleased = 1 + r.Intn(60) // the cap counts leases of both kinds
+				}
 				vis := int64(3600000)
 				if r.Intn(3) == 0 {
 					vis = 0 // expired at once: reclaimable by the next lease
@@ -188,7 +194,7 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 				var res [2][]any
 				for i, sc := range []*redis.Script{oldLeaseScript, leaseScript} {
 					ten := []uint64{a, b}[i]
-					v, err := sc.Run(ctx, rdb, leaseKeys(ten), limit, vis, maxd, MaxLeased, fmt.Sprintf("ep%d", ten), nonce, 0,
+					v, err := sc.Run(ctx, rdb, leaseKeys(ten), limit, vis, maxd, maxleased, fmt.Sprintf("ep%d", ten), nonce, 0,
 						DefaultMaxDeadLetters, DefaultDeadLetterRetention.Milliseconds(), GoneRetention.Milliseconds()).Slice()
 					if err != nil {
 						t.Fatalf("seed %d step %d: %v", seed, step, err)
@@ -264,14 +270,72 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 			if x, y := leaseStateOf(t, rdb, a), leaseStateOf(t, rdb, b); !reflect.DeepEqual(x, y) {
 				t.Fatalf("seed %d step %d: state\nold %v\nnew %v", seed, step, x, y)
 			}
+			la, _, err := s.LeaseCounts(ctx, a, DeadPolicy{})
+			testenv.Must(t, err)
+			lb, _, err := s.LeaseCounts(ctx, b, DeadPolicy{})
+			testenv.Must(t, err)
+			if la != lb {
+				t.Fatalf("seed %d step %d: %d live leases with the old scripts, %d with the new", seed, step, la, lb)
+			}
 		}
 	}
 }
 
-// leaseStateOf is tenant's queue and lease state, expiries as "past"/"future"/"0".
+// leaseStateOf is tenant's queue and lease state, expiries as "past"/"future"/"0", with each
+// event of a lease range shown as the per-event lease it stands for (lease_ranges.go). It
+// fails the test if a range's counts disagree with the events it holds.
 func leaseStateOf(t *testing.T, rdb redis.UniversalClient, tenant uint64) []any {
+	t.Helper()
 	ctx := context.Background()
 	now := time.Now().UnixMilli()
+	state := rdb.HGetAll(ctx, LeaseStateKey(tenant)).Val()
+	expiry := rdb.ZRangeWithScores(ctx, LeaseExpiryKey(tenant), 0, -1).Val()
+	acked := map[string]bool{}
+	for _, m := range rdb.ZRange(ctx, AckedKey(tenant), 0, -1).Val() {
+		acked[m] = true
+	}
+	front, _ := strconv.ParseInt(rdb.Get(ctx, OffsetKey(tenant)).Val(), 10, 64)
+	var held int64
+	for start, info := range rdb.HGetAll(ctx, LeaseRangesKey(tenant)).Val() {
+		var stop, ackedIn int64
+		var nonce string
+		if _, err := fmt.Sscanf(strings.Replace(info, ":", " ", 2), "%d %d %s", &stop, &ackedIn, &nonce); err != nil {
+			t.Fatalf("range %s: %q: %v", start, info, err)
+		}
+		first, _ := strconv.ParseInt(start, 10, 64)
+		exp, err := rdb.ZScore(ctx, LeaseRangeExpiryKey(tenant), start).Result()
+		if err != nil || rdb.ZScore(ctx, LeaseRangeStartKey(tenant), start).Val() != float64(first) {
+			t.Fatalf("range %s is not in both sorted sets: %v", start, err)
+		}
+		var done int64
+		for o := first; o < stop; o++ {
+			m := strconv.FormatInt(o, 10)
+			if o < front || acked[m] {
+				done++
+				continue
+			}
+			state[m] = "1:" + nonce
+			expiry = append(expiry, redis.Z{Score: exp, Member: m})
+		}
+		if done != ackedIn {
+			t.Fatalf("range %s–%d counts %d acknowledged, holds %d", start, stop, ackedIn, done)
+		}
+		held += stop - first - ackedIn
+	}
+	if got, _ := rdb.Get(ctx, LeaseRangeHeldKey(tenant)).Int64(); got != held {
+		t.Fatalf("ranges hold %d events, the counter says %d", held, got)
+	}
+	for _, k := range []string{LeaseRangeStartKey(tenant), LeaseRangeExpiryKey(tenant)} {
+		if n := rdb.ZCard(ctx, k).Val(); n != rdb.HLen(ctx, LeaseRangesKey(tenant)).Val() {
+			t.Fatalf("%s has %d members for %d ranges", k, n, rdb.HLen(ctx, LeaseRangesKey(tenant)).Val())
+		}
+	}
+	sort.Slice(expiry, func(i, j int) bool {
+		if expiry[i].Score != expiry[j].Score {
+			return expiry[i].Score < expiry[j].Score
+		}
+		return expiry[i].Member.(string) < expiry[j].Member.(string)
+	})
 	norm := func(zs []redis.Z) []string {
 		var out []string
 		for _, z := range zs {
@@ -288,8 +352,62 @@ func leaseStateOf(t *testing.T, rdb redis.UniversalClient, tenant uint64) []any 
 	}
 	return []any{
 		rdb.LRange(ctx, Key(tenant), 0, -1).Val(), rdb.Get(ctx, OffsetKey(tenant)).Val(),
-		rdb.HGetAll(ctx, LeaseStateKey(tenant)).Val(), norm(rdb.ZRangeWithScores(ctx, LeaseExpiryKey(tenant), 0, -1).Val()),
+		state, norm(expiry),
 		rdb.ZRange(ctx, AckedKey(tenant), 0, -1).Val(), rdb.ZRange(ctx, GoneKey(tenant), 0, -1).Val(),
 		rdb.Get(ctx, LeaseNextKey(tenant)).Val(), rdb.LRange(ctx, DeadKey(tenant), 0, -1).Val(),
+	}
+}
+
+// A lease of never-leased events writes one range, not an entry per event, and acknowledging
+// them in any order, partly behind the front, counts them out of it and forgets it once all
+// are: the per-event structures stay empty throughout (lease_ranges.go).
+func TestALeaseOfNewEventsIsOneRange(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rdb := r.Client()
+	s := New(rdb)
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	evs := make([][]byte, 2500)
+	for i := range evs {
+		evs[i] = []byte(fmt.Sprintf(`{"id":"e%d"}`, i))
+	}
+	testenv.Must(t, s.Append(ctx, 1, evs...))
+	perEvent := func() int64 {
+		return rdb.HLen(ctx, LeaseStateKey(1)).Val() + rdb.ZCard(ctx, LeaseExpiryKey(1)).Val()
+	}
+	res := mustLease(t, s, 1, 2500, time.Hour, 10) // above maxRange: three ranges
+	if len(res.Events) != 2500 || res.Live != 2500 {
+		t.Fatalf("leased %d, %d live; want 2500", len(res.Events), res.Live)
+	}
+	if n, pe := rdb.HLen(ctx, LeaseRangesKey(1)).Val(), perEvent(); n != 3 || pe != 0 {
+		t.Fatalf("%d ranges and %d per-event entries, want 3 ranges of at most %d and none", n, pe, maxRange)
+	}
+	ids := make([]string, len(res.Events))
+	for i, e := range res.Events {
+		ids[i] = e.LeaseID
+	}
+	// The back half first, in reverse, then the front half: the front stays until the end.
+	back := slices.Clone(ids[1250:])
+	slices.Reverse(back)
+	st, tr := mustSettle(t, s, 1, KindAck, back...)
+	if tr.Count != 0 || st[0] != StatusAcked {
+		t.Fatalf("acknowledging behind the front trimmed %d (%v)", tr.Count, st[:1])
+	}
+	if leased, _, err := s.LeaseCounts(ctx, 1, DeadPolicy{}); err != nil || leased != 1250 {
+		t.Fatalf("%d live leases, %v; want the 1250 not acknowledged", leased, err)
+	}
+	st, tr = mustSettle(t, s, 1, KindAck, ids[:1250]...)
+	if tr.Count != 2500 || st[1249] != StatusAcked {
+		t.Fatalf("acknowledging the front trimmed %d, want 2500", tr.Count)
+	}
+	st, _ = mustSettle(t, s, 1, KindAck, ids[0], ids[2499])
+	wantStatuses(t, st, StatusAlreadyAcked, StatusAlreadyAcked)
+	for _, k := range []string{LeaseRangesKey(1), LeaseRangeStartKey(1), LeaseRangeExpiryKey(1), AckedKey(1), LeaseStateKey(1), LeaseExpiryKey(1)} {
+		if n := rdb.Exists(ctx, k).Val(); n != 0 {
+			t.Errorf("%s still exists once every event is acknowledged", k)
+		}
+	}
+	if held := rdb.Get(ctx, LeaseRangeHeldKey(1)).Val(); held != "0" {
+		t.Errorf("ranges hold %s events, want 0", held)
 	}
 }
