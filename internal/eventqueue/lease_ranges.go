@@ -5,8 +5,10 @@ package eventqueue
 // expiry, and its events, while it lasts, have no entry of their own in LeaseStateKey and
 // LeaseExpiryKey. An acknowledgement of one of them counts it in its range and, behind the
 // front, adds it to AckedKey as any acknowledgement does; a range whose events are all
-// acknowledged goes. Anything else an event of a range may go through (its lease expires, a
-// retry or an extend names it, a plain trim removes it) first splits the range: each of its
+// acknowledged goes. An extend that names every event a range still holds, and nothing else
+// of it, moves the range's expiry (the SDK extends whole batches). Anything else an event of
+// a range may go through (its lease expires, a retry or a partial extend names it, a plain
+// trim removes it) first splits the range: each of its
 // events from the front on that is not acknowledged gets the per-event lease it stands for
 // (deliveries 1, the range's nonce and expiry), and the per-event rules apply from there on.
 // So the common path, lease a batch and acknowledge it, writes one range instead of two

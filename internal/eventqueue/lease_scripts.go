@@ -254,10 +254,52 @@ local function rangeAt(o)
   end
   return nil
 end
+-- Extends that name every event a range still holds, with its nonce, before it ran out, and
+-- nothing else of it, move the range's expiry instead (the SDK extends whole batches).
+local whole = {}
+if #ranges > 0 and next(moves) ~= nil then
+  local per = {}
+  for i = 2, #ARGV, 4 do
+    local kind, m, nonce = ARGV[i], ARGV[i + 2], ARGV[i + 3]
+    local o = tonumber(m)
+    if ARGV[i + 1] == epoch and o ~= nil and o < nxt then
+      local r = rangeAt(o)
+      if r then
+        local p = per[r] or {ok = true, named = {}, n = 0}
+        per[r] = p
+        if kind ~= 'e' or nonce ~= r.nonce then
+          p.ok = false
+        elseif not p.named[m] then
+          p.named[m], p.n = true, p.n + 1
+        end
+      end
+    end
+  end
+  for r, p in pairs(per) do
+    -- the events named are those it holds: as many, and none acknowledged (those before the
+    -- front are too)
+    local ok = p.ok and p.n == r.stop - r.start - r.acked
+    if ok and r.acked > 0 then
+      for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], r.start, r.stop - 1)) do
+        if p.named[m] then ok = false end
+      end
+      for m in pairs(p.named) do
+        if tonumber(m) < front then ok = false end
+      end
+    end
+    if ok then
+      r.expiry = tonumber(redis.call('ZSCORE', KEYS[15], r.key) or '0')
+      if r.expiry > now then
+        whole[r] = true
+        redis.call('ZADD', KEYS[15], now + vis, r.key)
+      end
+    end
+  end
+end
 for _, m in ipairs(cand) do
   if moves[m] then
     local r = rangeAt(tonumber(m))
-    if r then
+    if r and not whole[r] then
       splitRange(KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[3], KEYS[4], KEYS[5], r, front)
     end
   end
@@ -297,6 +339,9 @@ if #cand > 0 then
         if r then
           state[m] = '1:' .. r.nonce
           inRange[m] = r
+          if whole[r] then
+            expiry[m] = r.expiry -- as it was: the extend below answers extended
+          end
         end
       end
     end
@@ -400,7 +445,7 @@ if rangeAcks > 0 then
 end
 local z = {}
 for _, m in ipairs(moved) do
-  if not acked[m] then
+  if not acked[m] and not inRange[m] then -- a range's moved as a whole, above
     z[#z + 1] = expiry[m]
     z[#z + 1] = m
   end

@@ -165,7 +165,8 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 		r := rand.New(rand.NewSource(seed))
 		const a, b = 1, 2
 		next := 0
-		var ids []string // lease ids handed out so far (tenant a's; b's are the same but the epoch)
+		var ids []string     // lease ids handed out so far (tenant a's; b's are the same but the epoch)
+		var calls [][]string // the same, per lease call
 		epochOf := map[uint64]string{}
 		for step := 0; step < 60; step++ {
 			switch op := r.Intn(10); {
@@ -212,9 +213,12 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 				if !reflect.DeepEqual(res[0], res[1]) {
 					t.Fatalf("seed %d step %d lease:\nold %v\nnew %v", seed, step, res[0], res[1])
 				}
+				var call []string
 				for i := 6; i < len(res[0]); i += 3 {
-					ids = append(ids, strconv.FormatInt(res[0][i].(int64), 10)+"-"+nonce)
+					call = append(call, strconv.FormatInt(res[0][i].(int64), 10)+"-"+nonce)
 				}
+				ids = append(ids, call...)
+				calls = append(calls, call)
 			case op < 9: // settle
 				n := 1 + r.Intn(25)
 				var args [2][]any
@@ -222,10 +226,17 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 				if r.Intn(4) == 0 {
 					args[0][0], args[1][0] = int64(0), int64(0)
 				}
+				whole := []string(nil) // every lease of one call extended, as the SDK does
+				if len(calls) > 0 && r.Intn(4) == 0 {
+					whole = calls[r.Intn(len(calls))]
+					n = len(whole)
+				}
 				for j := 0; j < n; j++ {
 					kind := string("aaree"[r.Intn(5)])
 					id := "0-x"
-					if len(ids) > 0 && r.Intn(8) > 0 {
+					if whole != nil {
+						kind, id = "e", whole[j]
+					} else if len(ids) > 0 && r.Intn(8) > 0 {
 						id = ids[r.Intn(len(ids))]
 					} else if r.Intn(2) == 0 {
 						id = strconv.Itoa(r.Intn(next+5)) + "-n" + strconv.Itoa(r.Intn(60))
@@ -409,5 +420,55 @@ func TestALeaseOfNewEventsIsOneRange(t *testing.T) {
 	}
 	if held := rdb.Get(ctx, LeaseRangeHeldKey(1)).Val(); held != "0" {
 		t.Errorf("ranges hold %s events, want 0", held)
+	}
+}
+
+// An extend of every lease of one call (what the SDK sends while a handler runs) moves its
+// range's expiry: the range outlives its first expiry unsplit, and an extend that leaves one
+// event out splits it into per-event leases, extending those named.
+func TestAWholeBatchExtendKeepsItsRange(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rdb := r.Client()
+	s := New(rdb)
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	evs := make([][]byte, 200)
+	for i := range evs {
+		evs[i] = []byte(fmt.Sprintf(`{"id":"e%d"}`, i))
+	}
+	testenv.Must(t, s.Append(ctx, 1, evs...))
+	perEvent := func() int64 { return rdb.HLen(ctx, LeaseStateKey(1)).Val() }
+	ids := func(res LeaseResult) []string {
+		out := make([]string, len(res.Events))
+		for i, e := range res.Events {
+			out[i] = e.LeaseID
+		}
+		return out
+	}
+	first := ids(mustLease(t, s, 1, 100, 300*time.Millisecond, 10))
+	second := ids(mustLease(t, s, 1, 100, 300*time.Millisecond, 10))
+	st, _ := mustSettle(t, s, 1, KindExtend, first...) // 30 s
+	for _, x := range st {
+		if x != StatusExtended {
+			t.Fatalf("a whole batch's extend answered %v", st)
+		}
+	}
+	st, _ = mustSettle(t, s, 1, KindExtend, second[1:]...)
+	if st[0] != StatusExtended || len(st) != 99 {
+		t.Fatalf("a partial extend answered %v", st)
+	}
+	if n, pe := rdb.HLen(ctx, LeaseRangesKey(1)).Val(), perEvent(); n != 1 || pe != 100 {
+		t.Fatalf("%d ranges and %d per-event leases; want the whole batch's range kept and the other split into 100", n, pe)
+	}
+	testenv.Eventually(t, 5*time.Second, "the lease not extended runs out", func() bool {
+		leased, _, err := s.LeaseCounts(ctx, 1, DeadPolicy{})
+		return err == nil && leased == 199
+	})
+	res := mustLease(t, s, 1, 100, time.Minute, 10)
+	if got := offsetsOf(res); !slices.Equal(got, []int64{100}) || res.Events[0].Deliveries != 2 {
+		t.Fatalf("after the first expiry a lease got %v; want only offset 100, the one not extended, delivered again", got)
+	}
+	if leased, _, err := s.LeaseCounts(ctx, 1, DeadPolicy{}); err != nil || leased != 200 {
+		t.Fatalf("%d live leases, %v; want 200", leased, err)
 	}
 }
