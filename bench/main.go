@@ -246,17 +246,32 @@ func run(ctx context.Context, o options) (*Report, error) {
 	rep.DurationSeconds = time.Since(started).Seconds()
 	rep.Machine.LoadAvgEnd = loadAvg()
 	rep.buildRows()
+	var lastRev, lastDate string
+	compared := false
+	if o.full() && o.Out != "" {
+		lastRev, lastDate, compared = rep.compareWithLastFull(o.Out)
+	}
 	fmt.Fprintf(o.Stdout, "\neventq bench (%s) — %s, %d CPU, %d MiB, %s, Redis %s, Postgres %s, %s\n\n",
 		map[bool]string{true: "quick", false: "full"}[o.Quick], rep.Machine.CPUModel, rep.Machine.NumCPU,
 		rep.Machine.MemoryMiB, rep.Machine.GoVersion, rep.Machine.RedisVersion, rep.Machine.PostgresVersion, rep.Machine.Revision)
-	rep.printTable(o.Stdout)
+	rep.printTable(o.Stdout, compared)
 	fmt.Fprintf(o.Stdout, "\n%.0f s in all; load average %s at the start, %s at the end\n",
 		rep.DurationSeconds, rep.Machine.LoadAvgStart, rep.Machine.LoadAvgEnd)
+	if compared {
+		rep.printRunsSummary(o.Stdout, lastRev, lastDate)
+	} else if o.full() {
+		fmt.Fprintln(o.Stdout, "targets: no earlier full run to compare with; a target counts as met once two consecutive full runs meet it")
+	}
 	if o.Out != "" {
 		if err := rep.writeJSON(o.Out); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(o.Stdout, "wrote %s\n", o.Out)
+		if o.full() {
+			if err := rep.keepAsLastFull(o.Out); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return rep, nil
 }

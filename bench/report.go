@@ -76,6 +76,9 @@ type Row struct {
 	Ratio    *float64 `json:"ratio"`
 	Target   string   `json:"target"`
 	Met      *bool    `json:"met"`
+	// MetLastRun is whether the last full run met the same target (a full run only; see
+	// runs.go).
+	MetLastRun *bool `json:"met_last_run,omitempty"`
 }
 
 func describeMachine(ctx context.Context, s *stack) Machine {
@@ -122,7 +125,7 @@ func describeMachine(ctx context.Context, s *stack) Machine {
 func (r *Report) buildRows() {
 	var rows []Row
 	add := func(scenario, metric string, value float64, floor, ratio *float64, target string, met *bool) {
-		rows = append(rows, Row{scenario, metric, value, finite(floor), finite(ratio), target, met})
+		rows = append(rows, Row{Scenario: scenario, Metric: metric, Value: value, Floor: finite(floor), Ratio: finite(ratio), Target: target, Met: met})
 	}
 	f := func(v float64) *float64 { return &v }
 	b := func(v bool) *bool { return &v }
@@ -260,21 +263,19 @@ func (r *Report) buildRows() {
 }
 
 // printTable writes the table, aligned.
-func (r *Report) printTable(w io.Writer) {
+func (r *Report) printTable(w io.Writer, compared bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "scenario\tmetric\tvalue\tfloor\tratio\ttarget\tmet?")
 	fmt.Fprintln(tw, "--------\t------\t-----\t-----\t-----\t------\t----")
 	for _, row := range r.Rows {
-		floor, ratio, met := "—", "—", ""
+		floor, ratio := "—", "—"
 		if row.Floor != nil {
 			floor = num(*row.Floor)
 		}
 		if row.Ratio != nil {
 			ratio = fmt.Sprintf("%.2f×", *row.Ratio)
 		}
-		if row.Met != nil {
-			met = map[bool]string{true: "yes", false: "NO"}[*row.Met]
-		}
+		met := metColumn(row, compared)
 		target := row.Target
 		if target == "" {
 			target = "—"

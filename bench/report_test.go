@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -32,5 +35,37 @@ func TestARatioOverAZeroFloorIsLeftOutOfTheReport(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no api CPU row in %+v", r.Rows)
+	}
+}
+
+// A full run is compared with the last full run kept beside its report: a target is "yes"
+// only when both met it, "once" when only this run did, "NO" when this run missed it.
+func TestATargetCountsAsMetInTwoConsecutiveFullRuns(t *testing.T) {
+	yes, no := true, false
+	row := func(metric string, met *bool) Row { return Row{Scenario: "s", Metric: metric, Met: met} }
+	out := filepath.Join(t.TempDir(), "latest.json")
+	if _, _, ok := (&Report{}).compareWithLastFull(out); ok {
+		t.Fatal("compared with a last full run that does not exist")
+	}
+	last := &Report{Machine: Machine{Revision: "abc", Date: "d"}, Rows: []Row{row("a", &yes), row("b", &no), row("c", &yes)}}
+	if err := last.keepAsLastFull(out); err != nil {
+		t.Fatal(err)
+	}
+	r := &Report{Rows: []Row{row("a", &yes), row("b", &yes), row("c", &no), row("new", &yes), row("plain", nil)}}
+	rev, _, ok := r.compareWithLastFull(out)
+	if !ok || rev != "abc" {
+		t.Fatalf("compared: %v with %q, want the kept run abc", ok, rev)
+	}
+	var got []string
+	for _, row := range r.Rows {
+		got = append(got, metColumn(row, true))
+	}
+	if want := []string{"yes", "once", "NO", "once", ""}; !slices.Equal(got, want) {
+		t.Errorf("met? column %v, want %v", got, want)
+	}
+	var b strings.Builder
+	r.printRunsSummary(&b, rev, "d")
+	if want := "targets: 1 met in this run and in the last full run (abc, d), 2 in this run only (\"once\"), 1 missed\n"; b.String() != want {
+		t.Errorf("summary %q, want %q", b.String(), want)
 	}
 }
