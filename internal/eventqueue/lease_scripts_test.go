@@ -369,20 +369,26 @@ func leaseStateOf(t *testing.T, rdb redis.UniversalClient, tenant uint64) []any 
 	}
 }
 
+// queueOf starts a Redis whose tenant 1 has a queue of n events.
+func queueOf(t *testing.T, n int) (redis.UniversalClient, *Store) {
+	t.Helper()
+	rdb := testenv.StartRedis(t).Client()
+	s := New(rdb)
+	t.Cleanup(s.Close)
+	evs := make([][]byte, n)
+	for i := range evs {
+		evs[i] = []byte(fmt.Sprintf(`{"id":"e%d"}`, i))
+	}
+	testenv.Must(t, s.Append(context.Background(), 1, evs...))
+	return rdb, s
+}
+
 // A lease of never-leased events writes one range, not an entry per event, and acknowledging
 // them in any order, partly behind the front, counts them out of it and forgets it once all
 // are: the per-event structures stay empty throughout (lease_ranges.go).
 func TestALeaseOfNewEventsIsOneRange(t *testing.T) {
-	r := testenv.StartRedis(t)
-	rdb := r.Client()
-	s := New(rdb)
-	t.Cleanup(s.Close)
+	rdb, s := queueOf(t, 2500)
 	ctx := context.Background()
-	evs := make([][]byte, 2500)
-	for i := range evs {
-		evs[i] = []byte(fmt.Sprintf(`{"id":"e%d"}`, i))
-	}
-	testenv.Must(t, s.Append(ctx, 1, evs...))
 	perEvent := func() int64 {
 		return rdb.HLen(ctx, LeaseStateKey(1)).Val() + rdb.ZCard(ctx, LeaseExpiryKey(1)).Val()
 	}
@@ -427,16 +433,8 @@ func TestALeaseOfNewEventsIsOneRange(t *testing.T) {
 // range's expiry: the range outlives its first expiry unsplit, and an extend that leaves one
 // event out splits it into per-event leases, extending those named.
 func TestAWholeBatchExtendKeepsItsRange(t *testing.T) {
-	r := testenv.StartRedis(t)
-	rdb := r.Client()
-	s := New(rdb)
-	t.Cleanup(s.Close)
+	rdb, s := queueOf(t, 200)
 	ctx := context.Background()
-	evs := make([][]byte, 200)
-	for i := range evs {
-		evs[i] = []byte(fmt.Sprintf(`{"id":"e%d"}`, i))
-	}
-	testenv.Must(t, s.Append(ctx, 1, evs...))
 	perEvent := func() int64 { return rdb.HLen(ctx, LeaseStateKey(1)).Val() }
 	ids := func(res LeaseResult) []string {
 		out := make([]string, len(res.Events))
