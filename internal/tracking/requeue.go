@@ -52,7 +52,7 @@ func (in *Ingestor) Requeue(ctx context.Context, minAge time.Duration) (int, err
 	}
 	lengths := map[string]int64{}
 	for _, t := range held {
-		n, err := in.drainHeld(ctx, t, full)
+		n, err := in.drainHeld(ctx, t, full, false)
 		total += n
 		if err != nil {
 			return total, err
@@ -74,24 +74,42 @@ func (in *Ingestor) Requeue(ctx context.Context, minAge time.Duration) (int, err
 }
 
 // DrainHeld pushes tenant's pending events in order while its queue has room, and releases
-// its hold mark once none is left. A rebuild ends with it. It returns how many it pushed.
+// its hold mark once none is left. While another process drains the tenant (the worker's
+// re-pusher), it waits for that drain to end and then drains what is left, so that when it
+// returns the tenant's backlog is in its queue as far as the queue has room. A rebuild ends
+// with it. It returns how many it pushed.
 func (in *Ingestor) DrainHeld(ctx context.Context, tenant uint64) (int, error) {
-	return in.drainHeld(ctx, tenant, map[uint64]bool{})
+	return in.drainHeld(ctx, tenant, map[uint64]bool{}, true)
 }
+
+// heldDrainPoll is how often a drain that waits for another process's looks at its lock.
+const heldDrainPoll = 50 * time.Millisecond
 
 // drainHeld pushes tenant's pending events in order while its queue has room, and releases its
 // hold mark once none is left: again while events were held meanwhile, a few rounds at most. One
-// process at a time drains a tenant (the held-drain lock; another caller returns at once), and
-// none while the tenant has spooled events, which are older than every pending one. Its reads
+// process at a time drains a tenant (the held-drain lock; another caller returns at once, or
+// with wait waits for the lock), and none while the tenant has spooled events, which are older
+// than every pending one. Its reads
 // wait for events a pass over every tenant has locked (see held.Oldest), so that a short read
 // means the backlog's end.
-func (in *Ingestor) drainHeld(ctx context.Context, tenant uint64, full map[uint64]bool) (int, error) {
+func (in *Ingestor) drainHeld(ctx context.Context, tenant uint64, full map[uint64]bool, wait bool) (int, error) {
 	if spooled, err := in.queue.Spooled(ctx, tenant); err != nil || spooled {
 		return 0, err
 	}
 	owner := newOwner()
-	if ok, err := in.queue.LockHeldDrain(ctx, tenant, owner, heldDrainLockTTL); err != nil || !ok {
-		return 0, err
+	for {
+		ok, err := in.queue.LockHeldDrain(ctx, tenant, owner, heldDrainLockTTL)
+		if err != nil || (!ok && !wait) {
+			return 0, err
+		}
+		if ok {
+			break
+		}
+		select { // real time: the other drain's pace is the database's and Redis's
+		case <-time.After(heldDrainPoll):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
 	}
 	defer in.queue.UnlockHeldDrain(context.WithoutCancel(ctx), tenant, owner)
 	total := 0
