@@ -35,15 +35,7 @@ func TestAHeldDrainWaitsForEventsAnotherPassLocked(t *testing.T) {
 		t.Fatalf("the pass locked %d events, want %d", len(locked), len(rows))
 	}
 
-	type outcome struct {
-		n   int
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		n, err := e.Ingest.DrainHeld(ctx, tenant)
-		done <- outcome{n, err}
-	}()
+	done := e.drainHeldAsync(ctx, tenant)
 	deadline := time.After(10 * time.Second)
 	for waiting := false; !waiting; {
 		select {
@@ -89,15 +81,7 @@ func TestDrainHeldWaitsForAnotherProcesssDrain(t *testing.T) {
 	if ok, err := e.Queue.LockHeldDrain(ctx, tenant, "the worker", time.Minute); err != nil || !ok {
 		t.Fatalf("took the held-drain lock: %v, %v", ok, err)
 	}
-	type outcome struct {
-		n   int
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		n, err := e.Ingest.DrainHeld(ctx, tenant)
-		done <- outcome{n, err}
-	}()
+	done := e.drainHeldAsync(ctx, tenant)
 	select {
 	case got := <-done:
 		t.Fatalf("DrainHeld returned %d, %v while another process held the drain; want it to wait", got.n, got.err)
@@ -111,4 +95,20 @@ func TestDrainHeldWaitsForAnotherProcesssDrain(t *testing.T) {
 	if mark, _ := e.Queue.HoldMark(ctx, tenant); mark != "" {
 		t.Errorf("hold mark %q after the drain; want it released", mark)
 	}
+}
+
+// drainOutcome is what one DrainHeld call returned.
+type drainOutcome struct {
+	n   int
+	err error
+}
+
+// drainHeldAsync runs DrainHeld for tenant in the background; its outcome arrives on the channel.
+func (e *ingestEnv) drainHeldAsync(ctx context.Context, tenant uint64) <-chan drainOutcome {
+	done := make(chan drainOutcome, 1)
+	go func() {
+		n, err := e.Ingest.DrainHeld(ctx, tenant)
+		done <- drainOutcome{n, err}
+	}()
+	return done
 }
