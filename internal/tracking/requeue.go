@@ -201,10 +201,10 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 			if scope.full[t] || scope.skip[t] {
 				return true
 			}
-			skip, held, err := in.skipRequeue(ctx, t, scope.tenant == 0)
+			skip, isHeld, err := in.skipRequeue(ctx, t, scope.tenant == 0)
 			if skip {
 				scope.skip[t], pushErr = true, cmp.Or(err, pushErr)
-				if held {
+				if isHeld {
 					marked = append(marked, t) // for the next requeue's drainHeld
 				}
 			}
