@@ -95,11 +95,6 @@ func TestDecodeReadsEveryCodingWithinTheLimit(t *testing.T) {
 	}
 }
 
-// bomb is 50 MiB of zeros in coding: tens of kilobytes sent.
-func bomb(t testing.TB, coding string) []byte {
-	return encode(t, coding, make([]byte, 50<<20))
-}
-
 // A body that decodes to 50 MiB costs the process about its route's limit, not what it would
 // decode to: Fiber's Ctx.Body decodes it whole (about 50 MiB allocated for each).
 func TestDecodeBombsCostTheLimitNotTheirSize(t *testing.T) {

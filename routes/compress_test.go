@@ -8,6 +8,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/eventq/eventq/internal/testenv"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -53,15 +54,25 @@ func (d *decoder) decode(t *testing.T, coding string, b []byte) []byte {
 	return d.out.Bytes()
 }
 
-// Every page size from 1 to 10,000 events, cut into segments of 4 KiB so that sizes around
-// every segment boundary occur, decodes to the identity document byte for byte, in both
-// codings. The events are the smallest JSON object to keep the test fast (the work grows with
-// the square of the count); the segmenting does not depend on what the bytes are. Under the
-// race detector (make test) it takes every size up to 200, every size around the first
-// segment boundary (1,300–1,420), every 97th and the last; without it (go test ./routes/),
-// every size.
+// Pages of every size cut into segments at every offset decode to the identity document byte
+// for byte, in both codings: every page of 1 to 250 events in segments of 64 bytes (up to 12
+// segments, the last of any length), every page of 1 to 60 events and around the first
+// boundary (1,340–1,400) and the largest page (10,000 events) in segments of 4 KiB.
+// The events are the smallest JSON object to keep the test fast (the work grows with the
+// square of the count); the segmenting does not depend on what the bytes are. make chaos
+// (testenv.Long) takes every size from 1 to 10,000 in segments of 4 KiB.
 func TestCompressedBodyEveryPageSize(t *testing.T) {
 	const n = 10000
+	type page struct{ size, seg int }
+	var pages []page
+	for size := 1; size <= 250; size++ {
+		pages = append(pages, page{size, 64})
+	}
+	for size := 1; size <= n; size++ {
+		if size <= 60 || (size >= 1340 && size <= 1400) || size == n || testenv.Long() {
+			pages = append(pages, page{size, 4 << 10})
+		}
+	}
 	events := make([][]byte, n)
 	for i := range events {
 		events[i] = []byte(`{}`)
@@ -69,34 +80,33 @@ func TestCompressedBodyEveryPageSize(t *testing.T) {
 	for _, coding := range []string{"gzip", "zstd"} {
 		t.Run(coding, func(t *testing.T) {
 			t.Parallel()
-			var identity []byte
 			var d decoder
-			parts := net.Buffers{[]byte(`{"data":{"events":[`)}
-			for size := 1; size <= n; size++ {
-				if size > 1 {
-					parts = append(parts, commaBytes)
+			for _, p := range pages {
+				all := net.Buffers{[]byte(`{"data":{"events":[`)}
+				var identity []byte
+				identity = append(identity, all[0]...)
+				for i, ev := range events[:p.size] {
+					if i > 0 {
+						all = append(all, commaBytes)
+						identity = append(identity, ',')
+					}
+					all = append(all, ev)
+					identity = append(identity, ev...)
 				}
-				parts = append(parts, events[size-1])
-				all := append(parts[:len(parts):len(parts)], pageSuffix)
-				identity = identity[:0]
-				for _, p := range all {
-					identity = append(identity, p...)
-				}
-				if raceEnabled && size > 200 && (size < 1300 || size > 1420) && size%97 != 0 && size != n {
-					continue
-				}
+				all = append(all, pageSuffix)
+				identity = append(identity, pageSuffix...)
 				released := 0
-				body := compressBody(coding, all, 4<<10, func() { released++ })
+				body := compressBody(coding, all, p.seg, func() { released++ })
 				b, err := io.ReadAll(body)
 				body.Close()
 				if err != nil {
 					t.Fatal(err)
 				}
 				if released != 1 {
-					t.Fatalf("%d events: released %d times", size, released)
+					t.Fatalf("%d events in %d-byte segments: released %d times", p.size, p.seg, released)
 				}
 				if got := d.decode(t, coding, b); !bytes.Equal(got, identity) {
-					t.Fatalf("%d events: decoded %d bytes differ from the identity's %d", size, len(got), len(identity))
+					t.Fatalf("%d events in %d-byte segments: decoded %d bytes differ from the identity's %d", p.size, p.seg, len(got), len(identity))
 				}
 			}
 		})

@@ -4,6 +4,8 @@
 # worker, kill, hang and restart Redis while events are tracked, halt Postgres, drill a backup and
 # restore, and print what was
 # acknowledged, lost and duplicated. The worker test waits about a minute for asynq's lease.
+# Then the long runs of the property tests that `make test` runs short (EVENTQ_TEST_LONG: 200
+# random lease sequences instead of 12, every compressed page size instead of a sample).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/ensure-deps.sh go redis-server postgres
@@ -23,4 +25,9 @@ for db in sqlite postgres; do
 		status=1
 	fi
 done
+printf '\n==> the long property runs\n'
+if ! EVENTQ_TEST_DB=none EVENTQ_TEST_LONG=1 go test -count=1 -timeout 20m \
+	-run '^(TestLeaseScriptsMatchPerEventScripts|TestCompressedBodyEveryPageSize)$' ./internal/eventqueue ./routes; then
+	status=1
+fi
 exit $status

@@ -6,7 +6,11 @@
 #      otherwise it names the Debian packages);
 #   2. gofmt -l must print nothing, go vet ./... must be clean;
 #   3. the whole suite on SQLite with the race detector and on Postgres, side by side (the
-#      packages that use no database run once, with the race detector, after the Postgres suite).
+#      packages that use no database run once, with the race detector, after the Postgres suite;
+#      the packages whose tests drive the programs as processes run without it on both).
+#
+# The crash and outage tests that take minutes and the long runs of the property tests are in
+# `make chaos` (scripts/chaos.sh).
 #
 # The tests start their own redis-server and Postgres on free ports (internal/testenv); this
 # script starts no server. Every step runs even after a failure; the exit code is non-zero if
@@ -51,48 +55,55 @@ db_free=(./internal/eventqueue ./internal/ratelimit ./routes ./internal/cache ./
 # only the SQLite suite runs them.
 sqlite_only=(./deployments)
 
+# The packages whose tests drive the programs as child processes (bin/api, bin/worker,
+# bin/eventq, built once below): the race detector would watch only the test's side of the
+# pipe, so they run without it, on both databases. Every other package runs its SQLite suite
+# with the race detector: the api, the worker, the ingestor and the queue run in the test
+# process there.
+processes=(./internal/e2e ./cmd/eventq ./deployments)
+
 # Every test binary is linked anew on each run (only compiled packages are cached), and
 # linking is a large share of the suite's CPU: -w leaves out the DWARF tables, which stack
 # traces and race reports do not need.
 test_flags=(-count=1 -timeout 20m -ldflags=-w)
 
-# with_db DB: every package except db_free (and, on Postgres, sqlite_only).
-with_db() {
-	local skip=("${db_free[@]}")
+# packages DB [race|processes]: the packages that use a database, on DB: every one but db_free
+# (and, on Postgres, sqlite_only); with race, only those the race detector runs (not
+# processes); with processes, only those.
+packages() {
+	local skip=("${db_free[@]}") keep=()
 	[[ $1 == postgres ]] && skip+=("${sqlite_only[@]}")
-	go list ./... | grep -vxF "$(printf '%s\n' "${skip[@]}" | sed 's|^\./|github.com/eventq/eventq/|')"
+	[[ ${2-} == race ]] && skip+=("${processes[@]}")
+	[[ ${2-} == processes ]] && keep=("${processes[@]}")
+	go list ./... | grep -vxF "$(printf '%s\n' "${skip[@]}" | sed 's|^\./|github.com/eventq/eventq/|')" |
+		{ if ((${#keep[@]})); then grep -xF "$(printf '%s\n' "${keep[@]}" | sed 's|^\./|github.com/eventq/eventq/|')"; else cat; fi; }
 }
 
-# suite DB ARGS...: the packages that use a database, on DB, each output line prefixed with
-# the database's name (the suites run side by side and their lines interleave).
+# suite DB LABEL ARGS...: go test ARGS (flags and packages) on DB, each output line prefixed
+# with LABEL (the jobs run side by side and their lines interleave).
 suite() {
-	local db=$1
-	shift
-	env EVENTQ_TEST_DB="$db" go test "${test_flags[@]}" "$@" $(with_db "$db") 2>&1 | sed -u "s/^/[$db] /" | tee "$logs/$db.log"
+	local db=$1 label=$2
+	shift 2
+	env EVENTQ_TEST_DB="$db" go test "${test_flags[@]}" "$@" 2>&1 | sed -u "s/^/[$label] /" | tee "$logs/$label.log"
 	return "${PIPESTATUS[0]}"
 }
 
-# no_database: the database-free packages, once, with the race detector.
-no_database() {
-	env EVENTQ_TEST_DB=none CGO_ENABLED=1 go test "${test_flags[@]}" -race "${db_free[@]}" 2>&1 | sed -u 's/^/[no database] /' | tee "$logs/none.log"
-	return "${PIPESTATUS[0]}"
-}
-
-# sqlite_job: the SQLite suite, with the race detector.
+# sqlite_job: the SQLite suite, with the race detector, then its process-driving packages
+# without it.
 sqlite_job() {
 	local start=$SECONDS rc=0
-	CGO_ENABLED=1 suite sqlite -race || rc=1
+	CGO_ENABLED=1 suite sqlite sqlite -race $(packages sqlite race) || rc=1
+	suite sqlite "sqlite processes" $(packages sqlite processes) || rc=1
 	echo "--- the SQLite job took $((SECONDS - start))s"
 	return "$rc"
 }
 
-# postgres_job: the Postgres suite, then the database-free packages. The SQLite suite runs
-# under the race detector and takes longer, so the database-free packages follow the Postgres
-# one and the two jobs end at about the same time.
+# postgres_job: the Postgres suite, then the database-free packages, once, with the race
+# detector (EVENTQ_TEST_DB=none).
 postgres_job() {
 	local start=$SECONDS rc=0
-	suite postgres || rc=1
-	no_database || rc=1
+	suite postgres postgres $(packages postgres) || rc=1
+	CGO_ENABLED=1 suite none "no database" -race "${db_free[@]}" || rc=1
 	echo "--- the Postgres job took $((SECONDS - start))s"
 	return "$rc"
 }

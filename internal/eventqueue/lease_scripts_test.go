@@ -154,13 +154,18 @@ return res
 
 // The batched lease and ack scripts answer and leave the state exactly as the per-event
 // scripts they replaced, over random sequences of leases, acks, retries, extends, trims and
-// dead letters: tenant 1 runs the old scripts, tenant 2 the new ones, on the same calls.
+// dead letters: tenant 1 runs the old scripts, tenant 2 the new ones, on the same calls. make
+// test runs 12 sequences; make chaos (testenv.Long) runs 200.
 func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
+	seeds := int64(12)
+	if testenv.Long() {
+		seeds = 200
+	}
 	rdb := testenv.StartRedis(t).Client()
 	s := New(rdb)
 	t.Cleanup(s.Close)
 	ctx := context.Background()
-	for seed := int64(1); seed <= 40; seed++ {
+	for seed := int64(1); seed <= seeds; seed++ {
 		rdb.FlushAll(ctx)
 		r := rand.New(rand.NewSource(seed))
 		const a, b = 1, 2
