@@ -35,12 +35,15 @@ var (
 
 // Outage is tracking through a Postgres outage at a fixed rate.
 type Outage struct {
-	RatePerSec    float64 `json:"requests_per_second"`
-	OutageSeconds float64 `json:"outage_seconds"`
-	Before        Latency `json:"before"` // 202s of requests due before the halt
-	During        Latency `json:"during"` // due while the database was down
-	Failed        int     `json:"failed"` // answers other than 202, errors, drops, in the whole run
-	Spooled       int64   `json:"spooled_events"`
+	RatePerSec float64 `json:"requests_per_second"`
+	// PlannedSeconds is how long the plan halts Postgres (the scenario's name, the same in
+	// every run); OutageSeconds how long it was down, from the halt to the restart's end.
+	PlannedSeconds float64 `json:"planned_outage_seconds"`
+	OutageSeconds  float64 `json:"outage_seconds"`
+	Before         Latency `json:"before"` // 202s of requests due before the halt
+	During         Latency `json:"during"` // due while the database was down
+	Failed         int     `json:"failed"` // answers other than 202, errors, drops, in the whole run
+	Spooled        int64   `json:"spooled_events"`
 	// EmptySeconds runs from the restart until the spool is empty (the worker looks every
 	// half second, and its first tries meet connections the restart closed); DrainSeconds is
 	// the time the worker's successful drains took (its log), and DrainEventsPerSec the events
@@ -202,7 +205,7 @@ func benchOutage(ctx context.Context, s *stack, p outagePlan, normal float64) (*
 			during = append(during, res.Lat[i])
 		}
 	}
-	out := &Outage{RatePerSec: p.rate, OutageSeconds: time.Duration(resumed.Load() - halted.Load()).Seconds(),
+	out := &Outage{RatePerSec: p.rate, PlannedSeconds: p.outage.Seconds(), OutageSeconds: time.Duration(resumed.Load() - halted.Load()).Seconds(),
 		Before: summarize(before), During: summarize(during), Failed: res.Due - res.OK,
 		Spooled: spooled, EmptySeconds: empty.Seconds(), DrainSeconds: drain, NormalEventsPerSec: normal}
 	out.DrainEventsPerSec = float64(stored) / drain
@@ -263,8 +266,11 @@ func benchBombs(ctx context.Context, s *stack, p outagePlan) (*Bombs, error) {
 func (o *Outage) rows(add func(scenario, metric string, value float64, floor, ratio *float64, target string, met *bool)) {
 	f := func(v float64) *float64 { return &v }
 	b := func(v bool) *bool { return &v }
-	name := fmt.Sprintf("tracking through a %.0f s Postgres outage, %.0f req/s", o.OutageSeconds, o.RatePerSec)
+	// The name carries the planned length, not the measured one, so that the row pairs up
+	// with the previous full run's.
+	name := fmt.Sprintf("tracking through a %.0f s Postgres outage, %.0f req/s", o.PlannedSeconds, o.RatePerSec)
 	add(name, "requests not answered 202", float64(o.Failed), nil, nil, "0", b(o.Failed == 0))
+	add(name, "s Postgres was down (beside: planned)", o.OutageSeconds, f(o.PlannedSeconds), nil, "", nil)
 	add(name, "p99 ms during the outage (beside: before it)", o.During.P99, f(o.Before.P99), f(o.During.P99/o.Before.P99), "", nil)
 	add(name, "p50 ms during the outage (beside: before it)", o.During.P50, f(o.Before.P50), nil, "", nil)
 	add(name, "events spooled", float64(o.Spooled), nil, nil, "", nil)

@@ -69,3 +69,28 @@ func TestATargetCountsAsMetInTwoConsecutiveFullRuns(t *testing.T) {
 		t.Errorf("summary %q, want %q", b.String(), want)
 	}
 }
+
+// The outage scenario's rows are named by the planned outage, so that two runs whose outages
+// lasted a different time pair up; the measured length is a row of its own.
+func TestTheOutageScenarioIsNamedByItsPlan(t *testing.T) {
+	names := func(o Outage) map[string]float64 {
+		got := map[string]float64{}
+		o.rows(func(scenario, metric string, value float64, _, _ *float64, _ string, _ *bool) {
+			got[scenario+" | "+metric] = value
+		})
+		return got
+	}
+	a := names(Outage{RatePerSec: 1000, PlannedSeconds: 30, OutageSeconds: 38.2})
+	b := names(Outage{RatePerSec: 1000, PlannedSeconds: 30, OutageSeconds: 42.7})
+	if len(a) != len(b) {
+		t.Fatalf("%d rows and %d rows", len(a), len(b))
+	}
+	for name := range a {
+		if _, ok := b[name]; !ok {
+			t.Fatalf("%q has no pair in the other run: %v", name, b)
+		}
+	}
+	if got := a["tracking through a 30 s Postgres outage, 1000 req/s | s Postgres was down (beside: planned)"]; got != 38.2 {
+		t.Fatalf("measured length row: %v (rows %v)", got, a)
+	}
+}

@@ -48,7 +48,7 @@ check_gofmt() {
 # detector), not once per database. They run with EVENTQ_TEST_DB=none, under which a test that
 # asks for a database fails: a package that starts using one must leave this list.
 db_free=(./internal/eventqueue ./internal/ratelimit ./routes ./internal/cache ./internal/config ./internal/validate ./internal/testenv ./models
-	./internal/psp ./docs ./internal/changes ./internal/apiclient ./internal/paginate)
+	./internal/psp ./docs ./internal/changes ./internal/apiclient ./internal/paginate ./internal/gctune ./internal/profiling ./bench)
 
 # The packages whose only database-using tests run on one database (testenv.OnOneDatabase):
 # the Postgres suite would link and run them for tests that do not depend on the database, so
