@@ -118,8 +118,19 @@ func (fl *Follower) Fresh() bool {
 	return last != 0 && fl.clock.Now().Sub(time.Unix(0, last)) < freshFor
 }
 
-// Run follows the feed until ctx is done.
+// Run follows the feed until ctx is done. It returns at once then: a read blocked in Redis
+// (up to block) is left to end on its own, and applies nothing after it, so that a process's
+// shutdown does not wait for it (closing the Redis client ends it too).
 func (fl *Follower) Run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { defer close(done); fl.follow(ctx) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+func (fl *Follower) follow(ctx context.Context) {
 	last := "" // the id read up to; "" until the stream's end is known
 	failing := false
 	for ctx.Err() == nil {
@@ -175,6 +186,9 @@ func (fl *Follower) read(ctx context.Context, last string) (string, error) {
 	}
 	if err != nil {
 		return "", err
+	}
+	if ctx.Err() != nil { // Run has returned
+		return "", ctx.Err()
 	}
 	for _, st := range streams {
 		for _, m := range st.Messages {

@@ -96,3 +96,24 @@ func TestNilFollowerIsNotFresh(t *testing.T) {
 		t.Fatal("fresh")
 	}
 }
+
+// Run returns as soon as its context ends, even while its read gets no answer (Redis is
+// paused): a process's shutdown does not wait for the read. Without it, Run would wait for the
+// read's timeout (the block plus ten seconds).
+func TestRunReturnsAtOnceWhileItsReadWaits(t *testing.T) {
+	r := testenv.StartRedis(t)
+	fl := changes.NewFollower(r.Client(), clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	returned := make(chan struct{})
+	go func() { defer close(returned); fl.Run(ctx) }()
+	testenv.Eventually(t, 3*time.Second, "the follower is fresh", fl.Fresh)
+	r.Pause()
+	defer r.Resume()
+	cancel()
+	select {
+	case <-returned:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return within 5 s of its context's end")
+	}
+}
