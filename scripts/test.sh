@@ -64,8 +64,9 @@ processes=(./internal/e2e ./cmd/eventq ./deployments)
 
 # Every test binary is linked anew on each run (only compiled packages are cached), and
 # linking is a large share of the suite's CPU: -w leaves out the DWARF tables, which stack
-# traces and race reports do not need.
-test_flags=(-count=1 -timeout 20m -ldflags=-w)
+# traces and race reports do not need. go vet ./... has run already: -vet=off skips go test's
+# own vet pass.
+test_flags=(-count=1 -timeout 20m -ldflags=-w -vet=off)
 
 # packages DB [race|processes]: the packages that use a database, on DB: every one but db_free
 # (and, on Postgres, sqlite_only); with race, only those the race detector runs (not
