@@ -89,41 +89,36 @@ suite() {
 	return "${PIPESTATUS[0]}"
 }
 
-# sqlite_job: the SQLite suite, with the race detector, then its process-driving packages
-# without it.
-sqlite_job() {
-	local start=$SECONDS rc=0
-	CGO_ENABLED=1 suite sqlite sqlite -race $(packages sqlite race) || rc=1
-	suite sqlite "sqlite processes" $(packages sqlite processes) || rc=1
-	echo "--- the SQLite job took $((SECONDS - start))s"
+# job LABEL DB ARGS...: one suite (go test ARGS on DB), timed.
+job() {
+	local label=$1 db=$2 start=$SECONDS rc=0
+	shift 2
+	suite "$db" "$label" "$@" || rc=1
+	echo "--- [$label] took $((SECONDS - start))s"
 	return "$rc"
 }
 
-# postgres_job: the Postgres suite, then the database-free packages, once, with the race
-# detector (EVENTQ_TEST_DB=none).
-postgres_job() {
-	local start=$SECONDS rc=0
-	suite postgres postgres $(packages postgres) || rc=1
-	CGO_ENABLED=1 suite none "no database" -race "${db_free[@]}" || rc=1
-	echo "--- the Postgres job took $((SECONDS - start))s"
-	return "$rc"
-}
-
-# both_suites: the two jobs at the same time. Much of a suite's time is spent waiting on
-# servers and subprocesses, not on the CPU, so running them side by side roughly halves the
-# wall time on two cores.
-both_suites() {
-	local rc=0 bin
+# all_suites: four jobs at the same time: the SQLite suite with the race detector, its
+# process-driving packages without it, the Postgres suite, and the database-free packages with
+# the race detector. Much of a suite's time is spent waiting on servers, subprocesses and
+# timers, not on the CPU, so running them side by side keeps two cores busy.
+all_suites() {
+	local rc=0 bin pids=()
 	# The tests that run the programs as processes share one build of them.
 	bin=$(mktemp -d)
 	go build -o "$bin/" ./cmd/... || { rm -rf "$bin"; return 1; }
 	export EVENTQ_TEST_BIN=$bin
-	sqlite_job &
-	local sqlite=$!
-	postgres_job &
-	local postgres=$!
-	wait "$sqlite" || { rc=1; echo "--- the SQLite job failed"; }
-	wait "$postgres" || { rc=1; echo "--- the Postgres job failed"; }
+	CGO_ENABLED=1 job sqlite sqlite -race $(packages sqlite race) &
+	pids+=($!)
+	job "sqlite processes" sqlite $(packages sqlite processes) &
+	pids+=($!)
+	job postgres postgres $(packages postgres) &
+	pids+=($!)
+	CGO_ENABLED=1 job "no database" none -race "${db_free[@]}" &
+	pids+=($!)
+	for pid in "${pids[@]}"; do
+		wait "$pid" || rc=1
+	done
 	rm -rf "$bin"
 	return "$rc"
 }
@@ -142,7 +137,7 @@ trap 'rm -rf "$logs"' EXIT
 
 step "gofmt -l ." check_gofmt
 step "go vet ./..." go vet ./...
-step "go test on SQLite (-race) and on Postgres, side by side" both_suites
+step "go test on SQLite (-race) and on Postgres, side by side" all_suites
 
 echo
 if ((${#failed[@]})); then
