@@ -74,7 +74,8 @@ func (m *Main) Addr() string { return m.ln.Addr().String() }
 // Run serves until ctx is done, then drains in-flight requests for up to 10 s and closes.
 func (m *Main) Run(ctx context.Context) error {
 	errc := make(chan error, 1)
-	go func() { errc <- m.http.Listener(m.ln) }()
+	h := m.http // Close clears m.http, and may run before this goroutine does
+	go func() { errc <- h.Listener(m.ln) }()
 	select {
 	case err := <-errc:
 		m.Close()
@@ -110,6 +111,9 @@ func (m *Main) Close() error {
 			}
 		}()
 		errs = append(errs, m.http.ShutdownWithTimeout(10*time.Second))
+		// The shutdown closes the listener only if the server had begun serving on it; a
+		// shutdown that came first leaves it to this close, which ends the late Listener.
+		m.ln.Close()
 		close(stop)
 		m.http = nil
 	}

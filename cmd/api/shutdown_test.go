@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -59,4 +60,29 @@ func TestShutdownDoesNotWaitForAnUnusedConnection(t *testing.T) {
 	if out := logs.String(); strings.Contains(out, "level=ERROR") {
 		t.Fatalf("the shutdown logged an error:\n%s", out)
 	}
+}
+
+// A shutdown that comes before the server has begun serving (a SIGTERM right after the start)
+// returns without an error and leaves the port closed. It panicked: the serving goroutine read
+// the server Close had already cleared.
+func TestAShutdownBeforeServingReturns(t *testing.T) {
+	_, dbURL := testenv.DB(t)
+	r := testenv.StartRedis(t)
+	cfg, err := config.Load(append([]string{"HTTP_ADDR=127.0.0.1:0", "DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL()}, testenv.NoRateLimits...))
+	testenv.Must(t, err)
+	m := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	testenv.Must(t, m.Open())
+	addr := m.Addr()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := m.Run(ctx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	testenv.Eventually(t, 5*time.Second, "the port is closed", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
 }
