@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# chaos.sh — what `make chaos` runs: the crash and outage tests (internal/e2e/chaos_test.go and
-# crash_test.go, build tag chaos) on SQLite and then Postgres. They SIGKILL the api and the
-# worker, kill, hang and restart Redis while events are tracked, halt Postgres, drill a backup and
-# restore, and print what was
+# chaos.sh — what `make chaos` runs: the crash and outage tests (internal/e2e, build tag chaos)
+# on SQLite and then Postgres. They SIGKILL the api and the worker, kill, hang and restart Redis
+# while events are tracked, halt Postgres, drill a backup and restore, and print what was
 # acknowledged, lost and duplicated. The worker test waits about a minute for asynq's lease.
 # Then the long runs of the property tests that `make test` runs short (EVENTQ_TEST_LONG: 200
 # random lease sequences instead of 12, every compressed page size instead of a sample).

@@ -5,9 +5,10 @@
 #      server binaries, chromium (the browser test) and curl (the 413 test) are installed (apt-get when root;
 #      otherwise it names the Debian packages);
 #   2. gofmt -l must print nothing, go vet ./... must be clean;
-#   3. the whole suite on SQLite with the race detector and on Postgres, side by side (the
-#      packages that use no database run once, with the race detector, after the Postgres suite;
-#      the packages whose tests drive the programs as processes run without it on both).
+#   3. the whole suite on SQLite with the race detector and on Postgres, four jobs at once:
+#      the SQLite suite, its packages whose tests drive the programs as processes (without the
+#      race detector, as on Postgres), the Postgres suite, and the packages that use no
+#      database (once, with the race detector).
 #
 # The crash and outage tests that take minutes and the long runs of the property tests are in
 # `make chaos` (scripts/chaos.sh).
@@ -68,16 +69,13 @@ processes=(./internal/e2e ./cmd/eventq ./deployments)
 # own vet pass.
 test_flags=(-count=1 -timeout 20m -ldflags=-w -vet=off)
 
-# packages DB [race|processes]: the packages that use a database, on DB: every one but db_free
-# (and, on Postgres, sqlite_only); with race, only those the race detector runs (not
-# processes); with processes, only those.
+# packages DB [race]: the packages that use a database, on DB: every one but db_free (and, on
+# Postgres, sqlite_only); with race, not processes either (they run on their own).
 packages() {
-	local skip=("${db_free[@]}") keep=()
+	local skip=("${db_free[@]}")
 	[[ $1 == postgres ]] && skip+=("${sqlite_only[@]}")
 	[[ ${2-} == race ]] && skip+=("${processes[@]}")
-	[[ ${2-} == processes ]] && keep=("${processes[@]}")
-	go list ./... | grep -vxF "$(printf '%s\n' "${skip[@]}" | sed 's|^\./|github.com/eventq/eventq/|')" |
-		{ if ((${#keep[@]})); then grep -xF "$(printf '%s\n' "${keep[@]}" | sed 's|^\./|github.com/eventq/eventq/|')"; else cat; fi; }
+	go list ./... | grep -vxF "$(printf '%s\n' "${skip[@]}" | sed 's|^\./|github.com/eventq/eventq/|')"
 }
 
 # suite DB LABEL ARGS...: go test ARGS (flags and packages) on DB, each output line prefixed
@@ -110,7 +108,7 @@ all_suites() {
 	export EVENTQ_TEST_BIN=$bin
 	CGO_ENABLED=1 job sqlite sqlite -race $(packages sqlite race) &
 	pids+=($!)
-	job "sqlite processes" sqlite $(packages sqlite processes) &
+	job "sqlite processes" sqlite "${processes[@]}" &
 	pids+=($!)
 	job postgres postgres $(packages postgres) &
 	pids+=($!)
@@ -137,7 +135,7 @@ trap 'rm -rf "$logs"' EXIT
 
 step "gofmt -l ." check_gofmt
 step "go vet ./..." go vet ./...
-step "go test on SQLite (-race) and on Postgres, side by side" all_suites
+step "go test on SQLite (-race) and on Postgres, four jobs at once" all_suites
 
 echo
 if ((${#failed[@]})); then

@@ -229,10 +229,10 @@ func shopPage(t *testing.T, apiBase, siteKey, attrs, beforeTracker string) (orig
 func waitEvents(t *testing.T, e *apiEnv, tn tenant, n int) []models.QueueEvent {
 	t.Helper()
 	var got []models.QueueEvent
-	spooled := 0
+	caughtUp := 0
 	defer func() {
 		if t.Failed() {
-			t.Logf("%d of the %d events were readable; %d drained from the spool or requeued", len(got), n, spooled)
+			t.Logf("%d of the %d events were readable; %d drained from the spool or requeued", len(got), n, caughtUp)
 		}
 	}()
 	testenv.Eventually(t, time.Minute, fmt.Sprintf("%d events are readable", n), func() bool {
@@ -249,12 +249,12 @@ func waitEvents(t *testing.T, e *apiEnv, tn tenant, n int) []models.QueueEvent {
 		if err != nil {
 			t.Fatalf("requeue: %v", err)
 		}
-		spooled += d + r
+		caughtUp += d + r
 		got = e.MustRead(t, tn).Data.Events
 		return len(got) >= n
 	})
-	if spooled > 0 {
-		t.Logf("%d events went through the spool or were requeued", spooled)
+	if caughtUp > 0 {
+		t.Logf("%d events went through the spool or were requeued", caughtUp)
 	}
 	if len(got) != n {
 		t.Fatalf("got %d events, want %d: %+v", len(got), n, got)
