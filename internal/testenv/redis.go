@@ -167,3 +167,25 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Within polls cond every 10 ms as Eventually does, for up to timeout, and fails unless the
+// first poll at which it held began within bound of since. It is for "within N seconds"
+// promises made to a client: what counts is when the request that saw the change was sent,
+// not how long a loaded machine took to answer it.
+func Within(t testing.TB, since time.Time, bound, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		sent := time.Now()
+		if cond() {
+			if took := sent.Sub(since); took > bound {
+				t.Fatalf("%s: first seen by a poll sent %s after the change, want within %s", what, took, bound)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting until %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
