@@ -4,7 +4,8 @@
 # while events are tracked, halt Postgres, drill a backup and restore, and print what was
 # acknowledged, lost and duplicated. The worker test waits about a minute for asynq's lease.
 # Then the long runs of the property tests that `make test` runs short (EVENTQ_TEST_LONG: 200
-# random lease sequences instead of 12, every compressed page size instead of a sample).
+# random lease sequences instead of 12, every compressed page size instead of a sample, 20,000
+# random tracking bodies through both parsers instead of 5,000).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/ensure-deps.sh go redis-server postgres
@@ -26,7 +27,8 @@ for db in sqlite postgres; do
 done
 printf '\n==> the long property runs\n'
 if ! EVENTQ_TEST_DB=none EVENTQ_TEST_LONG=1 go test -count=1 -timeout 20m \
-	-run '^(TestLeaseScriptsMatchPerEventScripts|TestCompressedBodyEveryPageSize)$' ./internal/eventqueue ./routes; then
+	-run '^(TestLeaseScriptsMatchPerEventScripts|TestCompressedBodyEveryPageSize|TestParseFastMatchesGeneral)$' \
+	./internal/eventqueue ./routes ./internal/tracking; then
 	status=1
 fi
 exit $status

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/testenv"
 )
 
 // storable reports why s could not be stored in a column of max characters, or "".
@@ -125,8 +126,13 @@ func TestParseFastMatchesGeneral(t *testing.T) {
 		}
 		return pick(strs[3:]) // not empty after the trim
 	}
+	// 5,000 random bodies in make test (each parsed for both endpoints), 20,000 in make chaos.
+	bodies := 5000
+	if testenv.Long() {
+		bodies = 20000
+	}
 	accepted := 0
-	for range 20000 {
+	for range bodies {
 		var b strings.Builder
 		b.WriteString(pick(space) + "{")
 		var fields []string
@@ -157,8 +163,8 @@ func TestParseFastMatchesGeneral(t *testing.T) {
 			accepted++
 		}
 	}
-	if accepted < 1000 {
-		t.Fatalf("only %d of 40,000 parses took the fast path: the comparison says little", accepted)
+	if accepted < bodies/20 {
+		t.Fatalf("only %d of %d parses took the fast path: the comparison says little", accepted, 2*bodies)
 	}
-	t.Logf("%d of 40,000 parses took the fast path", accepted)
+	t.Logf("%d of %d parses took the fast path", accepted, 2*bodies)
 }
