@@ -101,12 +101,32 @@ job() {
 	return "$rc"
 }
 
+# stop_shared_postgres DIR: stops the Postgres server the Postgres suite's binaries shared
+# (internal/testenv, EVENTQ_TEST_PG_SHARED: its line is "PORT PID DIR") and removes it.
+stop_shared_postgres() {
+	local dir=$1 port pid data
+	if [[ -f $dir/server ]]; then
+		read -r port pid data <"$dir/server"
+		kill -INT "$pid" 2>/dev/null || true
+		for _ in $(seq 100); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+		rm -rf "$data"
+	fi
+	rm -rf "$dir"
+}
+
 # all_suites: four jobs at the same time: the SQLite suite with the race detector, its
 # process-driving packages without it, the Postgres suite, and the database-free packages with
 # the race detector. Much of a suite's time is spent waiting on servers, subprocesses and
 # timers, not on the CPU, so running them side by side keeps two cores busy.
 all_suites() {
 	local rc=0 bin pids=()
+	# The Postgres suite's binaries share one server: each starting its own (copying a data
+	# directory, migrating a template) cost more CPU than most of their tests.
+	shared_pg=$(mktemp -d)
 	# The tests that run the programs as processes share one build of them.
 	bin=$(mktemp -d)
 	go build -gcflags=all=-dwarf=false -ldflags=-w -o "$bin/" ./cmd/... || { rm -rf "$bin"; return 1; }
@@ -115,7 +135,7 @@ all_suites() {
 	pids+=($!)
 	job "sqlite processes" sqlite "${processes[@]}" &
 	pids+=($!)
-	job postgres postgres $(packages postgres) &
+	EVENTQ_TEST_PG_SHARED=$shared_pg job postgres postgres $(packages postgres) &
 	pids+=($!)
 	CGO_ENABLED=1 job "no database" none -race "${db_free[@]}" &
 	pids+=($!)
@@ -123,6 +143,7 @@ all_suites() {
 		wait "$pid" || rc=1
 	done
 	rm -rf "$bin"
+	stop_shared_postgres "$shared_pg"
 	return "$rc"
 }
 
@@ -136,7 +157,8 @@ failures() {
 
 # The suites' output, one file per job, for failures.
 logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
+shared_pg=
+trap 'rm -rf "$logs"; [[ -z $shared_pg ]] || stop_shared_postgres "$shared_pg"' EXIT
 
 step "gofmt -l ." check_gofmt
 step "go vet ./..." go vet ./...

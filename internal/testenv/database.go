@@ -186,6 +186,13 @@ type Postgres struct {
 	templateErr error
 	copying     sync.Mutex
 	pool        dbPool
+
+	// On a server shared by a suite's test binaries (SharedPostgresEnv): the file locked
+	// around the template's copies, and the databases this binary created.
+	shared   bool
+	lockPath string
+	createdM sync.Mutex
+	created  []string
 }
 
 // PID is the postmaster's process id: its children are the server's other processes.
@@ -206,7 +213,7 @@ var pg sharedPostgres
 
 func (s *sharedPostgres) stop() {
 	if s.srv != nil {
-		s.srv.Stop()
+		s.srv.release()
 	}
 }
 
@@ -214,7 +221,7 @@ func (s *sharedPostgres) stop() {
 // when migrated, else an empty one.
 func postgresDatabase(t testing.TB, migrated bool) string {
 	t.Helper()
-	pg.once.Do(func() { pg.srv, pg.err = StartPostgres() })
+	pg.once.Do(func() { pg.srv, pg.err = packageServer() })
 	if pg.err != nil {
 		t.Fatalf("postgres: %v", pg.err)
 	}
@@ -226,6 +233,9 @@ func postgresDatabase(t testing.TB, migrated bool) string {
 		}
 	}
 	name := fmt.Sprintf("t_%d_%d", os.Getpid(), pg.srv.serial.Add(1))
+	pg.srv.createdM.Lock()
+	pg.srv.created = append(pg.srv.created, name)
+	pg.srv.createdM.Unlock()
 	var (
 		url string
 		err error
@@ -261,6 +271,12 @@ func PostgresBin() (string, error) {
 // Durability is off (fsync, synchronous_commit, full_page_writes) unless extraSettings
 // ("name=value", applied last) turn it back on.
 func StartPostgres(extraSettings ...string) (*Postgres, error) {
+	return startPostgres(false, extraSettings...)
+}
+
+// startPostgres is StartPostgres; a detached server outlives the test binary that started it
+// (a suite's shared server, SharedPostgresEnv).
+func startPostgres(detached bool, extraSettings ...string) (*Postgres, error) {
 	bin, err := PostgresBin()
 	if err != nil {
 		return nil, err
@@ -272,6 +288,9 @@ func StartPostgres(extraSettings ...string) (*Postgres, error) {
 	attr, err := postgresAttr()
 	if err != nil {
 		return nil, err
+	}
+	if detached {
+		attr.Pdeathsig, attr.Setsid = 0, true
 	}
 	if c := attr.Credential; c != nil {
 		if err := os.Chown(s.dir, int(c.Uid), int(c.Gid)); err != nil {
@@ -285,7 +304,7 @@ func StartPostgres(extraSettings ...string) (*Postgres, error) {
 	}
 	s.Port = freePort()
 	args := []string{"-D", data, "-p", strconv.Itoa(s.Port), "-k", s.dir, "-h", "127.0.0.1",
-		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=300"}
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=400"}
 	for _, kv := range extraSettings {
 		args = append(args, "-c", kv)
 	}
@@ -362,25 +381,45 @@ const templateName = "eventq_template"
 // CreateMigratedDatabase creates a database with every migration applied, as a copy of a
 // template migrated once per server.
 func (s *Postgres) CreateMigratedDatabase(name string) (string, error) {
-	s.template.Do(func() {
-		var url string
-		if url, s.templateErr = s.CreateDatabase(templateName); s.templateErr == nil {
-			if s.templateErr = migrate(url); s.templateErr == nil {
-				s.templateErr = s.pool.learn(url)
-			}
-		}
-	})
+	s.template.Do(func() { s.templateErr = s.exclusive(s.makeTemplate) })
 	if s.templateErr != nil {
 		return "", fmt.Errorf("migrate the template database: %w", s.templateErr)
 	}
-	// Copies of one template are serialised: Postgres refuses to copy a database that another
-	// CREATE DATABASE is reading.
-	s.copying.Lock()
-	defer s.copying.Unlock()
-	if _, err := s.admin.Exec("CREATE DATABASE " + name + " TEMPLATE " + templateName); err != nil {
+	err := s.exclusive(func() error {
+		_, err := s.admin.Exec("CREATE DATABASE " + name + " TEMPLATE " + templateName)
+		return err
+	})
+	if err != nil {
 		return "", err
 	}
 	return s.URL(name), nil
+}
+
+// makeTemplate migrates the template, unless another binary sharing the server did, and
+// learns its shape. The template is migrated under another name and renamed when complete, so
+// a binary that died halfway leaves no template to copy.
+func (s *Postgres) makeTemplate() error {
+	var exists bool
+	if err := s.admin.QueryRow(`SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, templateName).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		const making = templateName + "_making"
+		if _, err := s.admin.Exec("DROP DATABASE IF EXISTS " + making); err != nil {
+			return err
+		}
+		url, err := s.CreateDatabase(making)
+		if err != nil {
+			return err
+		}
+		if err := migrate(url); err != nil {
+			return err
+		}
+		if _, err := s.admin.Exec("ALTER DATABASE " + making + " RENAME TO " + templateName); err != nil {
+			return err
+		}
+	}
+	return s.pool.learn(s.URL(templateName))
 }
 
 // Stop shuts the server down (fast mode) and removes its directory.

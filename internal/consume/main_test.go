@@ -1,0 +1,9 @@
+package consume
+
+import (
+	"testing"
+
+	"github.com/eventq/eventq/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }

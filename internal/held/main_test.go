@@ -1,0 +1,9 @@
+package held_test
+
+import (
+	"testing"
+
+	"github.com/eventq/eventq/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
