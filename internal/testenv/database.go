@@ -304,7 +304,8 @@ func startPostgres(detached bool, extraSettings ...string) (*Postgres, error) {
 	}
 	s.Port = freePort()
 	args := []string{"-D", data, "-p", strconv.Itoa(s.Port), "-k", s.dir, "-h", "127.0.0.1",
-		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=400"}
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=400",
+		"-c", "autovacuum=off"}
 	for _, kv := range extraSettings {
 		args = append(args, "-c", kv)
 	}
