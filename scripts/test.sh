@@ -14,7 +14,8 @@
 # `make chaos` (scripts/chaos.sh).
 #
 # The tests start their own redis-server and Postgres on free ports (internal/testenv); this
-# script starts no server. Every step runs even after a failure; the exit code is non-zero if
+# script starts no server. The Postgres suite's binaries share one server (the first starts it,
+# EVENTQ_TEST_PG_SHARED), which this script stops when the suite ends. Every step runs even after a failure; the exit code is non-zero if
 # any step failed.
 set -euo pipefail
 
