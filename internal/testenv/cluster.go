@@ -1,8 +1,10 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -28,24 +30,8 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 		t.Fatal("redis-cli not found: install the Debian package redis-tools (make test does this)")
 	}
 	c := &RedisCluster{t: t}
-	for i := 0; i < 3; i++ {
-		port, dir := FreePort(t), t.TempDir()
-		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-node-timeout", "5000", "--save", "", "--appendonly", "no", "--dir", dir,
-			"--loglevel", "warning")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start cluster node: %v", err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		c.Addrs = append(c.Addrs, addr)
-		node := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		Eventually(t, 10*time.Second, "cluster node "+addr+" answers PING", func() bool {
-			return node.Ping(context.Background()).Err() == nil
-		})
-		node.Close()
+	for range 3 {
+		c.Addrs = append(c.Addrs, startClusterNode(t))
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
@@ -61,6 +47,72 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 		node.Close()
 	}
 	return c
+}
+
+// startClusterNode starts one cluster-mode redis-server and returns its address once it
+// answers PING. A node that exits before it answers (its port or its bus port was taken in
+// the meantime: make test starts many servers at once) is started again on other ports.
+func startClusterNode(t testing.TB) string {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		port, dir := clusterPort(t), t.TempDir()
+		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+			"--cluster-node-timeout", "5000", "--save", "", "--appendonly", "no", "--dir", dir,
+			"--loglevel", "warning")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start cluster node: %v", err)
+		}
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		node := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		answered, gone := false, false
+		for deadline := time.Now().Add(10 * time.Second); !answered && !gone && time.Now().Before(deadline); {
+			select {
+			case <-exited:
+				gone = true
+			case <-time.After(10 * time.Millisecond):
+				answered = node.Ping(context.Background()).Err() == nil
+			}
+		}
+		node.Close()
+		switch {
+		case answered:
+			return addr
+		case gone && attempt < 5:
+			t.Logf("cluster node on %s exited at its start; trying other ports: %s", addr, bytes.TrimSpace(out.Bytes()))
+		case gone:
+			t.Fatalf("cluster node on %s exited at its start, %d times: %s", addr, attempt, out.Bytes())
+		default:
+			t.Fatalf("cluster node on %s did not answer PING within 10s", addr)
+		}
+	}
+}
+
+// clusterPort returns a free port for a cluster node whose cluster bus port, 10,000 higher, is
+// free too. Redis refuses to start a node on a port above 55535 (its bus port would not
+// exist), and a fifth of the kernel's usual ephemeral range (32768–60999) is above it.
+func clusterPort(t testing.TB) int {
+	t.Helper()
+	for range 100 {
+		port := FreePort(t)
+		if port > 55535 {
+			continue
+		}
+		bus, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+10000))
+		if err != nil {
+			continue
+		}
+		bus.Close()
+		return port
+	}
+	t.Fatal("no free port with a free cluster bus port after 100 tries")
+	return 0
 }
 
 // Client returns a cluster client closed at the end of the test.
