@@ -187,13 +187,16 @@ type Postgres struct {
 	copying     sync.Mutex
 	pool        dbPool
 
-	// On a server shared by a suite's test binaries (SharedPostgresEnv): the file locked
-	// around the template's copies, and the databases this binary created.
-	shared   bool
+	// On a server shared by a suite's test binaries (SharedPostgresEnv), the file locked
+	// around the template's copies; empty on a binary's own server. And the databases this
+	// binary created, dropped when it ends on a shared one.
 	lockPath string
 	createdM sync.Mutex
 	created  []string
 }
+
+// shared reports whether the server is shared by a suite's test binaries.
+func (s *Postgres) shared() bool { return s.lockPath != "" }
 
 // PID is the postmaster's process id: its children are the server's other processes.
 func (s *Postgres) PID() int {

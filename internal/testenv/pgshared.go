@@ -30,7 +30,7 @@ func packageServer() (*Postgres, error) {
 	defer unlock()
 	info := filepath.Join(dir, "server")
 	if b, err := os.ReadFile(info); err == nil {
-		s := &Postgres{lockPath: filepath.Join(dir, "template.lock"), shared: true}
+		s := &Postgres{lockPath: filepath.Join(dir, "template.lock")}
 		var pid int
 		if _, err := fmt.Sscan(string(b), &s.Port, &pid, &s.dir); err != nil {
 			return nil, fmt.Errorf("%s: %q: %w", info, b, err)
@@ -45,7 +45,7 @@ func packageServer() (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.lockPath, s.shared = filepath.Join(dir, "template.lock"), true
+	s.lockPath = filepath.Join(dir, "template.lock")
 	line := fmt.Sprintf("%d %d %s\n", s.Port, s.cmd.Process.Pid, s.dir)
 	if err := os.WriteFile(info, []byte(line), 0o600); err != nil {
 		s.Stop()
@@ -74,7 +74,7 @@ func lockFile(path string) (unlock func(), err error) {
 func (s *Postgres) exclusive(f func() error) error {
 	s.copying.Lock()
 	defer s.copying.Unlock()
-	if s.lockPath != "" {
+	if s.shared() {
 		unlock, err := lockFile(s.lockPath)
 		if err != nil {
 			return err
@@ -87,7 +87,7 @@ func (s *Postgres) exclusive(f func() error) error {
 // release ends this binary's use of the server: its own server stops; on a shared one, the
 // databases this binary created are dropped.
 func (s *Postgres) release() {
-	if !s.shared {
+	if !s.shared() {
 		s.Stop()
 		return
 	}

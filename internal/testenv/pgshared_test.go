@@ -24,7 +24,7 @@ func TestASharedServerIsStartedOnceAndEachBinaryDropsItsOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second.Port != first.Port || second.cmd != nil || !first.shared || !second.shared {
+	if second.Port != first.Port || second.cmd != nil || !first.shared() || !second.shared() {
 		t.Fatalf("the second binary's server: port %d (the first's %d), started one itself: %v", second.Port, first.Port, second.cmd != nil)
 	}
 
