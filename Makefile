@@ -38,5 +38,5 @@ lint-openapi: ## lint docs/openapi.yaml with Redocly's recommended rules (npm; m
 	@bash scripts/ensure-deps.sh npx
 	cd docs && npx --yes @redocly/cli@2.77.0 lint openapi.yaml
 
-clean: ## remove bin/ (the data in var/ stays)
-	rm -rf bin
+clean: ## remove bin/ and the kept test binaries (var/test-bin); the data in var/ stays
+	rm -rf bin var/test-bin

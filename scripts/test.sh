@@ -5,21 +5,24 @@
 #      server binaries, chromium (the browser test) and curl (the 413 test) are installed (apt-get when root;
 #      otherwise it names the Debian packages);
 #   2. gofmt -l must print nothing, go vet ./... must be clean;
-#   3. the whole suite on SQLite with the race detector and on Postgres, five jobs at once:
-#      the SQLite suite, its packages whose tests drive the programs as processes (without the
-#      race detector, as on Postgres), the Postgres suite, and the packages that use no
-#      database (once: with the race detector, but for those with no concurrency in them).
+#   3. the whole suite on SQLite with the race detector and on Postgres: the test binaries
+#      are built first (and kept in var/test-bin: an unchanged one is not linked again), then
+#      run six at a time, the longest first: the SQLite suite, its packages whose tests drive
+#      the programs as processes (without the race detector, as on Postgres), the Postgres
+#      suite, and the packages that use no database (once: with the race detector, but for
+#      those with no concurrency in them).
 #
 # The crash and outage tests that take minutes and the long runs of the property tests are in
 # `make chaos` (scripts/chaos.sh).
 #
 # The tests start their own redis-server and Postgres on free ports (internal/testenv); this
 # script starts no server. The Postgres suite's binaries share one server (the first starts it,
-# EVENTQ_TEST_PG_SHARED), which this script stops when the suite ends. Every step runs even after a failure; the exit code is non-zero if
-# any step failed.
+# EVENTQ_TEST_PG_SHARED), which this script stops when the suite ends. Every step runs even
+# after a failure; the exit code is non-zero if any step failed.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
 
 bash scripts/ensure-deps.sh go gcc redis-server redis-cli postgres chromium curl
 
@@ -88,12 +91,9 @@ sqlite_only=(./deployments)
 # process there.
 processes=(./internal/e2e ./cmd/eventq ./deployments)
 
-# Every test binary is linked anew on each run (only compiled packages are cached), and
-# linking is a large share of the suite's CPU. Stack traces and race reports do not need
-# DWARF: -dwarf=false compiles the packages without it (a quarter less for the linker to read
-# and copy) and -w leaves the tables out of the binary. go vet ./... has run already: -vet=off
-# skips go test's own vet pass.
-test_flags=(-count=1 -timeout 20m -gcflags=all=-dwarf=false -ldflags=-w -vet=off)
+# Stack traces and race reports do not need DWARF: -dwarf=false compiles the packages without it
+# (a quarter less for the linker to read and copy) and -w leaves the tables out of the binary.
+build_flags=(-gcflags=all=-dwarf=false -ldflags=-w)
 
 # A binary built with -race sleeps a second before it exits, for races still being reported
 # by goroutines the tests left running; a test binary's tests have all returned by then.
@@ -108,22 +108,81 @@ packages() {
 	go list ./... | grep -vxF "$(printf '%s\n' "${skip[@]}" | sed 's|^\./|github.com/eventq/eventq/|')"
 }
 
-# suite DB LABEL ARGS...: go test ARGS (flags and packages) on DB, each output line prefixed
-# with LABEL (the jobs run side by side and their lines interleave).
-suite() {
-	local db=$1 label=$2
-	shift 2
-	env EVENTQ_TEST_DB="$db" go test "${test_flags[@]}" "$@" 2>&1 | sed -u "s/^/[$label] /" | tee "$logs/$label.log"
-	return "${PIPESTATUS[0]}"
+# without LIST...: the lines of stdin that are not among LIST's packages (./dir or import path).
+without() {
+	grep -vxF "$(printf '%s\n' "$@" | sed 's|^\./|github.com/eventq/eventq/|')"
 }
 
-# job LABEL DB ARGS...: one suite (go test ARGS on DB), timed.
-job() {
-	local label=$1 db=$2 start=$SECONDS rc=0
-	shift 2
-	suite "$db" "$label" "$@" || rc=1
-	echo "--- [$label] took $((SECONDS - start))s"
+# The test binaries are kept between runs, in var/test-bin/race and var/test-bin/plain: go test
+# -c -o skips a link whose output is there and up to date (the binary's build ID names its
+# inputs: sources, flags, toolchain), and linking the 50-odd binaries is a third of a warm run's
+# CPU. A change relinks the binaries that depend on it. The runs' durations are kept there
+# too, to start the longest first.
+test_bin=var/test-bin
+
+# tested PKG...: those of the packages (import paths) that have test files.
+tested() {
+	go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' "$@"
+}
+
+# build_tests FLAVOUR FLAGS... -- PKG...: go test -c the packages into $test_bin/FLAVOUR, and
+# removes the binaries of packages no longer among them.
+build_tests() {
+	local dir=$test_bin/$1 flags=() keep
+	shift
+	while [[ $1 != -- ]]; do flags+=("$1"); shift; done
+	shift
+	mkdir -p "$dir"
+	keep=$(printf '%s\n' "$@" | sed 's|.*/||; s|$|.test|')
+	for f in "$dir"/*.test; do
+		[[ -e $f ]] && ! grep -qxF "${f##*/}" <<<"$keep" && rm -f "$f"
+	done
+	go test -c -o "$dir/" "${flags[@]}" "$@"
+}
+
+# run_test LABEL DB FLAVOUR PKG: runs PKG's test binary in its directory on DB, then prints, in
+# one piece and prefixed with LABEL, what go test would (its output if it failed, and its ok or
+# FAIL line), appends it to $logs/LABEL.log and records the duration.
+run_test() {
+	local label=$1 db=$2 flavour=$3 pkg=$4 out start end rc=0 secs
+	out=$(mktemp "$logs/run.XXXXXX")
+	start=$(date +%s.%N)
+	# Only the Postgres suite's binaries share a server (EVENTQ_TEST_PG_SHARED).
+	(
+		cd "$root/${pkg#github.com/eventq/eventq/}" || exit 1
+		[[ $db == postgres ]] || unset EVENTQ_TEST_PG_SHARED
+		EVENTQ_TEST_DB=$db exec "$root/$test_bin/$flavour/${pkg##*/}.test" -test.count=1 -test.timeout=20m \
+			-test.paniconexit0
+	) >"$out" 2>&1 || rc=$?
+	end=$(date +%s.%N)
+	secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", b - a }')
+	if ((rc == 0)); then
+		printf 'ok  \t%s\t%ss\n' "$pkg" "$secs" >"$out"
+	else
+		printf 'FAIL\t%s\t%ss\n' "$pkg" "$secs" >>"$out"
+	fi
+	sed -i "s/^/[$label] /" "$out"
+	flock "$logs/print.lock" sh -c 'cat "$1"; cat "$1" >>"$2"' _ "$out" "$logs/$label.log"
+	printf '%s\t%s\n' "$label $pkg" "$secs" >"$out.time"
 	return "$rc"
+}
+
+# The runs of the suite: one line each, "LABEL|DB|FLAVOUR|PKG".
+runs() {
+	tested $(packages sqlite race) | sed 's/^/sqlite|sqlite|race|/'
+	tested "${processes[@]}" | sed 's/^/sqlite processes|sqlite|plain|/'
+	tested $(packages postgres) | sed 's/^/postgres|postgres|plain|/'
+	tested "${db_free[@]}" | without "${sequential[@]}" | sed 's/^/no database|none|race|/'
+	tested "${sequential[@]}" | sed 's/^/sequential|none|plain|/'
+}
+
+# by_last_duration: the runs on stdin, the longest of the last run first (a new one first of
+# all: it may be long).
+by_last_duration() {
+	awk -F'\t' -v times="$test_bin/durations" '
+		BEGIN { while ((getline line < times) > 0) { split(line, f, "\t"); d[f[1]] = f[2] } }
+		{ split($0, r, "|"); k = r[1] " " r[4]; print ((k in d) ? d[k] : 1e9) "\t" $0 }' |
+		sort -t$'\t' -k1,1 -rn | cut -f2-
 }
 
 # stop_shared_postgres DIR: stops the Postgres server the Postgres suite's binaries shared
@@ -143,32 +202,47 @@ stop_shared_postgres() {
 	rm -rf "$dir"
 }
 
-# all_suites: five jobs at the same time: the SQLite suite with the race detector, its
-# process-driving packages without it, the Postgres suite, and the database-free packages with
-# the race detector and (the sequential ones) without. Much of a suite's time is spent waiting on servers, subprocesses and
-# timers, not on the CPU, so running them side by side keeps two cores busy.
+# all_suites: builds the test binaries (those under the race detector and those without, at
+# the same time), then runs them, EVENTQ_TEST_JOBS (default 6) at a time, the longest first:
+# the SQLite suite with the race detector, its process-driving packages without it, the
+# Postgres suite, and the database-free packages with the race detector and (the sequential
+# ones) without. Much of a test's time is spent waiting on servers, subprocesses and timers,
+# not on the CPU, so several at once keep two cores busy; the links no longer compete with
+# the tests, whose latency bounds they stretched.
 all_suites() {
-	local rc=0 bin pids=()
+	local rc=0 bin start=$SECONDS list jobs=${EVENTQ_TEST_JOBS:-6} race plain
 	# The Postgres suite's binaries share one server: each starting its own (copying a data
 	# directory, migrating a template) cost more CPU than most of their tests.
 	shared_pg=$(mktemp -d)
+	export EVENTQ_TEST_PG_SHARED=$shared_pg
 	# The tests that run the programs as processes share one build of them.
 	bin=$(mktemp -d)
-	go build -gcflags=all=-dwarf=false -ldflags=-w -o "$bin/" ./cmd/... || { rm -rf "$bin"; return 1; }
 	export EVENTQ_TEST_BIN=$bin
-	CGO_ENABLED=1 job sqlite sqlite -race $(packages sqlite race) &
-	pids+=($!)
-	job "sqlite processes" sqlite "${processes[@]}" &
-	pids+=($!)
-	EVENTQ_TEST_PG_SHARED=$shared_pg job postgres postgres $(packages postgres) &
-	pids+=($!)
-	CGO_ENABLED=1 job "no database" none -race $(printf '%s\n' "${db_free[@]}" | grep -vxF "$(printf '%s\n' "${sequential[@]}")") &
-	pids+=($!)
-	job sequential none "${sequential[@]}" &
-	pids+=($!)
-	for pid in "${pids[@]}"; do
+	list=$(runs)
+	race=$(grep '|race|' <<<"$list" | cut -d'|' -f4 | sort -u)
+	plain=$(grep '|plain|' <<<"$list" | cut -d'|' -f4 | sort -u)
+	go build "${build_flags[@]}" -o "$bin/" ./cmd/... &
+	# go vet ./... has run already: -vet=off skips go test's own vet pass.
+	CGO_ENABLED=1 build_tests race -race -vet=off "${build_flags[@]}" -- $race &
+	build_tests plain -vet=off "${build_flags[@]}" -- $plain &
+	for pid in $(jobs -p); do
 		wait "$pid" || rc=1
 	done
+	echo "--- built the test binaries ($((SECONDS - start))s)"
+	if ((rc)); then
+		rm -rf "$bin"
+		return 1
+	fi
+	while IFS= read -r run; do
+		while (($(jobs -rp | wc -l) >= jobs)); do
+			wait -n || true
+		done
+		IFS='|' read -r label db flavour pkg <<<"$run"
+		run_test "$label" "$db" "$flavour" "$pkg" &
+	done < <(by_last_duration <<<"$list")
+	wait
+	grep -lq '^\[[a-z ]*\] FAIL' "$logs"/*.log 2>/dev/null && rc=1
+	cat "$logs"/*.time >"$test_bin/durations"
 	rm -rf "$bin"
 	stop_shared_postgres "$shared_pg"
 	return "$rc"
@@ -189,7 +263,7 @@ trap 'rm -rf "$logs"; [[ -z $shared_pg ]] || stop_shared_postgres "$shared_pg"' 
 
 step "gofmt -l ." check_gofmt
 step "go vet ./..." go vet ./...
-step "go test on SQLite (-race) and on Postgres, five jobs at once" all_suites
+step "go test on SQLite (-race) and on Postgres" all_suites
 
 echo
 if ((${#failed[@]})); then

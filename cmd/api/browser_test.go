@@ -63,6 +63,9 @@ func launchBrowser(t *testing.T) (context.Context, error) {
 		chromedp.DisableGPU,
 		chromedp.NoFirstRun,
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium leaves a directory of its own in TMPDIR (org.chromium.Chromium.*) after
+		// every run: it goes in one of the test's, which is removed.
+		chromedp.Env("TMPDIR="+shortTempDir(t)),
 		// The test network is closed: without these Chromium's own background connections
 		// fail and can take page connections down with them.
 		chromedp.Flag("disable-quic", true),
@@ -78,6 +81,17 @@ func launchBrowser(t *testing.T) (context.Context, error) {
 		return nil, err
 	}
 	return browserCtx, nil
+}
+
+// shortTempDir is a directory removed when t ends, with a shorter path than t.TempDir's: Chromium
+// puts a Unix socket two levels below its TMPDIR, and a socket's path has at most 107 bytes.
+func shortTempDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // tab is one browser tab with what it logged and what it sent to /api/track.
