@@ -139,6 +139,13 @@ func TestCLIAndHTTPSeeTheSameResources(t *testing.T) {
 	if !strings.Contains(string(raw), `"name":"Made over HTTP"`) || !strings.Contains(string(raw), `"features":{"UseQueueEvents":true,"AnonymizeIp":false}`) {
 		t.Fatalf("HTTP tenant in the CLI: %s", raw)
 	}
+	// The api records a token's use in the background (last_used_at): MustFail compares the
+	// database before and after the command, so the write must have landed first (on a loaded
+	// machine it landed during the command once).
+	testenv.Eventually(t, 10*time.Second, "the api recorded the HTTP tenant's token's use", func() bool {
+		var unrecorded int64
+		return e.db.Model(&models.PersonalAccessToken{}).Where("last_used_at IS NULL").Count(&unrecorded).Error == nil && unrecorded == 0
+	})
 	if stderr := e.MustFail(t, "tenant", "create", "--name", "Copy", "--psp-account", "acct_cli"); !strings.Contains(stderr, "--psp-account: The psp account id has already been taken.") {
 		t.Fatalf("stderr %q", stderr)
 	}

@@ -64,7 +64,7 @@ type Authenticator struct {
 // NewAuthenticator returns an Authenticator reading db.
 func NewAuthenticator(db *gorm.DB, clk clock.Clock, log *slog.Logger) *Authenticator {
 	return &Authenticator{db: db, clock: clk, log: log,
-		cache: cache.NewFallback[string, *cachedToken](CacheTTL, clk, database.LookupTimeout,
+		cache: cache.NewFallback[string, *cachedToken](CacheTTL, clk, database.LookupTimeout, database.ColdLookupTimeout,
 			&breaker.Breaker{Cooldown: database.DownCooldown}, database.Unavailable)}
 }
 

@@ -79,16 +79,21 @@ func (t *TTL[K, V]) Remove(key K) { t.c.Delete(key) }
 type Fallback[K comparable, V any] struct {
 	*TTL[K, V]
 	timeout     time.Duration
+	coldTimeout time.Duration
 	down        *breaker.Breaker
 	unavailable func(error) bool
 	loads       singleflight.Group // one load of a key at a time: the others wait for its answer
 }
 
 // NewFallback returns an empty Fallback whose entries live ttl by clk. A load waits at most
-// timeout; unavailable says which load errors mean the source is down, and opens down.
-func NewFallback[K comparable, V any](ttl time.Duration, clk clock.Clock, timeout time.Duration, down *breaker.Breaker,
-	unavailable func(error) bool) *Fallback[K, V] {
-	return &Fallback[K, V]{TTL: New[K, V](ttl, clk), timeout: timeout, down: down, unavailable: unavailable}
+// timeout when the key's expired entry can answer instead, or the breaker is open, and at most
+// coldTimeout when neither: the load's answer is then the only one, and a source that is slow,
+// not down, gives it a little later. unavailable says which load errors mean the source is
+// down, and opens down.
+func NewFallback[K comparable, V any](ttl time.Duration, clk clock.Clock, timeout, coldTimeout time.Duration,
+	down *breaker.Breaker, unavailable func(error) bool) *Fallback[K, V] {
+	return &Fallback[K, V]{TTL: New[K, V](ttl, clk), timeout: timeout, coldTimeout: coldTimeout, down: down,
+		unavailable: unavailable}
 }
 
 // Get returns key's unexpired value, else load's (stored), else, when load's error says the
@@ -99,14 +104,19 @@ func (f *Fallback[K, V]) Get(ctx context.Context, key K, load func(context.Conte
 		return v, nil
 	}
 	stale, known := f.Stale(key)
-	if known && !f.down.Allow(f.clock.Now()) {
+	allowed := f.down.Allow(f.clock.Now())
+	if known && !allowed {
 		return stale, nil
+	}
+	timeout := f.timeout
+	if !known && allowed {
+		timeout = f.coldTimeout
 	}
 	// Callers that miss the same key at once share one load (a burst on a cold cache would
 	// otherwise send the source one query each, and make each wait for the others'). The
 	// load is not cancelled by the caller that started it going away.
 	shared, err, _ := f.loads.Do(fmt.Sprint(key), func() (any, error) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.timeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		defer cancel()
 		v, err := load(ctx)
 		if err == nil {

@@ -70,7 +70,7 @@ func TestFallbackAnswersFromMemoryWhileTheSourceIsDown(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	down := &breaker.Breaker{Cooldown: time.Second}
 	unavailable := func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }
-	f := NewFallback[string, int](4*time.Second, clk, 50*time.Millisecond, down, unavailable)
+	f := NewFallback[string, int](4*time.Second, clk, 50*time.Millisecond, 200*time.Millisecond, down, unavailable)
 	ctx := context.Background()
 	calls := 0
 	ok := func(v int) func(context.Context) (int, error) {
@@ -95,8 +95,12 @@ func TestFallbackAnswersFromMemoryWhileTheSourceIsDown(t *testing.T) {
 	if v, err := f.Get(ctx, "a", hang); v != 1 || err != nil || calls != 2 {
 		t.Fatalf("within the cooldown: %d, %v, %d calls; want no call", v, err, calls)
 	}
+	start = time.Now()
 	if _, err := f.Get(ctx, "never", hang); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a key never loaded: %v, want the load's error", err)
+	}
+	if took := time.Since(start); took >= 200*time.Millisecond {
+		t.Fatalf("a key never loaded, the source just found down, waited %s: want the short timeout", took)
 	}
 	clk.Advance(time.Second) // the cooldown is over: the source is asked again
 	if v, err := f.Get(ctx, "a", ok(3)); v != 3 || err != nil || calls != 4 {
@@ -106,6 +110,45 @@ func TestFallbackAnswersFromMemoryWhileTheSourceIsDown(t *testing.T) {
 	clk.Advance(5 * time.Second)
 	if _, err := f.Get(ctx, "a", failing); err == nil {
 		t.Fatal("an error that is not unavailability was answered from memory")
+	}
+}
+
+// A key with nothing in memory to answer is given the longer timeout while the source is not
+// known to be down: a slow answer beats a refusal. An expired key gets the short one (its
+// expired entry answers), and so does a key never loaded once the source was found down.
+func TestFallbackWaitsLongerWhenNothingElseCanAnswer(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	down := &breaker.Breaker{Cooldown: time.Second}
+	unavailable := func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }
+	f := NewFallback[string, int](time.Second, clk, 50*time.Millisecond, 2*time.Second, down, unavailable)
+	ctx := context.Background()
+	// slow answers v after 300 ms: later than the short timeout, sooner than the long one.
+	slow := func(v int) func(context.Context) (int, error) {
+		return func(ctx context.Context) (int, error) {
+			select {
+			case <-time.After(300 * time.Millisecond):
+				return v, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}
+	}
+	if v, err := f.Get(ctx, "a", slow(1)); v != 1 || err != nil {
+		t.Fatalf("a slow first load: %d, %v; want its answer", v, err)
+	}
+	clk.Advance(2 * time.Second) // expired: its entry can answer
+	if v, err := f.Get(ctx, "a", slow(2)); v != 1 || err != nil {
+		t.Fatalf("a slow load of an expired key: %d, %v; want the expired value at the short timeout", v, err)
+	}
+	if down.Allow(clk.Now()) {
+		t.Fatal("the timed-out load did not open the breaker")
+	}
+	if _, err := f.Get(ctx, "b", slow(3)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a slow first load while the source was just found down: %v, want the short timeout", err)
+	}
+	clk.Advance(time.Second) // the cooldown is over
+	if v, err := f.Get(ctx, "b", slow(4)); v != 4 || err != nil {
+		t.Fatalf("a slow first load after the cooldown: %d, %v; want its answer", v, err)
 	}
 }
 
@@ -163,7 +206,7 @@ func TestFollowedKeepsNoAnswerAChangeRaced(t *testing.T) {
 // the load going away does not fail the others.
 func TestFallbackLoadsAKeyOnceForConcurrentMisses(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	f := NewFallback[string, int](time.Minute, clk, time.Second, &breaker.Breaker{Cooldown: time.Second}, func(error) bool { return false })
+	f := NewFallback[string, int](time.Minute, clk, time.Second, time.Second, &breaker.Breaker{Cooldown: time.Second}, func(error) bool { return false })
 	var loads atomic.Int32
 	release := make(chan struct{})
 	load := func(ctx context.Context) (int, error) {

@@ -56,7 +56,7 @@ type Flags struct {
 
 // New returns Flags on db; clk times the cache and the rows' updated_at.
 func New(db *gorm.DB, clk clock.Clock) *Flags {
-	return &Flags{db: db, clock: clk, cache: cache.NewFallback[string, bool](CacheTTL, clk, database.LookupTimeout,
+	return &Flags{db: db, clock: clk, cache: cache.NewFallback[string, bool](CacheTTL, clk, database.LookupTimeout, database.ColdLookupTimeout,
 		&breaker.Breaker{Cooldown: database.DownCooldown}, database.Unavailable)}
 }
 

@@ -293,7 +293,7 @@ func startPostgres(detached bool, extraSettings ...string) (*Postgres, error) {
 		return nil, err
 	}
 	if detached {
-		attr.Pdeathsig, attr.Setsid = 0, true
+		attr.Pdeathsig, attr.Setpgid = 0, true
 	}
 	if c := attr.Credential; c != nil {
 		if err := os.Chown(s.dir, int(c.Uid), int(c.Gid)); err != nil {

@@ -70,9 +70,9 @@ type Ingestor struct {
 func NewIngestor(db *gorm.DB, queueing Flags, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger, m *metrics.Metrics) *Ingestor {
 	dbDown := &breaker.Breaker{Cooldown: database.DownCooldown}
 	in := &Ingestor{db: db, queueing: queueing, queue: queue, clock: clk, log: log, metrics: m,
-		siteKeys: cache.NewFallback[string, Site](siteKeyTTL, clk, database.LookupTimeout, dbDown, database.Unavailable),
-		redact:   cache.NewFallback[uint64, []string](privacyTTL, clk, database.LookupTimeout, dbDown, database.Unavailable),
-		erased:   cache.NewFallback[uint64, *erased](privacyTTL, clk, database.LookupTimeout, dbDown, database.Unavailable),
+		siteKeys: cache.NewFallback[string, Site](siteKeyTTL, clk, database.LookupTimeout, database.ColdLookupTimeout, dbDown, database.Unavailable),
+		redact:   cache.NewFallback[uint64, []string](privacyTTL, clk, database.LookupTimeout, database.ColdLookupTimeout, dbDown, database.Unavailable),
+		erased:   cache.NewFallback[uint64, *erased](privacyTTL, clk, database.LookupTimeout, database.ColdLookupTimeout, dbDown, database.Unavailable),
 		breaker:  &breaker.Breaker{Cooldown: breakerCooldown}, dbDown: dbDown,
 		requests: make(chan *commitRequest, 4096), pushed: make(chan settlement, 1024), stop: make(chan struct{})}
 	if !database.IsPostgres(db) {
