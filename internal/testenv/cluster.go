@@ -1,15 +1,13 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -50,46 +48,23 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 }
 
 // startClusterNode starts one cluster-mode redis-server and returns its address once it
-// answers PING. A node that exits before it answers (its port or its bus port was taken in
-// the meantime: make test starts many servers at once) is started again on other ports.
+// answers PING. A node that exits at its start (ErrRedisExited: its port or its bus port was
+// taken in the meantime) is started again on other ports, up to five times.
 func startClusterNode(t testing.TB) string {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
 		port, dir := clusterPort(t), t.TempDir()
-		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-node-timeout", "5000", "--save", "", "--appendonly", "no", "--dir", dir,
-			"--loglevel", "warning")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start cluster node: %v", err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		t.Cleanup(func() { cmd.Process.Kill(); <-exited })
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		node := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		answered, gone := false, false
-		for deadline := time.Now().Add(10 * time.Second); !answered && !gone && time.Now().Before(deadline); {
-			select {
-			case <-exited:
-				gone = true
-			case <-time.After(10 * time.Millisecond):
-				answered = node.Ping(context.Background()).Err() == nil
-			}
-		}
-		node.Close()
+		cmd, err := StartRedisServer(port, dir, "--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--cluster-node-timeout", "5000",
+			"--appendonly", "no")
 		switch {
-		case answered:
-			return addr
-		case gone && attempt < 5:
-			t.Logf("cluster node on %s exited at its start; trying other ports: %s", addr, bytes.TrimSpace(out.Bytes()))
-		case gone:
-			t.Fatalf("cluster node on %s exited at its start, %d times: %s", addr, attempt, out.Bytes())
+		case err == nil:
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			return fmt.Sprintf("127.0.0.1:%d", port)
+		case errors.Is(err, ErrRedisExited) && attempt < 5:
+			t.Logf("cluster node: %v; trying other ports", err)
 		default:
-			t.Fatalf("cluster node on %s did not answer PING within 10s", addr)
+			t.Fatalf("cluster node (attempt %d): %v", attempt, err)
 		}
 	}
 }

@@ -4,7 +4,9 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sys/unix"
 )
 
 // Redis is a redis-server owned by one test. Stop and Start simulate an outage on the same
@@ -67,12 +70,21 @@ func (r *Redis) Start() {
 	r.cmd = cmd
 }
 
+// ErrRedisExited says a redis-server exited before it answered PING: its port (or, in
+// cluster mode, its bus port) was taken in the meantime, make test starting many servers at
+// once. The error carries what the server printed.
+var ErrRedisExited = errors.New("redis-server exited at its start")
+
 // StartRedisServer starts redis-server on a loopback port with its files in dir, plus args,
-// and waits up to 10 s until it answers PING. The server dies with the calling process.
+// and waits up to 10 s until it answers PING. The server dies with the calling process; the
+// caller waits for it (cmd.Wait) once it is stopped. A server that exits before it answers is
+// reaped here, and the error wraps ErrRedisExited.
 func StartRedisServer(port int, dir string, args ...string) (*exec.Cmd, error) {
 	args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 		"--dir", dir, "--loglevel", "warning"}, args...)
 	cmd := exec.Command("redis-server", args...)
+	var out bytes.Buffer // read only once the server has exited
+	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start redis-server: %w", err)
@@ -80,6 +92,10 @@ func StartRedisServer(port int, dir string, args ...string) (*exec.Cmd, error) {
 	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), MaxRetries: -1})
 	defer c.Close()
 	for deadline := time.Now().Add(10 * time.Second); c.Ping(context.Background()).Err() != nil; {
+		if exited(cmd) {
+			cmd.Wait()
+			return nil, fmt.Errorf("redis-server on port %d: %w: %s", port, ErrRedisExited, bytes.TrimSpace(out.Bytes()))
+		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
 			cmd.Wait()
@@ -88,6 +104,14 @@ func StartRedisServer(port int, dir string, args ...string) (*exec.Cmd, error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return cmd, nil
+}
+
+// exited reports whether cmd's process has exited, without reaping it: its Wait is left to
+// whoever owns it.
+func exited(cmd *exec.Cmd) bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err == nil && info.Signo != 0
 }
 
 // Wipe restarts the server empty, as one without persistence would come back: its files are
