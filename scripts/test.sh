@@ -99,18 +99,15 @@ build_flags=(-gcflags=all=-dwarf=false -ldflags=-w)
 # by goroutines the tests left running; a test binary's tests have all returned by then.
 export GORACE=atexit_sleep_ms=100
 
-# packages DB [race]: the packages that use a database, on DB: every one but db_free (and, on
-# Postgres, sqlite_only); with race, not processes either (they run on their own).
-packages() {
-	local skip=("${db_free[@]}")
-	[[ $1 == postgres ]] && skip+=("${sqlite_only[@]}")
-	[[ ${2-} == race ]] && skip+=("${processes[@]}")
-	go list ./... | grep -vxF "$(printf '%s\n' "${skip[@]}" | sed 's|^\./|github.com/eventq/eventq/|')"
-}
+module=github.com/eventq/eventq
 
-# without LIST...: the lines of stdin that are not among LIST's packages (./dir or import path).
+# without LIST... / only LIST...: the lines of stdin that are not / that are among LIST's
+# packages (./dir or import path).
 without() {
-	grep -vxF "$(printf '%s\n' "$@" | sed 's|^\./|github.com/eventq/eventq/|')"
+	grep -vxF "$(printf '%s\n' "$@" | sed "s|^\./|$module/|")"
+}
+only() {
+	grep -xF "$(printf '%s\n' "$@" | sed "s|^\./|$module/|")"
 }
 
 # The test binaries are kept between runs, in var/test-bin/race and var/test-bin/plain: go test
@@ -120,7 +117,7 @@ without() {
 # too, to start the longest first.
 test_bin=var/test-bin
 
-# tested PKG...: those of the packages (import paths) that have test files.
+# tested PKG...: those of the packages that have test files, by import path.
 tested() {
 	go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' "$@"
 }
@@ -149,7 +146,7 @@ run_test() {
 	start=$(date +%s.%N)
 	# Only the Postgres suite's binaries share a server (EVENTQ_TEST_PG_SHARED).
 	(
-		cd "$root/${pkg#github.com/eventq/eventq/}" || exit 1
+		cd "$root/${pkg#"$module"/}" || exit 1
 		[[ $db == postgres ]] || unset EVENTQ_TEST_PG_SHARED
 		EVENTQ_TEST_DB=$db exec "$root/$test_bin/$flavour/${pkg##*/}.test" -test.count=1 -test.timeout=20m \
 			-test.paniconexit0
@@ -167,13 +164,18 @@ run_test() {
 	return "$rc"
 }
 
-# The runs of the suite: one line each, "LABEL|DB|FLAVOUR|PKG".
+# The runs of the suite, of the packages with tests: one line each, "LABEL|DB|FLAVOUR|PKG".
+# Every package that uses a database runs on SQLite (with the race detector, but those that
+# drive the programs as processes) and on Postgres (but sqlite_only); the database-free ones
+# run once.
 runs() {
-	tested $(packages sqlite race) | sed 's/^/sqlite|sqlite|race|/'
-	tested "${processes[@]}" | sed 's/^/sqlite processes|sqlite|plain|/'
-	tested $(packages postgres) | sed 's/^/postgres|postgres|plain|/'
-	tested "${db_free[@]}" | without "${sequential[@]}" | sed 's/^/no database|none|race|/'
-	tested "${sequential[@]}" | sed 's/^/sequential|none|plain|/'
+	local all
+	all=$(tested ./...)
+	without "${db_free[@]}" "${processes[@]}" <<<"$all" | sed 's/^/sqlite|sqlite|race|/'
+	only "${processes[@]}" <<<"$all" | sed 's/^/sqlite processes|sqlite|plain|/'
+	without "${db_free[@]}" "${sqlite_only[@]}" <<<"$all" | sed 's/^/postgres|postgres|plain|/'
+	only "${db_free[@]}" <<<"$all" | without "${sequential[@]}" | sed 's/^/no database|none|race|/'
+	only "${sequential[@]}" <<<"$all" | sed 's/^/sequential|none|plain|/'
 }
 
 # by_last_duration: the runs on stdin, the longest of the last run first (a new one first of
