@@ -325,7 +325,7 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		positive("leases.store_read_trim_events_per_second", l.StoreReadEventsPerS)
 		positive("leases.lease_100_at_cap.p99", l.AtCap.P99)
 		positive("leases.lease_1000_reclaiming_expired.p99", l.Reclaim.P99)
-		positive("leases.redis_used_memory_bytes_per_leased", l.MemoryPerLeased)
+		// used_memory's change is reported, not checked: it is noise around the keys' ~1 KB.
 		positive("leases.redis_lease_keys_bytes_per_leased", l.KeysPerLeased)
 	}
 	if len(rep.Rows) == 0 {

@@ -69,10 +69,10 @@ type stack struct {
 
 // newStack builds the binaries and starts Redis and Postgres. On error, what was started is
 // stopped again.
-func newStack(ctx context.Context, logf func(string, ...any), keep bool) (s *stack, err error) {
-	s = &stack{logf: logf, keep: keep, http: newHTTPClient()}
+func newStack(ctx context.Context, logf func(string, ...any), keep bool) (_ *stack, err error) {
+	s := &stack{logf: logf, keep: keep, http: newHTTPClient()}
 	defer func() {
-		if err != nil {
+		if err != nil { // s, not the result, which a failed return has set to nil
 			s.close()
 		}
 	}()
