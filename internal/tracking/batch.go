@@ -3,6 +3,7 @@ package tracking
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/eventq/eventq/internal/database"
@@ -37,7 +38,21 @@ type commitRequest struct {
 	pending string // the id of the pending batch its rows were committed with, if queued
 	err     error  // the request's own outcome, set by commitBatch
 	done    chan error
+	// state settles, once, who queues the rows of a commit slower than spoolAfter: its pusher
+	// (pushing), or the spool (abandoned: Ingest has spooled them, or is about to).
+	state atomic.Int32
 }
+
+// States of a commitRequest. A request the pusher takes first was committed, and Ingest
+// answers it as such; one Ingest abandons first is spooled, and its pusher, if its commit
+// lands after all, appends its events by id, which the spool's drain also appends by: each
+// is in the queue once. The pending batch's append records no id, so the drain would
+// append those events again (a commit landing between the timeout and the spool's hold mark).
+const (
+	reqOpen int32 = iota
+	reqPushing
+	reqAbandoned
+)
 
 // committers is how many batches may be in flight: one for SQLite (a single writer), two for
 // Postgres, so that one batch's commit overlaps the next one's. More is not better: a commit
@@ -80,7 +95,8 @@ func (in *Ingestor) Close() {
 }
 
 // commit hands rows to a committer and waits for the outcome; with the spool on, for
-// spoolAfter at most (errCommitSlow: the rows may still be committed).
+// spoolAfter at most (errCommitSlow: the rows may still be committed, and are then queued
+// by id; see reqAbandoned).
 func (in *Ingestor) commit(ctx context.Context, tenant uint64, rows []models.TrackedEvent, queued bool) error {
 	req := &commitRequest{tenant: tenant, rows: rows, queued: queued, done: make(chan error, 1)}
 	in.commitOnce.Do(in.startCommitLoops)
@@ -100,7 +116,10 @@ func (in *Ingestor) commit(ctx context.Context, tenant uint64, rows []models.Tra
 	case err := <-req.done:
 		return err
 	case <-t.C:
-		return errCommitSlow
+		if req.state.CompareAndSwap(reqOpen, reqAbandoned) {
+			return errCommitSlow
+		}
+		return nil // committed: its pusher is appending it (or keeps it pending, on failure)
 	}
 }
 
