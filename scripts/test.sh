@@ -116,6 +116,13 @@ only() {
 # CPU. A change relinks the binaries that depend on it. The runs' durations are kept there
 # too, to start the longest first.
 test_bin=var/test-bin
+# One run at a time per clone: a second would relink binaries the first is running. It waits.
+mkdir -p "$test_bin"
+exec 8>"$test_bin/.lock"
+if ! flock -n 8; then
+	echo "test.sh: another make test is running in this clone; waiting for it" >&2
+	flock 8
+fi
 
 # tested PKG...: those of the packages that have test files, by import path.
 tested() {
