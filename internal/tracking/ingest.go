@@ -108,7 +108,8 @@ func (in *Ingestor) SiteByKey(ctx context.Context, siteKey string) (Site, error)
 }
 
 // Ingest commits events to the database and, when the tenant's UseQueueEvents is active,
-// appends them to its queue in the given order. It returns the new ids once both are done.
+// appends them to its queue in the given order. It returns the new ids once both are done
+// (a commit that lands only after spoolAfter, as its pusher takes it: the append follows).
 // If the append fails after the commit, the events stay pending and Requeue pushes
 // them later: no committed event is lost. If the database cannot be reached (or does not
 // answer within spoolAfter), the events go to the spool instead and the ids are returned
