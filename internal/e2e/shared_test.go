@@ -29,13 +29,25 @@ func TestSharedConsumptionOnRedisClusterAcrossTwoAPIs(t *testing.T) {
 	byAPI := map[int]int{}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
+	// Each consumer's first event waits (10 s at most) until the other has one too, so that
+	// both take part however late one of them starts: 150 events of 1 ms of work are gone in
+	// a fraction of a second, less than one api's first lease can take under load.
+	arrived := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	var arrive [2]sync.Once
 	for i, base := range s.Bases {
 		c := client.New(base, token)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			errs <- c.ConsumeShared(ctx, func(_ context.Context, e client.LeasedEvent) error {
-				time.Sleep(time.Millisecond) // the work, so that both consumers take part
+				arrive[i].Do(func() {
+					close(arrived[i])
+					select {
+					case <-arrived[1-i]:
+					case <-time.After(10 * time.Second):
+					}
+				})
+				time.Sleep(time.Millisecond) // the work
 				mu.Lock()
 				defer mu.Unlock()
 				seen[e.Event.ID]++
