@@ -15,6 +15,7 @@ import (
 	"github.com/eventq/eventq/internal/eventqueue/queuetest"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/clock"
@@ -41,7 +42,14 @@ func startIngest(t *testing.T) *ingestEnv {
 	t.Helper()
 	db, _ := testenv.DB(t)
 	r := testenv.StartRedis(t)
-	e := &ingestEnv{DB: db, Redis: r, Queue: eventqueue.New(r.Client()), Flags: features.New(db, clock.Real{}), Clock: clock.NewFake(time.Now())}
+	return newIngestEnv(t, db, r, r.Client())
+}
+
+// newIngestEnv is an Ingestor on db and on r, which it reaches through rdb (a client of r's
+// with hooks, or r.Client()).
+func newIngestEnv(t *testing.T, db *gorm.DB, r *testenv.Redis, rdb *redis.Client) *ingestEnv {
+	t.Helper()
+	e := &ingestEnv{DB: db, Redis: r, Queue: eventqueue.New(rdb), Flags: features.New(db, clock.Real{}), Clock: clock.NewFake(time.Now())}
 	e.Ingest = NewIngestor(db, e.Flags, e.Queue, e.Clock, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	t.Cleanup(e.Ingest.Close)
 	return e

@@ -2,8 +2,6 @@ package tracking
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -13,9 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -72,10 +68,7 @@ func TestABatchAppendsOncePerTenant(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	counter := &appendCounter{calls: map[string]int{}}
 	rdb.AddHook(counter)
-	queue := eventqueue.New(rdb)
-	e := &ingestEnv{DB: db, Redis: r, Queue: queue, Flags: features.New(db, clock.Real{}), Clock: clock.NewFake(time.Now())}
-	e.Ingest = NewIngestor(db, e.Flags, queue, e.Clock, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	t.Cleanup(e.Ingest.Close)
+	e := newIngestEnv(t, db, r, rdb)
 
 	// Five requests of one or two events as one group commit hands them over: tenants a, b, a, a, b.
 	a, b := testenv.MustTenant(t, db, true).ID, testenv.MustTenant(t, db, true).ID

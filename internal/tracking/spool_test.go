@@ -2,8 +2,6 @@ package tracking
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"reflect"
 	"slices"
 	"testing"
@@ -11,10 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/database"
-	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -26,10 +21,8 @@ func startOutageIngest(t *testing.T) (*ingestEnv, *testenv.Postgres) {
 	testenv.OnOneDatabase(t) // a Postgres of its own, whatever the suite's database
 	pg, db, _ := testenv.DurablePostgres(t, "outage")
 	r := testenv.StartRedis(t)
-	e := &ingestEnv{DB: db, Redis: r, Queue: eventqueue.New(r.Client()), Flags: features.New(db, clock.Real{}), Clock: clock.NewFake(time.Now())}
-	e.Ingest = NewIngestor(db, e.Flags, e.Queue, e.Clock, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	e := newIngestEnv(t, db, r, r.Client())
 	e.Ingest.SpoolMax = 1000
-	t.Cleanup(e.Ingest.Close)
 	return e, pg
 }
 

@@ -2,8 +2,6 @@ package tracking
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -11,10 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/testenv"
 )
 
@@ -72,11 +68,8 @@ func startGatedIngest(t *testing.T, g *gate) *ingestEnv {
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	rdb.AddHook(g)
-	queue := eventqueue.New(rdb)
-	e := &ingestEnv{DB: db, Redis: r, Queue: queue, Flags: features.New(db, clock.Real{}), Clock: clock.NewFake(time.Now())}
-	e.Ingest = NewIngestor(db, e.Flags, queue, e.Clock, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	e := newIngestEnv(t, db, r, rdb)
 	e.Ingest.SpoolMax = 1000
-	t.Cleanup(e.Ingest.Close)
 	return e
 }
 
