@@ -48,8 +48,8 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 	var reqs [][]*commitRequest  // reqs[i] are the requests of batches[i], in order
 	byTenant := map[uint64]int{} // tenant -> its index in batches
 	byID := map[uint64]bool{}    // tenants with a request Ingest abandoned: appended by id
-	for _, r := range stored {
-		if r.queued && !r.state.CompareAndSwap(reqOpen, reqPushing) && r.state.Load() == reqAbandoned {
+	for _, r := range stored {   // a request is pushed once: it is open here unless abandoned
+		if r.queued && !r.state.CompareAndSwap(reqOpen, reqPushing) {
 			byID[r.tenant] = true
 		}
 	}
