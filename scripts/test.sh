@@ -153,6 +153,7 @@ run_test() {
 	start=$(date +%s.%N)
 	# Only the Postgres suite's binaries share a server (EVENTQ_TEST_PG_SHARED).
 	(
+		exec 8>&- # the run's lock: a server a test leaves behind must not hold it
 		cd "$root/${pkg#"$module"/}" || exit 1
 		[[ $db == postgres ]] || unset EVENTQ_TEST_PG_SHARED
 		EVENTQ_TEST_DB=$db exec "$root/$test_bin/$flavour/${pkg##*/}.test" -test.count=1 -test.timeout=20m \
