@@ -17,7 +17,12 @@ func clientIP(c *fiber.Ctx, trusted []netip.Prefix) string {
 	if err != nil || !isTrusted(addr.Unmap(), trusted) {
 		return remote
 	}
-	hops := strings.Split(c.Get(fiber.HeaderXForwardedFor), ",")
+	// Several X-Forwarded-For lines are one list, in order (RFC 9110 5.3): reading only the
+	// first would let a client put its own choice before what the proxy appended.
+	var hops []string
+	for _, line := range c.Request().Header.PeekAll(fiber.HeaderXForwardedFor) {
+		hops = append(hops, strings.Split(string(line), ",")...)
+	}
 	for i := len(hops) - 1; i >= 0; i-- {
 		hop, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
 		if err != nil {
