@@ -20,21 +20,16 @@ import (
 var errNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}
 
 // admin guards every /api/admin path: 404 when no operator token is configured (there is no
-// operator API), else 401 unless the bearer token is one of them. Failed attempts spend the
-// address's RATE_LIMIT_AUTH_FAILURES budget, checked first.
+// operator API), else 401 unless the bearer token is one of them. A wrong token spends the
+// address's operator budget of RATE_LIMIT_AUTH_FAILURES (429 past it); a right one is served
+// whatever that budget says.
 func (s *Server) admin(c *fiber.Ctx) error {
 	if len(s.AdminTokens) == 0 {
 		return errNotFound
 	}
-	failures := budget{name: limitAuth, key: s.clientBudgetKey(c), rate: s.Limits.AuthFailures, peek: true}
-	if err := s.limit(c, failures); err != nil {
-		return err
-	}
 	scheme, token, ok := strings.Cut(c.Get(fiber.HeaderAuthorization), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || !s.adminToken(strings.TrimSpace(token)) {
-		failures.peek = false
-		s.Limiter.Allow(c.UserContext(), failures.limiterBudget())
-		return auth.ErrUnauthenticated
+		return s.authFailure(c, limitAdminAuth)
 	}
 	return c.Next()
 }

@@ -18,6 +18,8 @@ const (
 	limitPlatform = "platform"
 	limitReturn   = "return"
 	limitAuth     = "auth_failures"
+	// The operator API's failures are counted apart from the platform's.
+	limitAdminAuth = "admin_auth_failures"
 )
 
 var errTooManyAttempts = &apperr.Error{Code: apperr.TooMany, Message: "Too Many Attempts."}

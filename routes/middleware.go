@@ -25,19 +25,13 @@ func (s *Server) token(abilities ...string) fiber.Handler {
 			return auth.ErrUnauthenticated
 		}
 		bearer := auth.ParseBearer(strings.TrimSpace(token))
-		// An address past its budget of failed authentications is refused before a token
-		// this process does not know is looked up in the database.
-		failures := budget{name: limitAuth, key: s.clientBudgetKey(c), rate: s.Limits.AuthFailures, peek: true}
-		if !s.Auth.KnownBearer(bearer) {
-			if err := s.limit(c, failures); err != nil {
-				return err
-			}
-		}
+		// The token is checked whatever the address's failures (one lookup by primary key,
+		// cached): a valid one is always served, so that garbage from a shared address locks
+		// nobody out. Only a token that does not verify spends the failure budget.
 		p, err := s.Auth.AuthenticateBearer(c.UserContext(), bearer)
-		if errors.Is(err, auth.ErrUnauthenticated) { // spends one failure, with no rate-limit header on the 401
+		if errors.Is(err, auth.ErrUnauthenticated) {
 			c.Set(fiber.HeaderWWWAuthenticate, `Bearer error="invalid_token"`)
-			failures.peek = false
-			s.Limiter.Allow(c.UserContext(), failures.limiterBudget())
+			return s.authFailure(c, limitAuth)
 		}
 		if err != nil {
 			return err
@@ -57,4 +51,18 @@ func (s *Server) token(abilities ...string) fiber.Handler {
 
 func principal(c *fiber.Ctx) *auth.Principal {
 	return c.Locals(principalKey).(*auth.Principal)
+}
+
+// authFailure spends one failed authentication of the caller's address from the named budget
+// and answers 401, or 429 once the budget is spent (then nothing more is spent). The
+// platform's and the operator API's failures are separate budgets, so that a flood of one
+// never refuses the other.
+func (s *Server) authFailure(c *fiber.Ctx, name string) error {
+	failures := budget{name: name, key: s.clientBudgetKey(c), rate: s.Limits.AuthFailures, peek: true}
+	if err := s.limit(c, failures); err != nil {
+		return err
+	}
+	failures.peek = false
+	s.Limiter.Allow(c.UserContext(), failures.limiterBudget()) // no rate-limit header on a 401
+	return auth.ErrUnauthenticated
 }

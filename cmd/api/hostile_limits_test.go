@@ -97,8 +97,8 @@ func TestReturnPageSparesTheProvider(t *testing.T) {
 	})
 }
 
-// Failed authentications are limited per address, and past the limit a request with a token is
-// refused before the token is looked up: even a valid token this process has not seen yet.
+// Failed authentications are limited per address: past the limit a token that does not verify
+// is answered 429, and a valid one is still served, even one this process has never seen.
 func TestFailedAuthenticationsAreLimitedPerAddress(t *testing.T) {
 	e := startAPI(t, "TRUSTED_PROXIES=127.0.0.1", "RATE_LIMIT_AUTH_FAILURES=3/m")
 	tn := testenv.MustTenant(t, e.DB, true)
@@ -112,13 +112,18 @@ func TestFailedAuthenticationsAreLimitedPerAddress(t *testing.T) {
 			t.Fatalf("a 401 with limit headers: %v", res.Header)
 		}
 	}
-	for _, token := range []string{wrong, tn.Token} {
+	for _, token := range []string{wrong, "garbage", "999999|" + strings.Repeat("y", 40)} {
 		res := e.Do(t, "GET", "/api/platform/events", token, nil, from("203.0.113.5")...)
 		assertBody(t, res, 429, `{"message":"Too Many Attempts."}`)
 		if res.Header.Get("Retry-After") == "" {
 			t.Fatal("no Retry-After")
 		}
 	}
+	t.Run("a valid token is served past the budget", func(t *testing.T) {
+		if res := e.Do(t, "GET", "/api/platform/events", tn.Token, nil, from("203.0.113.5")...); res.Status != 200 {
+			t.Fatalf("a valid token never seen before: %d %s", res.Status, res.Body)
+		}
+	})
 	t.Run("another address is not limited", func(t *testing.T) {
 		assertBody(t, e.Do(t, "GET", "/api/platform/events", wrong, nil, from("203.0.113.6")...), 401, `{"message":"Unauthenticated."}`)
 		if res := e.Do(t, "GET", "/api/platform/events", tn.Token, nil, from("203.0.113.6")...); res.Status != 200 {
@@ -129,10 +134,45 @@ func TestFailedAuthenticationsAreLimitedPerAddress(t *testing.T) {
 		for i := 0; i < 5; i++ {
 			assertBody(t, e.Do(t, "GET", "/api/platform/events", "", nil, from("203.0.113.7")...), 401, `{"message":"Unauthenticated."}`)
 		}
-		if res := e.Do(t, "GET", "/api/platform/events", tn.Token, nil, from("203.0.113.7")...); res.Status != 200 {
-			t.Fatalf("%d", res.Status)
-		}
+		assertBody(t, e.Do(t, "GET", "/api/platform/events", wrong, nil, from("203.0.113.7")...), 401, `{"message":"Unauthenticated."}`)
 	})
+}
+
+// The lock-out an outsider could cause: from one address (one NAT, one ingress), a flood of
+// wrong platform and operator tokens. Afterwards valid tokens of both kinds are served,
+// including a platform token the api has never seen; wrong ones get 429. The operator's
+// failures and the platform's are counted apart.
+func TestAFloodOfWrongTokensLocksNoValidTokenOut(t *testing.T) {
+	e := startAPI(t, "TRUSTED_PROXIES=127.0.0.1", "RATE_LIMIT_AUTH_FAILURES=5/m", "ADMIN_API_TOKENS="+adminToken)
+	seen := testenv.MustTenant(t, e.DB, true)
+	addr := []string{"X-Forwarded-For", "198.51.100.77"}
+	if res := e.Do(t, "GET", "/api/platform/events", seen.Token, nil, addr...); res.Status != 200 {
+		t.Fatalf("before the flood: %d", res.Status)
+	}
+	t.Run("the operator's failures do not spend the platform's", func(t *testing.T) {
+		for i := 0; i < 5; i++ {
+			assertBody(t, e.Do(t, "GET", "/api/admin/tenants", "wrong-operator-token", nil, addr...), 401, `{"message":"Unauthenticated."}`)
+		}
+		assertBody(t, e.Do(t, "GET", "/api/admin/tenants", "wrong-operator-token", nil, addr...), 429, `{"message":"Too Many Attempts."}`)
+		assertBody(t, e.Do(t, "GET", "/api/platform/events", "1|wrong", nil, addr...), 401, `{"message":"Unauthenticated."}`)
+	})
+	for i := 0; i < 100; i++ {
+		e.Do(t, "GET", "/api/platform/events", fmt.Sprintf("%d|%040d", i, i), nil, addr...)
+		e.Do(t, "GET", "/api/admin/tenants", fmt.Sprintf("adm_%040d", i), nil, addr...)
+	}
+	assertBody(t, e.Do(t, "GET", "/api/platform/events", "1|wrong", nil, addr...), 429, `{"message":"Too Many Attempts."}`)
+	assertBody(t, e.Do(t, "GET", "/api/admin/tenants", "wrong", nil, addr...), 429, `{"message":"Too Many Attempts."}`)
+
+	unseen := testenv.MustTenant(t, e.DB, true)
+	for name, call := range map[string][2]string{
+		"a platform token seen before": {"/api/platform/events", seen.Token},
+		"a platform token never seen":  {"/api/platform/events", unseen.Token},
+		"the operator's token":         {"/api/admin/tenants", adminToken},
+	} {
+		if res := e.Do(t, "GET", call[0], call[1], nil, addr...); res.Status != 200 {
+			t.Errorf("%s: %d %s", name, res.Status, res.Body)
+		}
+	}
 }
 
 // An IPv6 client's tracking budget is its /64's: addresses in one /64 share it.
