@@ -31,7 +31,7 @@ func (s *Server) admin(c *fiber.Ctx) error {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || !s.adminToken(strings.TrimSpace(token)) {
 		return s.authFailure(c, limitAdminAuth)
 	}
-	return c.Next()
+	return s.decodeBody(c)
 }
 
 // adminToken compares token with every configured one in constant time (of their hashes, so

@@ -17,8 +17,9 @@ import (
 	"github.com/eventq/eventq/internal/tracking"
 )
 
-// Request bodies sent with a Content-Encoding are decoded here, once, before any handler runs,
-// and never by Fiber's Ctx.Body (which decodes the whole body before any size check: a 100 KB
+// Request bodies sent with a Content-Encoding are decoded here, once, after the route is known
+// and its rate limits and authentication have passed (a request refused by them, or for a path
+// no route serves, costs no decoding), and never by Fiber's Ctx.Body (which decodes the whole body before any size check: a 100 KB
 // gzip body decodes to hundreds of megabytes). Each coding is read through a limit of the
 // route's own body size plus one byte, so what a body would decode to past that is never
 // produced: a body over the limit is 413, and the memory a request costs is its limit plus
@@ -70,22 +71,22 @@ func isWebhook(path string) bool {
 }
 
 // decodeBody replaces a request body sent with a Content-Encoding by its decoded form (and
-// drops the header), so that handlers read it as a plain body. An unknown coding is 415, a body
-// that decodes past the route's limit 413, a body that is not valid in its coding 400. It runs
-// before every route.
+// drops the header), so that handlers read it as a plain body. An unknown coding, or more than
+// maxCodings, is 415, a body that decodes past the route's limit 413, a body that is not valid
+// in its coding 400. Each route's chain runs it once its limits and authentication passed.
 func (s *Server) decodeBody(c *fiber.Ctx) error {
-	header := c.Request().Header.Peek(fiber.HeaderContentEncoding)
-	if len(header) == 0 {
+	header := contentEncoding(c)
+	if header == "" {
 		return c.Next()
 	}
 	buf := decodeBuffers.Get().(*bytes.Buffer)
 	defer putDecodeBuffer(buf) // after the handler: handlers copy what outlives them
-	body, err := decode(c.Request().Body(), string(header), bodyLimit(c.Path()), buf)
+	body, err := decode(c.Request().Body(), header, bodyLimit(c.Path()), buf)
 	if err != nil {
 		if !isWebhook(c.Path()) {
 			return err
 		}
-		s.log(c).Warn("webhook body not decoded", "content_encoding", string(header), "err", err)
+		s.log(c).Warn("webhook body not decoded", "content_encoding", header, "err", err)
 		body = nil
 	}
 	c.Request().Header.Del(fiber.HeaderContentEncoding)
@@ -108,13 +109,44 @@ func putDecodeBuffer(buf *bytes.Buffer) {
 	}
 }
 
+// contentEncoding is the request's Content-Encoding, its header lines joined as one list.
+func contentEncoding(c *fiber.Ctx) string {
+	lines := c.Request().Header.PeekAll(fiber.HeaderContentEncoding)
+	switch len(lines) {
+	case 0:
+		return ""
+	case 1:
+		return string(lines[0])
+	}
+	all := make([]string, len(lines))
+	for i, l := range lines {
+		all[i] = string(l)
+	}
+	return strings.Join(all, ",")
+}
+
+// maxCodings is the most content codings a request may list: stacked codings cost a decoder
+// each and gain a sender nothing.
+const maxCodings = 2
+
 // decode undoes the codings of a Content-Encoding header value (listed in the order they were
 // applied) on body, producing at most limit bytes (more is errTooLarge). The last coding is
 // decoded into buf, whose bytes the result then is.
 func decode(body []byte, header string, limit int, buf *bytes.Buffer) ([]byte, error) {
 	var codings []string
+	if strings.Count(header, ",") >= 16*maxCodings { // not even split: it is refused below
+		return nil, errUnsupportedEncoding
+	}
+	listed := 0
 	for _, part := range strings.Split(header, ",") {
-		switch coding := strings.ToLower(strings.TrimSpace(part)); coding {
+		coding := strings.ToLower(strings.TrimSpace(part))
+		if coding != "" {
+			listed++
+		}
+		if listed > maxCodings {
+			return nil, errUnsupportedEncoding
+		}
+		switch coding {
 		case "", "identity":
 		case "gzip", "x-gzip", "deflate", "br", "zstd":
 			codings = append(codings, coding)

@@ -45,7 +45,7 @@ func (s *Server) token(abilities ...string) fiber.Handler {
 			}
 		}
 		c.Locals(principalKey, p)
-		return c.Next()
+		return s.decodeBody(c)
 	}
 }
 

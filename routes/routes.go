@@ -91,16 +91,16 @@ func New(s *Server) *fiber.App {
 		DisablePreParseMultipartForm: true,
 	})
 
-	app.Use(requestid.New(), s.observe, s.decodeBody)
+	app.Use(requestid.New(), s.observe)
 	app.Get("/healthz", s.healthz)
 	app.Get("/metrics", s.metricsHandler())
 	app.Get("/readyz", s.readyz)
 
 	public := cors.New(cors.Config{AllowOrigins: "*", AllowMethods: "POST,OPTIONS", MaxAge: 86400})
 	app.Options("/api/track", public)
-	app.Post("/api/track", public, s.trackPublic)
+	app.Post("/api/track", public, s.trackAddressFirst, s.decodeBody, s.trackPublic)
 	if s.BenchNoop {
-		app.Post("/bench/noop", public, s.benchNoop)
+		app.Post("/bench/noop", public, s.decodeBody, s.benchNoop)
 		app.Get("/bench/page", s.benchPage)
 	}
 	app.Get("/tracker.js", s.trackerJS)
@@ -120,8 +120,8 @@ func New(s *Server) *fiber.App {
 	app.Post("/api/platform/checkout/sessions", s.token(auth.AbilityCheckoutWrite), s.createCheckout)
 	s.frontDoor(app)
 
-	app.Post("/api/webhooks/psp", s.webhook)
-	app.Post("/api/webhooks/stripe", s.webhook)
+	app.Post("/api/webhooks/psp", s.decodeBody, s.webhook)
+	app.Post("/api/webhooks/stripe", s.decodeBody, s.webhook)
 	app.Get("/checkout/return", s.checkoutReturn)
 	// No catch-all: Fiber's own 404 and 405 (with Allow) reach handleError.
 	return app

@@ -43,6 +43,19 @@ func (s *Server) trackPublic(c *fiber.Ctx) error {
 	return s.ingest(c, site.TenantID, events)
 }
 
+// trackAddressFirst refuses a request whose client address is past its budget before its
+// body is decoded (an encoded body costs CPU to decode; a plain one is answered by trackPublic,
+// which spends both budgets in one round trip).
+func (s *Server) trackAddressFirst(c *fiber.Ctx) error {
+	if len(c.Request().Header.Peek(fiber.HeaderContentEncoding)) == 0 {
+		return c.Next()
+	}
+	if err := s.limit(c, budget{name: limitTrackIP, key: s.clientBudgetKey(c), rate: s.Limits.TrackIP, peek: true}); err != nil {
+		return err
+	}
+	return c.Next()
+}
+
 // trackPlatform answers POST /api/platform/track for server-side callers with a token; their
 // events may carry user_agent and ip_address.
 func (s *Server) trackPlatform(c *fiber.Ctx) error {
