@@ -53,7 +53,7 @@ func startAPI(t *testing.T, extraEnv ...string) *apiEnv {
 	db, dbURL := testenv.DB(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	base := "http://" + addr
-	env := append(append(append(os.Environ(), testenv.NoRateLimits...), "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL()), extraEnv...)
+	env := append(append(append(os.Environ(), testenv.NoRateLimits...), "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL(), "METRICS_ADDR=off"), extraEnv...)
 	testenv.NewProcess(t, apiBin, append(env, "HTTP_ADDR="+addr, "APP_URL="+base)).Start()
 	testenv.WaitHTTP(t, base+"/healthz", 20*time.Second)
 	return &apiEnv{Base: base, DB: db, Queue: eventqueue.New(r.Client()), env: env}

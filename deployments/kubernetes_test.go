@@ -124,7 +124,12 @@ func TestKubernetes(t *testing.T) {
 		// (the spool), which it could not if every replica left the Service.
 		checkProbe(t, where, "readinessProbe", c.ReadinessProbe, c, "/healthz", port)
 		checkProbe(t, where, "livenessProbe", c.LivenessProbe, c, "/healthz", port)
-		checkScrape(t, where, api.obj.Spec.Template.Metadata.Annotations, port)
+		// /metrics is on METRICS_ADDR, the container port "metrics", which no Service exposes.
+		metrics, _ := strconv.Atoi(listenPort(t, where, "METRICS_ADDR", env))
+		if got, ok := namedPort(c, "metrics"); !ok || got != metrics || metrics == port {
+			t.Errorf("%s: container port \"metrics\" is %d, METRICS_ADDR's port is %d (HTTP_ADDR's %d)", where, got, metrics, port)
+		}
+		checkScrape(t, where, api.obj.Spec.Template.Metadata.Annotations, metrics)
 
 		services := 0
 		for _, o := range objs {

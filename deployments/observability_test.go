@@ -226,7 +226,8 @@ func startStack(t *testing.T) (apiMetrics, workerMetrics string) {
 		// One track request a minute per address: the second is refused with 429. A queue
 		// of one event: the second event of a request is held back.
 		"RATE_LIMIT_TRACK=off", "RATE_LIMIT_TRACK_IP=1/m", "RATE_LIMIT_PLATFORM=off", "EVENTQUEUE_MAX_LENGTH=1")
-	api := testenv.NewProcess(t, filepath.Join(binDir, "api"), append(env[:len(env):len(env)], "HTTP_ADDR="+apiAddr))
+	apiMetricsAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	api := testenv.NewProcess(t, filepath.Join(binDir, "api"), append(env[:len(env):len(env)], "HTTP_ADDR="+apiAddr, "METRICS_ADDR="+apiMetricsAddr))
 	api.Start()
 	testenv.WaitHTTP(t, base+"/healthz", 20*time.Second)
 	worker := testenv.NewProcess(t, filepath.Join(binDir, "worker"), append(env[:len(env):len(env)], "WORKER_METRICS_ADDR="+workerAddr))
@@ -281,7 +282,7 @@ func startStack(t *testing.T) (apiMetrics, workerMetrics string) {
 		t.Fatal(err)
 	}
 
-	apiMetrics, workerMetrics = base+"/metrics", "http://"+workerAddr+"/metrics"
+	apiMetrics, workerMetrics = "http://"+apiMetricsAddr+"/metrics", "http://"+workerAddr+"/metrics"
 	testenv.Eventually(t, 30*time.Second, "the worker counts a fulfilment, a refund and a full queue", func() bool {
 		s := servedSeries(t, workerMetrics)
 		return s["eventq_fulfilments_total"] && s["eventq_revocations_total"] && s["eventq_held_queue_length"] && s["asynq_queue_size"]

@@ -93,10 +93,15 @@ type Product struct {
 // FormatID renders a numeric primary key the way every JSON document shows ids: as a string.
 func FormatID(id uint64) string { return strconv.FormatUint(id, 10) }
 
-// ParseID parses an id given as a string; ok is false for anything but a positive integer.
+// ParseID parses an id given as a string; ok is false for anything but the canonical decimal
+// form of a positive integer below 2^63 (the databases' bigint): no sign, no leading zero, so
+// that one id has one spelling (caches and invalidations are keyed by it).
 func ParseID(s string) (uint64, bool) {
-	id, err := strconv.ParseUint(s, 10, 64)
-	return id, err == nil && id > 0
+	if s == "" || s[0] == '0' || len(s) > 19 {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(s, 10, 63)
+	return id, err == nil
 }
 
 // FormatTime renders a time the way every JSON document shows it: RFC 3339 in UTC, with a

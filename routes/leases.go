@@ -86,7 +86,10 @@ func (s *Server) ackEvents(c *fiber.Ctx) error {
 			continue
 		}
 		if total+len(list) > maxAckIDs {
+			// One message, the items unchecked: the answer's size and cost do not grow with them.
 			validate.Add(&errs, f.name, fmt.Sprintf("must not have more than %d items.", maxAckIDs-total))
+			total += len(list)
+			continue
 		}
 		total += len(list)
 		for i, v := range list {

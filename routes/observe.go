@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/utils"
 )
 
@@ -30,11 +29,6 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	s.Metrics.HTTPRequests.WithLabelValues(route, method, strconv.Itoa(c.Response().StatusCode())).Inc()
 	s.Metrics.HTTPDuration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 	return nil
-}
-
-// metricsHandler serves GET /metrics in the Prometheus text format.
-func (s *Server) metricsHandler() fiber.Handler {
-	return adaptor.HTTPHandler(s.Metrics.Handler())
 }
 
 // log is the server's logger with the request's id.

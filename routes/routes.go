@@ -93,7 +93,6 @@ func New(s *Server) *fiber.App {
 
 	app.Use(requestid.New(), s.observe)
 	app.Get("/healthz", s.healthz)
-	app.Get("/metrics", s.metricsHandler())
 	app.Get("/readyz", s.readyz)
 
 	public := cors.New(cors.Config{AllowOrigins: "*", AllowMethods: "POST,OPTIONS", MaxAge: 86400})

@@ -464,7 +464,7 @@ done
 cat <<EOF
 
 eventq is running.
-  base URL   $base_url   (GET /healthz, /readyz, /metrics)
+  base URL   $base_url   (GET /healthz, /readyz; /metrics on ${METRICS_ADDR:-127.0.0.1:9464})
   database   $(redact "$database_url")
 EOF
 for note in "${redis_notes[@]}"; do

@@ -30,6 +30,8 @@ type apiEnv struct {
 	Queue *eventqueue.Store
 	// DBURL is the database's DATABASE_URL, for a second api process on it.
 	DBURL string
+	// Metrics is the URL of the api's /metrics, on its METRICS_ADDR listener.
+	Metrics string
 }
 
 func startAPI(t *testing.T, extraEnv ...string) *apiEnv {
@@ -41,7 +43,7 @@ func startAPI(t *testing.T, extraEnv ...string) *apiEnv {
 // startAPIOn starts an api process on an existing Redis and database, as a second replica.
 func startAPIOn(t *testing.T, r *testenv.Redis, db *gorm.DB, dbURL string, extraEnv ...string) *apiEnv {
 	t.Helper()
-	environ := append([]string{"HTTP_ADDR=127.0.0.1:0", "DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL()}, testenv.NoRateLimits...)
+	environ := append([]string{"HTTP_ADDR=127.0.0.1:0", "METRICS_ADDR=127.0.0.1:0", "DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL()}, testenv.NoRateLimits...)
 	environ = append(environ, extraEnv...)
 	cfg, err := config.Load(environ)
 	if err != nil {
@@ -58,7 +60,8 @@ func startAPIOn(t *testing.T, r *testenv.Redis, db *gorm.DB, dbURL string, extra
 	done := make(chan struct{})
 	go func() { defer close(done); m.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &apiEnv{Redis: r, DB: db, Main: m, Base: "http://" + m.Addr(), Queue: eventqueue.New(r.Client()), DBURL: dbURL}
+	return &apiEnv{Redis: r, DB: db, Main: m, Base: "http://" + m.Addr(), Queue: eventqueue.New(r.Client()), DBURL: dbURL,
+		Metrics: "http://" + m.MetricsAddr() + "/metrics"}
 }
 
 // tenant is a tenant with a token; testenv.MustTenant makes one.
@@ -86,6 +89,21 @@ func (e *apiEnv) Do(t *testing.T, method, path, token string, body []byte, heade
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{Status: res.StatusCode, Header: res.Header, Body: b}
+}
+
+// getMetrics GETs the api's /metrics from its METRICS_ADDR listener.
+func (e *apiEnv) getMetrics(t *testing.T) response {
+	t.Helper()
+	res, err := http.Get(e.Metrics)
+	if err != nil {
+		t.Fatalf("GET %s: %v", e.Metrics, err)
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)

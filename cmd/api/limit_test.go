@@ -94,7 +94,7 @@ func TestRateLimitsPerAddressAndToken(t *testing.T) {
 		if res := e.Do(t, "POST", "/api/track", "", trackBody(t1, 1)); res.Status != 202 {
 			t.Fatalf("track with the limiter's store down: %d %s", res.Status, res.Body)
 		}
-		res := e.Do(t, "GET", "/metrics", "", nil)
+		res := e.getMetrics(t)
 		if !regexp.MustCompile(`(?m)^eventq_rate_limit_store_errors_total [1-9]`).Match(res.Body) {
 			t.Fatal("the store failure is not counted in eventq_rate_limit_store_errors_total")
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"time"
 
@@ -24,7 +25,7 @@ func main() {
 
 // Started is what Serve logs once the process is open.
 func (m *Main) Started() (string, []any) {
-	return "api: listening", []any{"addr", m.Addr(), "url", m.Config.AppURL}
+	return "api: listening", []any{"addr", m.Addr(), "url", m.Config.AppURL, "metrics", m.MetricsAddr()}
 }
 
 // Main is the api process: its config, the application it serves and its HTTP server.
@@ -36,6 +37,9 @@ type Main struct {
 
 	http *fiber.App
 	ln   *routes.Listener
+	// metrics serves /metrics on METRICS_ADDR, apart from the public listener; nil when off.
+	metrics   *http.Server
+	metricsLn net.Listener
 }
 
 // NewMain returns a Main with the real clock; tests may replace fields before Open.
@@ -65,7 +69,24 @@ func (m *Main) Open() error {
 		return fmt.Errorf("api: listen on HTTP_ADDR %s: %w", m.Config.HTTPAddr, err)
 	}
 	m.ln = routes.LingeringListener(ln)
+	if m.Config.MetricsAddr != "" {
+		if m.metricsLn, err = net.Listen("tcp", m.Config.MetricsAddr); err != nil {
+			m.Close()
+			return fmt.Errorf("api: listen on METRICS_ADDR %s: %w", m.Config.MetricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", a.Metrics.Handler())
+		m.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	}
 	return nil
+}
+
+// MetricsAddr is the bound metrics address, or "" when metrics are not served.
+func (m *Main) MetricsAddr() string {
+	if m.metricsLn == nil {
+		return ""
+	}
+	return m.metricsLn.Addr().String()
 }
 
 // Addr is the bound listen address.
@@ -76,6 +97,10 @@ func (m *Main) Run(ctx context.Context) error {
 	errc := make(chan error, 1)
 	h := m.http // Close clears m.http, and may run before this goroutine does
 	go func() { errc <- h.Listener(m.ln) }()
+	if m.metrics != nil {
+		srv, ln := m.metrics, m.metricsLn
+		go srv.Serve(ln) // ends when Close shuts it down
+	}
 	select {
 	case err := <-errc:
 		m.Close()
@@ -116,6 +141,11 @@ func (m *Main) Close() error {
 		m.ln.Close()
 		close(stop)
 		m.http = nil
+	}
+	if m.metrics != nil { // and its listener, which a server that never served does not close
+		m.metrics.Close()
+		m.metricsLn.Close()
+		m.metrics = nil
 	}
 	if m.App != nil { // after the server: in-flight requests finish their commits and trims
 		errs = append(errs, m.App.Close())

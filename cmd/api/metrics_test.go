@@ -19,7 +19,9 @@ func TestMetricsCountRequestsAndEvents(t *testing.T) {
 	e.Do(t, "DELETE", "/api/platform/events?count=0", tn.Token, nil)
 	e.Do(t, "GET", "/no/such/path", "", nil)
 
-	res := e.Do(t, "GET", "/metrics", "", nil)
+	// Never on the public listener: tenant ids and lease activity are not for the internet.
+	assertBody(t, e.Do(t, "GET", "/metrics", "", nil), 404, `{"message":"Not Found."}`)
+	res := e.getMetrics(t)
 	if res.Status != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/plain") {
 		t.Fatalf("GET /metrics: %d %s", res.Status, res.Header.Get("Content-Type"))
 	}
@@ -29,7 +31,7 @@ func TestMetricsCountRequestsAndEvents(t *testing.T) {
 		`eventq_http_requests_total{method="GET",route="/api/platform/events",status="200"} 1`,
 		`eventq_http_requests_total{method="DELETE",route="/api/platform/events",status="204"} 1`,
 		`eventq_http_requests_total{method="DELETE",route="/api/platform/events",status="422"} 1`,
-		`eventq_http_requests_total{method="GET",route="unmatched",status="404"} 1`,
+		`eventq_http_requests_total{method="GET",route="unmatched",status="404"} 2`, // the path, and /metrics on the public listener
 		`eventq_events_ingested_total 2`,
 		`eventq_events_queued_total 2`,
 		`eventq_events_read_total 2`,
@@ -76,6 +78,6 @@ func TestExportedMetricsAreDocumented(t *testing.T) {
 	if _, err := asynq.NewClientFromRedisClient(e.Redis.Client()).Enqueue(asynq.NewTask("test:metrics", nil)); err != nil {
 		t.Fatal(err)
 	}
-	testenv.MustDocumentExportedMetrics(t, "api", e.Base+"/metrics",
+	testenv.MustDocumentExportedMetrics(t, "api", e.Metrics,
 		"eventq_http_requests_total", "eventq_events_read_total", "asynq_queue_size")
 }

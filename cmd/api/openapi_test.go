@@ -150,7 +150,6 @@ func TestResponsesMatchTheOpenAPIDescription(t *testing.T) {
 		{"GET", "/tracker.js", "", nil, 200, nil},
 		{"GET", "/healthz", "", nil, 200, nil},
 		{"GET", "/readyz", "", nil, 200, nil},
-		{"GET", "/metrics", "", nil, 200, nil},
 		{"GET", "/openapi.yaml", "", nil, 200, nil},
 	}
 	for _, c := range calls {

@@ -64,7 +64,7 @@ func TestTheAPIThroughAPostgresOutage(t *testing.T) {
 		}
 	})
 	t.Run("the spool's length is on /metrics", func(t *testing.T) {
-		res := e.Do(t, "GET", "/metrics", "", nil)
+		res := e.getMetrics(t)
 		if !regexp.MustCompile(`(?m)^eventq_ingest_spool_events 6$`).Match(res.Body) {
 			t.Fatalf("no eventq_ingest_spool_events 6 in /metrics:\n%s", regexp.MustCompile(`(?m)^eventq_ingest_spool.*$`).FindAll(res.Body, -1))
 		}

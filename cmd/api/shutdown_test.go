@@ -20,7 +20,7 @@ import (
 func TestShutdownDoesNotWaitForAnUnusedConnection(t *testing.T) {
 	_, dbURL := testenv.DB(t)
 	r := testenv.StartRedis(t)
-	cfg, err := config.Load(append([]string{"HTTP_ADDR=127.0.0.1:0", "DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL()}, testenv.NoRateLimits...))
+	cfg, err := config.Load(append([]string{"HTTP_ADDR=127.0.0.1:0", "METRICS_ADDR=off", "DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL()}, testenv.NoRateLimits...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestShutdownDoesNotWaitForAnUnusedConnection(t *testing.T) {
 func TestAShutdownBeforeServingReturns(t *testing.T) {
 	_, dbURL := testenv.DB(t)
 	r := testenv.StartRedis(t)
-	cfg, err := config.Load(append([]string{"HTTP_ADDR=127.0.0.1:0", "DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL()}, testenv.NoRateLimits...))
+	cfg, err := config.Load(append([]string{"HTTP_ADDR=127.0.0.1:0", "METRICS_ADDR=off", "DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL()}, testenv.NoRateLimits...))
 	testenv.Must(t, err)
 	m := NewMain(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	testenv.Must(t, m.Open())

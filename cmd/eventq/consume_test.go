@@ -43,7 +43,7 @@ func startConsumeAPI(t *testing.T, apiBin string) *consumeAPI {
 	dbURL := testenv.DatabaseURL(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	base := "http://" + addr
-	testenv.NewProcess(t, apiBin, append(append(os.Environ(), testenv.NoRateLimits...), "HTTP_ADDR="+addr, "APP_URL="+base, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL())).Start()
+	testenv.NewProcess(t, apiBin, append(append(os.Environ(), testenv.NoRateLimits...), "HTTP_ADDR="+addr, "METRICS_ADDR=off", "APP_URL="+base, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL())).Start()
 	testenv.WaitHTTP(t, base+"/healthz", 20*time.Second)
 	return &consumeAPI{cliEnv: newCLIWithURL(t, dbURL), base: base, queue: eventqueue.New(r.Client())}
 }

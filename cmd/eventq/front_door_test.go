@@ -70,7 +70,7 @@ func TestCLIAndHTTPSeeTheSameResources(t *testing.T) {
 	base := "http://" + addr
 	const admin = "adm_cli_http_0123456789abcdef0123"
 	testenv.NewProcess(t, filepath.Join(bins, "api"), append(append(os.Environ(), testenv.NoRateLimits...),
-		"HTTP_ADDR="+addr, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL(), "ADMIN_API_TOKENS="+admin)).Start()
+		"HTTP_ADDR="+addr, "METRICS_ADDR=off", "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL(), "ADMIN_API_TOKENS="+admin)).Start()
 	testenv.WaitHTTP(t, base+"/healthz", 20*time.Second)
 	e := newCLIWithURL(t, dbURL)
 	e.environ = append(e.environ, "REDIS_URL="+r.URL())

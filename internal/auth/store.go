@@ -100,18 +100,21 @@ func ParseTokenInput(in map[string]any, now time.Time) (TokenInput, error) {
 	if name := validate.NullableString(&errs, "name", in["name"], maxTokenName); name != nil {
 		out.Name = *name
 	}
-	if in["abilities"] != nil {
-		list, ok := validate.StringList(&errs, "abilities", in["abilities"], len(KnownAbilities), 64, nil)
-		if ok {
+	// Present, abilities must name at least one: an empty or null list is refused, never
+	// taken as the default (every ability), as Laravel's "sometimes|required|array" does.
+	if v, present := in["abilities"]; present {
+		if list, isList := v.([]any); v == nil || (isList && len(list) == 0) {
+			validate.Required(&errs, "abilities")
+		} else if list, ok := validate.StringList(&errs, "abilities", v, len(KnownAbilities), 64, nil); ok {
 			for i, a := range list {
 				if !slices.Contains(KnownAbilities, a) {
 					errs.Add(fmt.Sprintf("abilities.%d", i), fmt.Sprintf("The selected abilities.%d is invalid.", i))
 					ok = false
 				}
 			}
-		}
-		if ok && len(list) > 0 {
-			out.Abilities = list
+			if ok {
+				out.Abilities = list
+			}
 		}
 	}
 	if v := in["expires_at"]; v != nil {

@@ -18,16 +18,19 @@ import (
 // DefaultConnection is the name of the Redis connection configured by REDIS_URL.
 const DefaultConnection = "default"
 
+// MinAdminTokenLen is the shortest operator token accepted: a short one can be guessed.
+const MinAdminTokenLen = 32
+
 // Variables lists every environment variable Load reads, besides the REDIS_<NAME>_URL family
 // and the STRIPE_* aliases of the PSP_* names.
 var Variables = []string{
 	"HTTP_ADDR", "APP_URL", "DATABASE_URL", "REDIS_URL", "REDIS_CLUSTER_ADDRS",
-	"EVENTQUEUE_QUEUE_CONNECTION", "TRUSTED_PROXIES", "WORKER_METRICS_ADDR", "PPROF_ADDR",
+	"EVENTQUEUE_QUEUE_CONNECTION", "TRUSTED_PROXIES", "METRICS_ADDR", "WORKER_METRICS_ADDR", "PPROF_ADDR",
 	"PSP_WEBHOOK_SECRET", "PSP_SECRET_KEY", "PSP_PUBLISHABLE_KEY", "PSP_CONNECT_CLIENT_ID", "PSP_API_BASE",
 	"PSP_RECONCILE_INTERVAL",
 	"RATE_LIMIT_TRACK", "RATE_LIMIT_TRACK_IP", "RATE_LIMIT_PLATFORM", "EVENTQUEUE_MAX_LENGTH",
 	"EVENTQUEUE_MAX_DELIVERIES", "EVENTQUEUE_MAX_DEAD_LETTERS", "DEAD_LETTER_RETENTION",
-	"RATE_LIMIT_RETURN", "RATE_LIMIT_AUTH_FAILURES", "INGEST_SPOOL_MAX", "EVENT_RETENTION", "EVENT_PRUNE_INTERVAL",
+	"RATE_LIMIT_RETURN", "RATE_LIMIT_AUTH_FAILURES", "INGEST_SPOOL_MAX", "INGEST_SPOOL_TENANT_MAX", "INGEST_SPOOL_MAX_BYTES", "EVENT_RETENTION", "EVENT_PRUNE_INTERVAL",
 	"BENCH_NOOP_ROUTE", "ADMIN_API_TOKENS",
 }
 
@@ -49,6 +52,10 @@ type Config struct {
 	// TrustedProxies are the addresses whose X-Forwarded-For is believed (TRUSTED_PROXIES,
 	// a comma list of IPs or CIDRs). Default none.
 	TrustedProxies []netip.Prefix
+	// MetricsAddr is where the api serves /metrics (METRICS_ADDR), apart from HTTPAddr so that
+	// it is never public through the ingress. Default 127.0.0.1:9464; "off" (empty here): not
+	// served.
+	MetricsAddr string
 	// WorkerMetricsAddr is where the worker serves its metrics (WORKER_METRICS_ADDR).
 	// Default empty: not served.
 	WorkerMetricsAddr string
@@ -139,6 +146,7 @@ func Load(environ []string) (Config, error) {
 		AppURL:            strings.TrimRight(get("APP_URL", "http://127.0.0.1:8080"), "/"),
 		DatabaseURL:       get("DATABASE_URL", "sqlite://var/eventq.db"),
 		QueueConnection:   strings.ToLower(get("EVENTQUEUE_QUEUE_CONNECTION", DefaultConnection)),
+		MetricsAddr:       get("METRICS_ADDR", "127.0.0.1:9464"),
 		WorkerMetricsAddr: get("WORKER_METRICS_ADDR", ""),
 		AdminTokens:       splitList(get("ADMIN_API_TOKENS", "")),
 		PprofAddr:         get("PPROF_ADDR", ""),
@@ -188,6 +196,9 @@ func Load(environ []string) (Config, error) {
 		}
 		cfg.TrustedProxies = append(cfg.TrustedProxies, prefix)
 	}
+	if strings.EqualFold(cfg.MetricsAddr, "off") {
+		cfg.MetricsAddr = ""
+	}
 	return cfg, cfg.Validate()
 }
 
@@ -233,6 +244,16 @@ func (c Config) Validate() error {
 	if c.PSP.APIBase != "" {
 		if u, err := url.Parse(c.PSP.APIBase); err != nil || u.Host == "" {
 			return fmt.Errorf("config: PSP_API_BASE: %q is not an absolute URL", c.PSP.APIBase)
+		}
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return fmt.Errorf("config: METRICS_ADDR: %q is not host:port (or off)", c.MetricsAddr)
+		}
+	}
+	for _, t := range c.AdminTokens {
+		if len(t) < MinAdminTokenLen { // the token itself is never printed
+			return fmt.Errorf("config: ADMIN_API_TOKENS: an entry is %d characters, shorter than %d", len(t), MinAdminTokenLen)
 		}
 	}
 	if c.WorkerMetricsAddr != "" {

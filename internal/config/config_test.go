@@ -14,12 +14,13 @@ func TestLoadDefaults(t *testing.T) {
 		AppURL:          "http://127.0.0.1:8080",
 		DatabaseURL:     "sqlite://var/eventq.db",
 		QueueConnection: "default",
+		MetricsAddr:     "127.0.0.1:9464",
 		Redis: RedisConfig{
 			URLs: map[string]string{"default": "redis://127.0.0.1:6379/0"},
 		},
 		PSP: PSPConfig{ReconcileInterval: 15 * time.Minute},
 		Limits: Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000, QueueMaxDeliveries: 10,
-			QueueMaxDeadLetters: 10000, IngestSpoolMax: 1000000, DeadLetterRetention: 14 * 24 * time.Hour, Return: Rate{10, time.Second}, AuthFailures: Rate{20, time.Minute}},
+			QueueMaxDeadLetters: 10000, IngestSpoolMax: 1000000, IngestSpoolTenantMax: 100000, IngestSpoolMaxBytes: 1 << 30, DeadLetterRetention: 14 * 24 * time.Hour, Return: Rate{10, time.Second}, AuthFailures: Rate{20, time.Minute}},
 		Retention: RetentionConfig{PruneInterval: time.Hour},
 	}
 	for name, environ := range map[string][]string{
@@ -196,6 +197,10 @@ func TestLoadRejects(t *testing.T) {
 		wantVar string
 	}{
 		{"rejects HTTP_ADDR without port", []string{"HTTP_ADDR=localhost"}, "HTTP_ADDR"},
+		{"rejects METRICS_ADDR without port", []string{"METRICS_ADDR=localhost"}, "METRICS_ADDR"},
+		{"rejects an ADMIN_API_TOKENS entry under 32 characters", []string{"ADMIN_API_TOKENS=" + strings.Repeat("a", 40) + ",short"}, "ADMIN_API_TOKENS"},
+		{"rejects INGEST_SPOOL_TENANT_MAX of 0", []string{"INGEST_SPOOL_TENANT_MAX=0"}, "INGEST_SPOOL_TENANT_MAX"},
+		{"rejects INGEST_SPOOL_MAX_BYTES garbage", []string{"INGEST_SPOOL_MAX_BYTES=lots"}, "INGEST_SPOOL_MAX_BYTES"},
 		{"rejects HTTP_ADDR with bare port", []string{"HTTP_ADDR=8080"}, "HTTP_ADDR"},
 		{"rejects APP_URL without scheme", []string{"APP_URL=eventq.example"}, "APP_URL"},
 		{"rejects APP_URL with other scheme", []string{"APP_URL=ftp://eventq.example"}, "APP_URL"},
@@ -272,7 +277,7 @@ func TestLoadLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000, QueueMaxDeliveries: 10,
-		QueueMaxDeadLetters: 10000, IngestSpoolMax: 1000000, DeadLetterRetention: 14 * 24 * time.Hour, Return: Rate{10, time.Second}, AuthFailures: Rate{20, time.Minute}}
+		QueueMaxDeadLetters: 10000, IngestSpoolMax: 1000000, IngestSpoolTenantMax: 100000, IngestSpoolMaxBytes: 1 << 30, DeadLetterRetention: 14 * 24 * time.Hour, Return: Rate{10, time.Second}, AuthFailures: Rate{20, time.Minute}}
 	if cfg.Limits != want {
 		t.Fatalf("defaults %+v, want %+v", cfg.Limits, want)
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/dustin/go-humanize"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +72,12 @@ type Limits struct {
 	// IngestSpoolMax is the most tracked events kept in Redis while the database cannot be
 	// reached (INGEST_SPOOL_MAX); past it tracking answers 503. Default 1,000,000.
 	IngestSpoolMax int64
+	// IngestSpoolTenantMax is the most spooled events of one tenant (INGEST_SPOOL_TENANT_MAX):
+	// past it that tenant's tracking answers 503, and no other's. Default 100,000.
+	IngestSpoolTenantMax int64
+	// IngestSpoolMaxBytes is the most bytes the spool's entries hold in Redis
+	// (INGEST_SPOOL_MAX_BYTES: a size such as 1GiB or 512MB). Default 1 GiB.
+	IngestSpoolMaxBytes int64
 	// Return is the budget of one client address on GET /checkout/return
 	// (RATE_LIMIT_RETURN). Default 10/s.
 	Return Rate
@@ -122,6 +129,18 @@ func loadLimits(get func(name, def string) string) (Limits, error) {
 		return Limits{}, fmt.Errorf("config: INGEST_SPOOL_MAX: %q is not a positive integer", raw)
 	}
 	l.IngestSpoolMax = n
+	raw = get("INGEST_SPOOL_TENANT_MAX", "100000")
+	n, err = strconv.ParseInt(raw, 10, 64)
+	if err != nil || n < 1 {
+		return Limits{}, fmt.Errorf("config: INGEST_SPOOL_TENANT_MAX: %q is not a positive integer", raw)
+	}
+	l.IngestSpoolTenantMax = n
+	raw = get("INGEST_SPOOL_MAX_BYTES", "1GiB")
+	size, err := humanize.ParseBytes(raw)
+	if err != nil || size < 1<<10 || size > 1<<50 {
+		return Limits{}, fmt.Errorf("config: INGEST_SPOOL_MAX_BYTES: %q is not a size from 1KiB (e.g. 1GiB or 512MB)", raw)
+	}
+	l.IngestSpoolMaxBytes = int64(size)
 	raw = get("DEAD_LETTER_RETENTION", "14d")
 	if l.DeadLetterRetention, err = parseDays(raw); err != nil || l.DeadLetterRetention < time.Second {
 		return Limits{}, fmt.Errorf("config: DEAD_LETTER_RETENTION: %q is not a duration of at least 1s (e.g. 14d or 72h)", raw)

@@ -323,7 +323,7 @@ func TestChaosAFloodingTenantDoesNotHurtAnother(t *testing.T) {
 	}
 	aloneStatuses, aloneLat := victimFor(10 * time.Second)
 
-	failOpen0 := metricValue(t, s.Base, "eventq_rate_limit_store_errors_total")
+	failOpen0 := metricValue(t, s.Metrics, "eventq_rate_limit_store_errors_total")
 	floodStart := time.Now()
 	floodCtx, stopFlood := context.WithCancel(context.Background())
 	floodDone := make(chan map[int]int)
@@ -335,7 +335,7 @@ func TestChaosAFloodingTenantDoesNotHurtAnother(t *testing.T) {
 	floodFor := time.Since(floodStart)
 	// Under overload the limiter lets a request through when Redis does not answer its check
 	// within 100 ms (fail open, counted): those do not count against the limit's accuracy.
-	failOpen := metricValue(t, s.Base, "eventq_rate_limit_store_errors_total") - failOpen0
+	failOpen := metricValue(t, s.Metrics, "eventq_rate_limit_store_errors_total") - failOpen0
 
 	t.Logf("fairness (%s): victim alone: %v, p99 %s; victim during a flood of 1,000 requests/s against a 100/s budget: %v, p99 %s; flooder: %v",
 		testenv.Backend(), aloneStatuses, p99of(aloneLat), floodedStatuses, p99of(floodedLat), flood)
@@ -351,10 +351,10 @@ func TestChaosAFloodingTenantDoesNotHurtAnother(t *testing.T) {
 	}
 }
 
-// metricValue reads one unlabelled counter or gauge from the api's /metrics.
-func metricValue(t *testing.T, base, name string) float64 {
+// metricValue reads one unlabelled counter or gauge from an api's /metrics at url.
+func metricValue(t *testing.T, url, name string) float64 {
 	t.Helper()
-	res, err := http.Get(base + "/metrics")
+	res, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,8 @@ type stack struct {
 	APIs    []*testenv.Process
 	Workers []*testenv.Process
 	Bases   []string
+	// Metrics is the URL of the first api's /metrics (its METRICS_ADDR).
+	Metrics string
 	Queue   *eventqueue.Store
 	Tasks   *asynq.Inspector
 	// Env is the environment every api and worker got (without HTTP_ADDR and APP_URL).
@@ -117,8 +119,12 @@ func startStack(t *testing.T, opts ...option) *stack {
 	for i := 0; i < o.apis; i++ {
 		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 		base := "http://" + addr
-		p := testenv.NewProcess(t, filepath.Join(binDir, "api"), append(env[:len(env):len(env)], "HTTP_ADDR="+addr, "APP_URL="+base))
+		metrics := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+		p := testenv.NewProcess(t, filepath.Join(binDir, "api"), append(env[:len(env):len(env)], "HTTP_ADDR="+addr, "APP_URL="+base, "METRICS_ADDR="+metrics))
 		p.Start()
+		if i == 0 {
+			s.Metrics = "http://" + metrics + "/metrics"
+		}
 		testenv.WaitHTTP(t, base+"/healthz", 20*time.Second)
 		s.APIs, s.Bases = append(s.APIs, p), append(s.Bases, base)
 	}

@@ -52,7 +52,8 @@ func Decode(s string) (Cursor, bool) {
 	if json.Unmarshal(b, &v) != nil || v.Next == nil {
 		return Cursor{}, false
 	}
-	id, err := strconv.ParseUint(v.ID.String(), 10, 64)
+	// Below 2^63, as the ids it points between: a larger one is a cursor not issued here.
+	id, err := strconv.ParseUint(v.ID.String(), 10, 63)
 	if err != nil {
 		return Cursor{}, false
 	}

@@ -21,7 +21,10 @@ func TestCursorsAreLaravels(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "garbage!", base64.RawURLEncoding.EncodeToString([]byte(`{"id":15}`)),
-		base64.RawURLEncoding.EncodeToString([]byte(`{"id":-1,"_pointsToNextItems":false}`))} {
+		base64.RawURLEncoding.EncodeToString([]byte(`{"id":-1,"_pointsToNextItems":false}`)),
+		base64.RawURLEncoding.EncodeToString([]byte(`{"id":9223372036854775808,"_pointsToNextItems":true}`)),
+		base64.RawURLEncoding.EncodeToString([]byte(`{"id":18446744073709551615,"_pointsToNextItems":true}`)),
+		base64.RawURLEncoding.EncodeToString([]byte(`{"id":1e30,"_pointsToNextItems":true}`))} {
 		if _, ok := Decode(bad); ok {
 			t.Fatalf("Decode(%q) accepted", bad)
 		}

@@ -75,7 +75,7 @@ func tenantRow(db *gorm.DB, dst any, id, tenantID uint64) error {
 // session at most once per ReturnInterval by this process, visits in between getting the last
 // answer.
 func (svc *Service) Return(ctx context.Context, tenantID uint64, sessionID string) (Result, error) {
-	if sessionID == "" || len(sessionID) > maxSessionID {
+	if !plausibleSessionID(sessionID) {
 		return Result{}, ErrNotFound
 	}
 	if res, ok, err := svc.fulfilledReturn(ctx, tenantID, sessionID); ok || err != nil {
@@ -84,6 +84,21 @@ func (svc *Service) Return(ctx context.Context, tenantID uint64, sessionID strin
 	return svc.Returns.answer(returnKey{tenantID, sessionID}, func() (Result, error) {
 		return svc.returnFromProvider(ctx, tenantID, sessionID)
 	})
+}
+
+// plausibleSessionID reports whether id can be a provider's session id: printable ASCII of at
+// most maxSessionID bytes. Anything else names no session, and never reaches the database
+// (Postgres refuses a NUL or invalid UTF-8 in a text parameter) or the provider.
+func plausibleSessionID(id string) bool {
+	if id == "" || len(id) > maxSessionID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // returnFromProvider is Return's work once the database has no purchase of the session.

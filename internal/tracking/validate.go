@@ -148,7 +148,9 @@ func parseEvents(errs *apperr.FieldErrors, in map[string]any, platform bool) []I
 		validate.Add(errs, "events", "must be an array.")
 		return nil
 	case len(list) > MaxEvents:
+		// One message, the items unchecked: the answer's size and cost do not grow with them.
 		validate.Add(errs, "events", fmt.Sprintf("must not have more than %d items.", MaxEvents))
+		return nil
 	}
 	events := make([]Input, len(list))
 	prefixes := make([]string, len(list)) // "events.3.": built once, not per rule

@@ -129,11 +129,13 @@ func StringList(errs *apperr.FieldErrors, field string, v any, maxItems, maxLen 
 		Add(errs, field, "must be an array.")
 		return nil, false
 	}
-	ok := true
 	if len(list) > maxItems {
+		// One message, not one per item past the limit: the answer's size and the time to
+		// produce it stay the same however long the list.
 		Add(errs, field, fmt.Sprintf("must not have more than %d items.", maxItems))
-		ok = false
+		return nil, false
 	}
+	ok := true
 	out := make([]string, 0, len(list))
 	for i, item := range list {
 		key := fmt.Sprintf("%s.%d", field, i)
