@@ -50,10 +50,7 @@ func (s *Server) memberData(c *fiber.Ctx) error {
 	for i := range granted {
 		head = append(head, accessLine{"entitlement", purchases.ViewGrant(&granted[i])})
 	}
-	names := []string{models.FormatID(m.ID)}
-	if m.ExternalID != nil {
-		names = append(names, *m.ExternalID)
-	}
+	names := models.MemberRefs(m.ID, m.ExternalID)
 	q := export.Query{TenantID: tenantID, Members: names}
 	log := s.log(c)
 	c.Set(fiber.HeaderContentType, "application/x-ndjson")

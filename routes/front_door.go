@@ -19,7 +19,8 @@ func (s *Server) frontDoor(app *fiber.App) {
 	app.Get("/api/platform/members/:member/entitlements", read, s.memberEntitlements)
 	app.Get("/api/platform/members/:member/entitlements/:product", read, s.checkEntitlement)
 	app.Get("/api/platform/members/:member/purchases", read, s.memberPurchases)
-	app.Get("/api/platform/members/:member/data", read, s.memberData)
+	// The access export holds the member's events (URLs, addresses, agents): events:read too.
+	app.Get("/api/platform/members/:member/data", s.token(auth.AbilityMembersRead, auth.AbilityEventsRead), s.memberData)
 
 	read, write = s.token(auth.AbilityProductsRead), s.token(auth.AbilityProductsWrite)
 	app.Post("/api/platform/products", write, s.createProduct)

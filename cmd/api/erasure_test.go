@@ -21,7 +21,7 @@ func TestEraseAMember(t *testing.T) {
 	s := testenv.MustShop(t, e.DB, "", true)
 	ext := "site-user-5"
 	testenv.Must(t, e.DB.Model(&s.Member).Update("external_id", ext).Error)
-	member := models.FormatID(s.Member.ID)
+	member, extRef := models.FormatID(s.Member.ID), "external:"+ext
 	p := models.Purchase{TenantID: s.ID, AudienceMemberID: s.Member.ID, ProductID: s.Product.ID, PSPCheckoutSessionID: "cs_erase",
 		AmountTotal: 1999, Currency: "usd", Status: models.PurchasePaid}
 	testenv.Must(t, e.DB.Create(&p).Error)
@@ -39,7 +39,7 @@ func TestEraseAMember(t *testing.T) {
 	if st := e.mustAck(t, s.Tenant, map[string]any{"retries": leaseIDs(e.mustLease(t, s.Tenant, "?limit=1"))}); len(st) != 1 || st[0] != "retried" {
 		t.Fatalf("retry: %v", st)
 	}
-	ids = append(ids, e.MustTrack(t, s.Tenant, ev("s-a", nil), ev("s-b", &ext), ev("s-c", nil))...)
+	ids = append(ids, e.MustTrack(t, s.Tenant, ev("s-a", nil), ev("s-b", &extRef), ev("s-c", nil))...)
 	held := e.mustLease(t, s.Tenant, "?limit=1") // the retried event goes dead; the next one is leased
 	before := e.MustRead(t, s.Tenant).Data.Events
 	front, _ := e.Queue.Offset(context.Background(), s.ID)

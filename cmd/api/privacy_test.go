@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/auth"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -74,7 +76,8 @@ func TestMinimisationAtIngestion(t *testing.T) {
 
 // The access export: the member, its purchases, every entitlement it was granted (with when
 // one ended) and the stored events naming it by id or external id, oldest first, as NDJSON,
-// equal to the stored rows; another tenant's member is 404.
+// equal to the stored rows; another tenant's member is 404, and a token without events:read
+// 403.
 func TestAccessExportEqualsTheStoredRows(t *testing.T) {
 	e := startAPI(t)
 	s := testenv.MustShop(t, e.DB, "", true)
@@ -86,8 +89,9 @@ func TestAccessExportEqualsTheStoredRows(t *testing.T) {
 	revoked := time.Now().UTC().Truncate(time.Second)
 	ent := models.Entitlement{TenantID: s.ID, AudienceMemberID: s.Member.ID, ProductID: s.Product.ID, PurchaseID: p.ID, RevokedAt: &revoked}
 	testenv.Must(t, e.DB.Create(&ent).Error)
-	byID, byExt, other := models.FormatID(s.Member.ID), ext, "someone-else"
-	for i, who := range []*string{&byID, nil, &byExt, &other, &byID} {
+	// A bare external id names no member: only "external:" + it does.
+	byID, byExt, other, bare := models.FormatID(s.Member.ID), "external:"+ext, "someone-else", ext
+	for i, who := range []*string{&byID, nil, &byExt, &other, &bare, &byID} {
 		ev := pageView(fmt.Sprintf("s-%d", i), i)
 		if who != nil {
 			ev["audience_member_id"] = *who
@@ -116,4 +120,17 @@ func TestAccessExportEqualsTheStoredRows(t *testing.T) {
 	}
 	stranger := testenv.MustTenant(t, e.DB, false)
 	assertBody(t, e.doJSON(t, "GET", "/api/platform/members/"+byID+"/data", stranger.Token, nil), 404, `{"message":"Not Found."}`)
+	t.Run("members:read alone is not enough: the export holds events", func(t *testing.T) {
+		_, readOnly, err := auth.CreateToken(context.Background(), e.DB, s.ID, "members", []string{auth.AbilityMembersRead}, nil)
+		testenv.Must(t, err)
+		assertBody(t, e.doJSON(t, "GET", "/api/platform/members/"+byID+"/data", readOnly, nil), 403, `{"message":"Invalid ability provided."}`)
+		if res := e.doJSON(t, "GET", "/api/platform/members/"+byID, readOnly, nil); res.Status != 200 {
+			t.Fatalf("the member itself: %d", res.Status)
+		}
+		_, both, err := auth.CreateToken(context.Background(), e.DB, s.ID, "export", []string{auth.AbilityMembersRead, auth.AbilityEventsRead}, nil)
+		testenv.Must(t, err)
+		if res := e.doJSON(t, "GET", "/api/platform/members/"+byID+"/data", both, nil); res.Status != 200 {
+			t.Fatalf("members:read and events:read: %d %s", res.Status, res.Body)
+		}
+	})
 }

@@ -122,6 +122,13 @@ func (s *Service) Request(ctx context.Context, m *models.AudienceMember) (*model
 	if err != nil {
 		return nil, err
 	}
+	// Before the 202: ingestion, on every api process, reads this count with each request
+	// that names a member, so the next event naming it is stored without it.
+	if s.Queue != nil {
+		if err := s.Queue.NoteErasure(ctx, m.TenantID); err != nil {
+			s.Log.Warn("erasure: ingestion not told at once; its caches of erased members expire within a second", "tenant_id", m.TenantID, "err", err)
+		}
+	}
 	s.announceMember(ctx, e)
 	return e, nil
 }
@@ -141,18 +148,10 @@ func (s *Service) announceMember(ctx context.Context, e *models.MemberErasure) {
 	if s.Changes == nil {
 		return
 	}
-	refs := []string{models.FormatID(e.MemberID)}
-	if e.ExternalID != nil {
-		refs = append(refs, "external:"+*e.ExternalID)
-	}
+	refs := models.MemberRefs(e.MemberID, e.ExternalID)
 	_ = s.Changes.Announce(ctx, changes.Change{Kind: changes.Member, Tenant: e.TenantID, ID: e.MemberID, Refs: refs}) // logged
 }
 
-// refs are the values of audience_member_id that name the erased member.
-func refs(e *models.MemberErasure) []string {
-	out := []string{models.FormatID(e.MemberID)}
-	if e.ExternalID != nil {
-		out = append(out, *e.ExternalID)
-	}
-	return out
-}
+// refs are the values of audience_member_id that name the erased member: its id and
+// "external:" + its external id, never a bare external id (which names no member).
+func refs(e *models.MemberErasure) []string { return models.MemberRefs(e.MemberID, e.ExternalID) }

@@ -30,7 +30,7 @@ const (
 )
 
 // ExternalPrefix marks a member reference that is the tenant's own id of the member.
-const ExternalPrefix = "external:"
+const ExternalPrefix = models.ExternalPrefix
 
 // ErrNotFound is the answer for a member of another tenant, an erased one or none at all:
 // the same for the three.

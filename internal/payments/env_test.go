@@ -67,6 +67,12 @@ func (p *fakePusher) types() []string {
 	return out
 }
 
+func (p *fakePusher) events() []models.TrackedEvent {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]models.TrackedEvent(nil), p.pushed...)
+}
+
 // env is a Service on a fresh database with a fake Pusher; nothing else is real.
 type env struct {
 	DB     *gorm.DB

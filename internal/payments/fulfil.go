@@ -50,7 +50,7 @@ func (svc *Service) fulfilSession(ctx context.Context, s Session) (Result, error
 		return Result{}, err
 	}
 	if s.PaymentStatus != "paid" && s.PaymentStatus != "no_payment_required" {
-		if err := svc.resolve(ctx, s, r); err != nil {
+		if _, err := svc.resolve(ctx, s, r); err != nil {
 			return Result{}, err
 		}
 		var p models.Purchase
@@ -136,10 +136,11 @@ func (svc *Service) store(ctx context.Context, s Session, r refs, queued bool) (
 			return st, err
 		}
 	}
-	if err := svc.resolve(ctx, s, r); err != nil {
+	live, err := svc.resolve(ctx, s, r)
+	if err != nil {
 		return stored{}, err
 	}
-	return svc.storeTx(ctx, s, r, queued)
+	return svc.storeTx(ctx, s, r, queued, live)
 }
 
 // newPurchase is the purchase of s, stamped now, and its purchase_completed event.
@@ -156,11 +157,16 @@ func (svc *Service) newPurchase(s Session, r refs, queued bool) (models.Purchase
 	return p, ev
 }
 
-// storeTx is store's transaction of one statement a row, once resolve has checked r.
-func (svc *Service) storeTx(ctx context.Context, s Session, r refs, queued bool) (stored, error) {
+// storeTx is store's transaction of one statement a row, once resolve has checked r. A member
+// erased before the payment (live false) gets the purchase, for the books, but no entitlement,
+// and its purchase_completed event names no member.
+func (svc *Service) storeTx(ctx context.Context, s Session, r refs, queued, live bool) (stored, error) {
 	var st stored
 	err := svc.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		p, ev := svc.newPurchase(s, r, queued)
+		if !live {
+			ev.AudienceMemberID = nil
+		}
 		ins := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "psp_checkout_session_id"}}, DoNothing: true}).Create(&p)
 		if ins.Error != nil {
 			return fmt.Errorf("fulfil: purchase: %w", ins.Error)
@@ -168,9 +174,11 @@ func (svc *Service) storeTx(ctx context.Context, s Session, r refs, queued bool)
 		if ins.RowsAffected == 0 { // another fulfilment committed it first, with all its parts
 			return svc.alreadyStored(tx, s, &st)
 		}
-		ent := models.Entitlement{TenantID: r.tenant, AudienceMemberID: r.member, ProductID: r.product, PurchaseID: p.ID, CreatedAt: p.CreatedAt, UpdatedAt: p.CreatedAt}
-		if err := tx.Create(&ent).Error; err != nil {
-			return fmt.Errorf("fulfil: entitlement: %w", err)
+		if live {
+			ent := models.Entitlement{TenantID: r.tenant, AudienceMemberID: r.member, ProductID: r.product, PurchaseID: p.ID, CreatedAt: p.CreatedAt, UpdatedAt: p.CreatedAt}
+			if err := tx.Create(&ent).Error; err != nil {
+				return fmt.Errorf("fulfil: entitlement: %w", err)
+			}
 		}
 		if err := tx.Create(&ev).Error; err != nil {
 			return fmt.Errorf("fulfil: event: %w", err)
@@ -196,34 +204,36 @@ func (svc *Service) alreadyStored(db *gorm.DB, s Session, st *stored) error {
 
 // resolve checks, in one round trip, that the tenant, member and product of r exist, the
 // member and product on that tenant, and that s is on the tenant's account; anything else is
-// a permanent failure.
-func (svc *Service) resolve(ctx context.Context, s Session, r refs) error {
+// a permanent failure. live is false when the member was erased.
+func (svc *Service) resolve(ctx context.Context, s Session, r refs) (live bool, err error) {
 	var row struct {
 		models.Tenant
 		MemberID  *uint64
 		ProductID *uint64
+		Erased    bool
 	}
 	res := svc.DB.WithContext(ctx).Raw(`SELECT t.*,
 		(SELECT m.id FROM audience_members m WHERE m.id = ? AND m.tenant_id = t.id) AS member_id,
+		EXISTS (SELECT 1 FROM audience_members m WHERE m.id = ? AND m.tenant_id = t.id AND m.erased_at IS NOT NULL) AS erased,
 		(SELECT p.id FROM products p WHERE p.id = ? AND p.tenant_id = t.id) AS product_id
-		FROM tenants t WHERE t.id = ?`, r.member, r.product, r.tenant).Scan(&row)
+		FROM tenants t WHERE t.id = ?`, r.member, r.member, r.product, r.tenant).Scan(&row)
 	if res.Error != nil {
-		return fmt.Errorf("fulfil: %w", res.Error)
+		return false, fmt.Errorf("fulfil: %w", res.Error)
 	}
 	t := &row.Tenant
 	if res.RowsAffected == 0 {
-		return notFound(t, r.tenant)
+		return false, notFound(t, r.tenant)
 	}
 	if account := t.Account(); account != s.Account {
-		return fmt.Errorf("fulfil: %w: session %s on account %q, tenant %d has %q", ErrRejected, s.ID, s.Account, t.ID, account)
+		return false, fmt.Errorf("fulfil: %w: session %s on account %q, tenant %d has %q", ErrRejected, s.ID, s.Account, t.ID, account)
 	}
 	if row.MemberID == nil {
-		return notFound(&models.AudienceMember{}, r.member, t.ID)
+		return false, notFound(&models.AudienceMember{}, r.member, t.ID)
 	}
 	if row.ProductID == nil {
-		return notFound(&models.Product{}, r.product, t.ID)
+		return false, notFound(&models.Product{}, r.product, t.ID)
 	}
-	return nil
+	return !row.Erased, nil
 }
 
 // notFound is the permanent failure of a metadata id that names no row of dst's kind.

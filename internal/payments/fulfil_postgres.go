@@ -12,12 +12,13 @@ import (
 // member and product on that tenant, and the session is on the tenant's account (none
 // otherwise). From v it writes the purchase, unless a reversal of its payment is waiting or
 // another fulfilment stored it first, and with the purchase's new id the entitlement and the
-// purchase_completed event. It answers whether v held a row, the new purchase's id (NULL when
-// none was stored) and whether a reversal is waiting. Its parameters, $1 to $20, are in the
+// purchase_completed event; for a member erased meanwhile, no entitlement and an event that
+// names no member. It answers whether v held a row, the new purchase's id (NULL when none was
+// stored), whether a reversal is waiting and whether the member is not erased. Its parameters, $1 to $20, are in the
 // order of storeOneStatement's args.
 const storeStatement = `WITH v AS (
 	SELECT t.id AS tenant, m.id AS member, p.id AS product, CAST($4 AS timestamptz) AS at,
-		CAST($5 AS text) AS session, CAST($6 AS text) AS payment_intent
+		CAST($5 AS text) AS session, CAST($6 AS text) AS payment_intent, m.erased_at IS NULL AS live
 	FROM tenants t
 	JOIN audience_members m ON m.id = $2 AND m.tenant_id = t.id
 	JOIN products p ON p.id = $3 AND p.tenant_id = t.id
@@ -36,18 +37,18 @@ const storeStatement = `WITH v AS (
 	RETURNING id
 ), entitlement AS (
 	INSERT INTO entitlements (tenant_id, audience_member_id, product_id, purchase_id, created_at, updated_at)
-	SELECT tenant, member, product, purchase.id, at, at FROM v, purchase
+	SELECT tenant, member, product, purchase.id, at, at FROM v, purchase WHERE v.live
 ), event AS (
 	INSERT INTO tracked_events (id, tenant_id, type, session_id, audience_member_id, url, page_hostname,
 		page_path, user_agent, ip_address, event_sequence, queued, queue_pending, created_at)
 	SELECT CAST($11 AS text), tenant, CAST($12 AS text), session,
-		CAST($13 AS text), CAST($14 AS text), CAST($15 AS text), CAST($16 AS text),
+		CASE WHEN v.live THEN CAST($13 AS text) END, CAST($14 AS text), CAST($15 AS text), CAST($16 AS text),
 		CAST($17 AS text), CAST($18 AS text), CAST($19 AS bigint),
 		CAST($20 AS boolean), CAST($20 AS boolean), at
 	FROM v, purchase
 )
 SELECT EXISTS (SELECT 1 FROM v) AS resolved, (SELECT id FROM purchase) AS purchase_id,
-	EXISTS (SELECT 1 FROM reversal) AS reversal_waiting`
+	EXISTS (SELECT 1 FROM reversal) AS reversal_waiting, COALESCE((SELECT live FROM v), true) AS live`
 
 // storeOneStatement is store's common case on Postgres, in one round trip where resolve and
 // storeTx take seven. ok is false when nothing was written because r does not resolve or a
@@ -62,14 +63,14 @@ func (svc *Service) storeOneStatement(ctx context.Context, s Session, r refs, qu
 		ev.PageHostname, ev.PagePath, ev.UserAgent, ev.IPAddress, ev.EventSequence, queued,
 	}
 	var (
-		resolved, reversalWaiting bool
-		purchaseID                sql.NullInt64
+		resolved, reversalWaiting, live bool
+		purchaseID                      sql.NullInt64
 	)
 	// Straight to the connection pool, not through gorm, whose building of the statement from
 	// its parameters cost as much CPU as the round trip; gorm's logger still sees it.
 	db := svc.DB.WithContext(ctx)
 	begin := time.Now()
-	err = db.Statement.ConnPool.QueryRowContext(ctx, storeStatement, args...).Scan(&resolved, &purchaseID, &reversalWaiting)
+	err = db.Statement.ConnPool.QueryRowContext(ctx, storeStatement, args...).Scan(&resolved, &purchaseID, &reversalWaiting, &live)
 	db.Logger.Trace(ctx, begin, func() (string, int64) { return storeStatement, 1 }, err)
 	if err != nil {
 		return stored{}, false, fmt.Errorf("fulfil: store: %w", err)
@@ -77,6 +78,9 @@ func (svc *Service) storeOneStatement(ctx context.Context, s Session, r refs, qu
 	switch {
 	case purchaseID.Valid:
 		p.ID = uint64(purchaseID.Int64)
+		if !live {
+			ev.AudienceMemberID = nil
+		}
 		return stored{res: Result{Status: StatusFulfilled, PurchaseID: p.ID}, purchase: p, event: ev}, true, nil
 	case !resolved || reversalWaiting:
 		return stored{}, false, nil

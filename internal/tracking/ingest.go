@@ -44,9 +44,9 @@ type Ingestor struct {
 	queue    *eventqueue.Store
 	clock    clock.Clock
 	log      *slog.Logger
-	siteKeys *cache.Fallback[string, Site]     // opens dbDown
-	redact   *cache.Fallback[uint64, []string] // tenants' redacted query parameters
-	erased   *cache.Fallback[uint64, *erased]  // tenants' erased members
+	siteKeys *cache.Fallback[string, Site]       // opens dbDown
+	redact   *cache.Fallback[uint64, []string]   // tenants' redacted query parameters
+	erased   *cache.Fallback[erasedKey, *erased] // tenants' erased members
 	metrics  *metrics.Metrics
 	sqlite   *sqliteInserts // nil on Postgres, which takes a COPY
 
@@ -72,7 +72,7 @@ func NewIngestor(db *gorm.DB, queueing Flags, queue *eventqueue.Store, clk clock
 	in := &Ingestor{db: db, queueing: queueing, queue: queue, clock: clk, log: log, metrics: m,
 		siteKeys: cache.NewFallback[string, Site](siteKeyTTL, clk, database.LookupTimeout, database.ColdLookupTimeout, dbDown, database.Unavailable),
 		redact:   cache.NewFallback[uint64, []string](privacyTTL, clk, database.LookupTimeout, database.ColdLookupTimeout, dbDown, database.Unavailable),
-		erased:   cache.NewFallback[uint64, *erased](privacyTTL, clk, database.LookupTimeout, database.ColdLookupTimeout, dbDown, database.Unavailable),
+		erased:   cache.NewFallback[erasedKey, *erased](privacyTTL, clk, database.LookupTimeout, database.ColdLookupTimeout, dbDown, database.Unavailable),
 		breaker:  &breaker.Breaker{Cooldown: breakerCooldown}, dbDown: dbDown,
 		requests: make(chan *commitRequest, 4096), pushed: make(chan settlement, 1024), stop: make(chan struct{})}
 	if !database.IsPostgres(db) {
@@ -120,7 +120,7 @@ func (in *Ingestor) Ingest(ctx context.Context, tenantID uint64, inputs []Input,
 	if err != nil && !spoolNow {
 		return nil, err
 	}
-	priv := in.privacyOf(ctx, tenantID)
+	priv := in.privacyOf(ctx, tenantID, namesMembers(inputs))
 	now := in.clock.Now().UTC()
 	rows := make([]models.TrackedEvent, len(inputs))
 	ids := make([]string, len(inputs))

@@ -31,7 +31,9 @@ type privacy struct {
 	anonymize bool     // AnonymizeIp: addresses shortened
 	redact    []string // query parameters whose values are replaced, lower case
 	erased    *erased  // members erased: events naming them are stored without them
-	tenantID  uint64
+	// taken reports whether a live member has an external id now; nil: none has.
+	taken    func(external string) bool
+	tenantID uint64
 	// The last address minimise shortened, and what it became: one request's events share it.
 	lastIP, lastShort string
 	shortened         bool // lastIP and lastShort are set
@@ -43,28 +45,33 @@ type erased struct {
 	ids, hashes map[string]bool
 }
 
+// erasedKey keys the cache of a tenant's erased members by the tenant's erasure count when it
+// was read (eventqueue.Store.Erasures): a new erasure is a new key, read from the database at
+// once; -1 when the count could not be read (Redis down), an entry trusted for privacyTTL.
+type erasedKey struct {
+	tenant uint64
+	count  int64
+}
+
 // privacyOf reads tenantID's privacy settings. When the flag cannot be read the address is
 // anonymised all the same: the full address is never written for a tenant that asked not to.
 // When the parameters cannot be read (the database is down and this process never read
-// them), nothing is redacted but the fragment.
-func (in *Ingestor) privacyOf(ctx context.Context, tenantID uint64) privacy {
+// them), nothing is redacted but the fragment. Erased members are read only for a request
+// whose events name members (members true), with the tenant's erasure count: an erasure
+// answered 202 anywhere is seen here before the next such event is accepted.
+func (in *Ingestor) privacyOf(ctx context.Context, tenantID uint64, members bool) privacy {
 	anon, err := in.queueing.Anonymizes(ctx, tenantID)
 	p := privacy{anonymize: anon || err != nil, tenantID: tenantID}
-	p.erased, _ = in.erased.Get(ctx, tenantID, func(ctx context.Context) (*erased, error) {
-		var rows []models.MemberErasure
-		err := in.db.WithContext(ctx).Select("member_id", "external_hash").Where("tenant_id = ?", tenantID).Find(&rows).Error
+	if members {
+		count, err := in.queue.Erasures(ctx, tenantID)
 		if err != nil {
-			return nil, fmt.Errorf("tracking: erased members: %w", err)
+			count = -1
 		}
-		out := &erased{ids: map[string]bool{}, hashes: map[string]bool{}}
-		for _, r := range rows {
-			out.ids[models.FormatID(r.MemberID)] = true
-			if r.ExternalHash != "" {
-				out.hashes[r.ExternalHash] = true
-			}
-		}
-		return out, nil
-	})
+		p.erased, _ = in.erased.Get(ctx, erasedKey{tenantID, count}, func(ctx context.Context) (*erased, error) {
+			return in.loadErased(ctx, tenantID)
+		})
+		p.taken = func(external string) bool { return in.externalTaken(ctx, tenantID, external) }
+	}
 	p.redact, _ = in.redact.Get(ctx, tenantID, func(ctx context.Context) ([]string, error) {
 		var t models.Tenant
 		err := in.db.WithContext(ctx).Select("id", "redact_query_params").Take(&t, tenantID).Error
@@ -83,6 +90,34 @@ func (in *Ingestor) privacyOf(ctx context.Context, tenantID uint64) privacy {
 	return p
 }
 
+// loadErased reads tenantID's erased members.
+func (in *Ingestor) loadErased(ctx context.Context, tenantID uint64) (*erased, error) {
+	var rows []models.MemberErasure
+	err := in.db.WithContext(ctx).Select("member_id", "external_hash").Where("tenant_id = ?", tenantID).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("tracking: erased members: %w", err)
+	}
+	out := &erased{ids: map[string]bool{}, hashes: map[string]bool{}}
+	for _, r := range rows {
+		out.ids[models.FormatID(r.MemberID)] = true
+		if r.ExternalHash != "" {
+			out.hashes[r.ExternalHash] = true
+		}
+	}
+	return out, nil
+}
+
+// externalTaken reports whether a member of tenantID (not erased) has the external id now: a
+// former external id of an erased member names that member once another has taken it. It is
+// asked only of events naming an erased member's former external id; when the database
+// cannot answer, the id counts as not taken (the event is stored without a member).
+func (in *Ingestor) externalTaken(ctx context.Context, tenantID uint64, external string) bool {
+	var n int64
+	err := in.db.WithContext(ctx).Model(&models.AudienceMember{}).
+		Where("tenant_id = ? AND external_id = ? AND erased_at IS NULL", tenantID, external).Count(&n).Error
+	return err == nil && n > 0
+}
+
 // minimise applies p to a row before it is written anywhere: the address shortened, the
 // URL's fragment dropped and its redacted parameters' values replaced.
 func (p *privacy) minimise(row *models.TrackedEvent) {
@@ -94,22 +129,36 @@ func (p *privacy) minimise(row *models.TrackedEvent) {
 		row.IPAddress = p.lastShort
 	}
 	row.URL = RedactURL(row.URL, p.redact)
-	if m := row.AudienceMemberID; m != nil && p.erased != nil && len(p.erased.ids)+len(p.erased.hashes) > 0 &&
-		(p.erased.ids[*m] || p.erased.hashes[erasure.ExternalHash(p.tenantID, *m)]) {
+	if m := row.AudienceMemberID; m != nil && p.erased != nil && len(p.erased.ids)+len(p.erased.hashes) > 0 && p.namesErased(*m) {
 		row.AudienceMemberID = nil
 	}
 }
 
+// namesErased reports whether an event's audience_member_id names an erased member: its id,
+// or "external:" and its former external id while no other member has taken it.
+func (p *privacy) namesErased(m string) bool {
+	ref, ok := models.ParseMemberRef(m)
+	switch {
+	case !ok:
+		return false
+	case ref.ID != 0:
+		return p.erased.ids[m]
+	}
+	return p.erased.hashes[erasure.ExternalHash(p.tenantID, ref.External)] && (p.taken == nil || !p.taken(ref.External))
+}
+
 // AnonymizeIP shortens an address: an IPv4 address's last octet zeroed (203.0.113.7 →
 // 203.0.113.0), an IPv6 address cut to its first 48 bits (2001:db8:1:2::7 → 2001:db8:1::).
-// Anything that does not parse as an address becomes "": it cannot be shortened, and the
+// An IPv6 address that carries an IPv4 one (IPv4-mapped ::ffff:0:0/96, 6to4 2002::/16, NAT64
+// 64:ff9b::/96) is that IPv4 address, shortened: its first 48 bits would keep most or all of
+// it. Anything that does not parse as an address becomes "": it cannot be shortened, and the
 // whole of it must not be kept.
 func AnonymizeIP(s string) string {
 	a, err := netip.ParseAddr(s)
 	if err != nil {
 		return ""
 	}
-	a = a.WithZone("").Unmap()
+	a = embeddedIPv4(a.WithZone("").Unmap())
 	bits := 24
 	if a.Is6() {
 		bits = 48
@@ -118,9 +167,30 @@ func AnonymizeIP(s string) string {
 	return p.Addr().String()
 }
 
+var (
+	sixToFour = netip.MustParsePrefix("2002::/16")
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+)
+
+// embeddedIPv4 is the IPv4 address a 6to4 or NAT64 address carries, else a.
+func embeddedIPv4(a netip.Addr) netip.Addr {
+	b := a.As16()
+	switch {
+	case !a.Is6():
+		return a
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]})
+	case nat64.Contains(a):
+		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	}
+	return a
+}
+
 // RedactURL returns raw without its fragment and with the value of every query parameter
-// named in names (lower case; matched without regard to case, the name percent-decoded)
-// replaced by "redacted". Every other byte stays as sent.
+// named in names (lower case) replaced by "redacted". Parameters are separated by "&" or ";";
+// a name matches after percent-decoding ("+" as a space), without regard to case, with
+// surrounding spaces and a trailing "[…]" ignored ("email[]", "email[0]", "%20email",
+// "email+"). Every other byte stays as sent.
 func RedactURL(raw string, names []string) string {
 	if i := strings.IndexByte(raw, '#'); i >= 0 {
 		raw = raw[:i]
@@ -132,28 +202,52 @@ func RedactURL(raw string, names []string) string {
 	var b strings.Builder
 	b.Grow(len(raw))
 	b.WriteString(raw[:q+1])
-	for i, part := range strings.Split(raw[q+1:], "&") {
-		if i > 0 {
-			b.WriteByte('&')
+	rest := raw[q+1:]
+	for {
+		end := strings.IndexAny(rest, "&;")
+		part := rest
+		if end >= 0 {
+			part = rest[:end]
 		}
 		name, _, hasValue := strings.Cut(part, "=")
 		if hasValue && redacted(name, names) {
 			b.WriteString(name)
 			b.WriteString("=redacted")
-			continue
+		} else {
+			b.WriteString(part)
 		}
-		b.WriteString(part)
+		if end < 0 {
+			return b.String()
+		}
+		b.WriteByte(rest[end])
+		rest = rest[end+1:]
 	}
-	return b.String()
 }
 
+// redacted reports whether a parameter's name, as sent, is one of names once decoded.
 func redacted(name string, names []string) bool {
 	if n, err := url.QueryUnescape(name); err == nil {
 		name = n
 	}
+	name = strings.TrimSpace(name)
+	if strings.HasSuffix(name, "]") { // email[] and email[0]: PHP's and Rails' list forms
+		if i := strings.IndexByte(name, '['); i > 0 {
+			name = strings.TrimSpace(name[:i])
+		}
+	}
 	name = strings.ToLower(name)
 	for _, r := range names {
 		if name == r {
+			return true
+		}
+	}
+	return false
+}
+
+// namesMembers reports whether any of inputs names a member.
+func namesMembers(inputs []Input) bool {
+	for i := range inputs {
+		if inputs[i].AudienceMemberID != nil {
 			return true
 		}
 	}

@@ -14,6 +14,14 @@ func TestAnonymizeIP(t *testing.T) {
 		"not an address":        "",
 		"":                      "",
 		"203.0.113.7:8080":      "",
+		// IPv6 addresses that carry an IPv4 one: that address, shortened.
+		"2002:cb00:7107::1":        "203.0.113.0",
+		"2002:cb00:7107:1:2:3:4:5": "203.0.113.0",
+		"64:ff9b::203.0.113.7":     "203.0.113.0",
+		"64:ff9b::cb00:7107":       "203.0.113.0",
+		"::ffff:203.0.113.7":       "203.0.113.0",
+		"64:ff9b:1::203.0.113.7":   "64:ff9b:1::",
+		"2003:cb00:7107::1":        "2003:cb00:7107::",
 	} {
 		if got := AnonymizeIP(in); got != want {
 			t.Errorf("AnonymizeIP(%q) = %q, want %q", in, got, want)
@@ -33,6 +41,12 @@ func TestRedactURL(t *testing.T) {
 		{"https://x.io/p#frag?email=x", "https://x.io/p"},
 		{"https://x.io/p?&&ref=m&", "https://x.io/p?&&ref=m&"},
 		{"https://x.io/p", "https://x.io/p"},
+		// The forms a name may take: ;-separated, a list's brackets, surrounding spaces.
+		{"https://x.io/p?ref=m;email=ada;x=1", "https://x.io/p?ref=m;email=redacted;x=1"},
+		{"https://x.io/p?email[]=ada&email[0]=bob&email%5B%5D=c", "https://x.io/p?email[]=redacted&email[0]=redacted&email%5B%5D=redacted"},
+		{"https://x.io/p?%20email=ada&email+=bob&+Email+=c", "https://x.io/p?%20email=redacted&email+=redacted&+Email+=redacted"},
+		{"https://x.io/p?emails=ada&[email]=b&email[=c", "https://x.io/p?emails=ada&[email]=b&email[=c"},
+		{"https://x.io/p?a;b&email=x;", "https://x.io/p?a;b&email=redacted;"},
 	} {
 		if got := RedactURL(c.in, names); got != c.want {
 			t.Errorf("RedactURL(%q) = %q, want %q", c.in, got, c.want)

@@ -1,0 +1,44 @@
+package models
+
+import "strings"
+
+// ExternalPrefix marks a member reference by the tenant's own id of the member
+// ("external:user-42"), in paths and in an event's audience_member_id alike.
+const ExternalPrefix = "external:"
+
+// MemberRef is a reference to an audience member as paths and events write it: by its id
+// ("42") or by its external id (ExternalPrefix + the id). Exactly one of ID and External is
+// set.
+type MemberRef struct {
+	ID       uint64
+	External string
+}
+
+// ParseMemberRef reads a reference; ok is false for anything that names no member: an id
+// not in its canonical form (ParseID) or an empty external id. A bare external id ("u-1") is
+// not a reference: "1" is member 1, never the member whose external id is "1".
+func ParseMemberRef(s string) (r MemberRef, ok bool) {
+	if ext, isExt := strings.CutPrefix(s, ExternalPrefix); isExt {
+		return MemberRef{External: ext}, ext != ""
+	}
+	id, ok := ParseID(s)
+	return MemberRef{ID: id}, ok
+}
+
+// String is the reference as written.
+func (r MemberRef) String() string {
+	if r.ID != 0 {
+		return FormatID(r.ID)
+	}
+	return ExternalPrefix + r.External
+}
+
+// MemberRefs are the values of audience_member_id that name the member with id and
+// externalID (nil: none).
+func MemberRefs(id uint64, externalID *string) []string {
+	out := []string{FormatID(id)}
+	if externalID != nil && *externalID != "" {
+		out = append(out, ExternalPrefix+*externalID)
+	}
+	return out
+}
