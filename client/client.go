@@ -362,10 +362,13 @@ func IsTransient(err error) bool {
 // audience_member_id, url, page_hostname, page_path, user_agent, ip_address, event_sequence,
 // created_at); Raw holds the exact bytes the server served for the event.
 type Event struct {
-	ID               string
-	Type             string
-	SessionID        string
-	AudienceMemberID *string // nil when the event is not tied to an audience member
+	ID        string
+	Type      string
+	SessionID string
+	// AudienceMemberID names the event's audience member: eventq's member id ("42"), or the
+	// site's own id of the member written "external:" + it ("external:user-42"); nil when the
+	// event is not tied to a member. Member reads it.
+	AudienceMemberID *string
 	URL              string
 	PageHostname     string
 	PagePath         string
@@ -380,6 +383,23 @@ type Event struct {
 
 // TimeFormat is the layout of created_at on the wire: ISO 8601 with a numeric offset.
 const TimeFormat = "2006-01-02T15:04:05-07:00"
+
+// Member reads AudienceMemberID: the member's eventq id, or its external id (the site's own)
+// when the event names it by "external:" + that id. ok is false when the event names no
+// member; any other value (a bare string) names none either.
+func (e Event) Member() (id, externalID string, ok bool) {
+	if e.AudienceMemberID == nil {
+		return "", "", false
+	}
+	ref := *e.AudienceMemberID
+	if ext, isExt := strings.CutPrefix(ref, "external:"); isExt {
+		return "", ext, ext != ""
+	}
+	if ref == "" || ref[0] == '0' || strings.Trim(ref, "0123456789") != "" {
+		return "", "", false
+	}
+	return ref, "", true
+}
 
 // wireEvent is the JSON shape of an event, keys in the server's order.
 type wireEvent struct {

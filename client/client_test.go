@@ -263,3 +263,26 @@ func TestBackoff(t *testing.T) {
 		}
 	})
 }
+
+// An event names its member by eventq's id or by "external:" + the site's own id; anything
+// else names nobody.
+func TestEventMember(t *testing.T) {
+	for raw, want := range map[string][3]any{
+		"42":              {"42", "", true},
+		"external:user-1": {"", "user-1", true},
+		"external:42":     {"", "42", true},
+		"user-1":          {"", "", false},
+		"042":             {"", "", false},
+		"external:":       {"", "", false},
+		"":                {"", "", false},
+	} {
+		v := raw
+		id, ext, ok := Event{AudienceMemberID: &v}.Member()
+		if id != want[0] || ext != want[1] || ok != want[2] {
+			t.Errorf("Member() of %q = %q %q %v, want %v", raw, id, ext, ok, want)
+		}
+	}
+	if _, _, ok := (Event{}).Member(); ok {
+		t.Error("an event without a member names one")
+	}
+}
