@@ -158,6 +158,7 @@ func (a *App) open() error {
 
 	a.Ingest = tracking.NewIngestor(db, a.Flags, a.Queue, a.Clock, a.Log, a.Metrics)
 	a.Ingest.SpoolMax = a.Config.Limits.IngestSpoolMax
+	a.Ingest.SpoolTenantMax, a.Ingest.SpoolMaxBytes = a.Config.Limits.IngestSpoolTenantMax, a.Config.Limits.IngestSpoolMaxBytes
 	a.Metrics.SpoolLength(func() float64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()

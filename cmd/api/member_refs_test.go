@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/eventq/eventq/internal/erasure"
+	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -118,4 +121,40 @@ func TestAnErasureReachesEveryAPIProcessBeforeTheNextEvent(t *testing.T) {
 			t.Fatalf("stored %v, want external:%s", r.AudienceMemberID, ext)
 		}
 	})
+}
+
+// An erasure is done only once its tenant's ingestion spool is drained (whose drain drops the
+// member's events): while the spool holds requests it waits, pending, and the worker's loop
+// goes on with the other erasures.
+func TestAnErasureWaitsForItsTenantsSpool(t *testing.T) {
+	e := startAPI(t)
+	s := testenv.MustShop(t, e.DB, "", true)
+	ctx := context.Background()
+	res := e.doJSON(t, "DELETE", "/api/platform/members/"+models.FormatID(s.Member.ID), s.Token, nil)
+	if res.Status != 202 {
+		t.Fatalf("erase: %d %s", res.Status, res.Body)
+	}
+	var er models.MemberErasure
+	testenv.Must(t, e.DB.Where("member_id = ?", s.Member.ID).Take(&er).Error)
+	entry := []byte("an entry")
+	lim := eventqueue.SpoolLimits{Events: 10, TenantEvents: 10, Bytes: 1 << 20}
+	testenv.Must(t, e.Queue.Spool(ctx, s.ID, entry, 1, lim))
+	if err := e.Main.App.Erasures.Run(ctx, er.ID); !errors.Is(err, erasure.ErrSpooled) {
+		t.Fatalf("Run with a spool: %v, want ErrSpooled", err)
+	}
+	if n, err := e.Main.App.Erasures.RunPending(ctx); err != nil || n != 0 {
+		t.Fatalf("RunPending: %d, %v; want 0 finished and no error", n, err)
+	}
+	testenv.Must(t, e.DB.Take(&er, er.ID).Error)
+	if er.Status != models.ErasurePending {
+		t.Fatalf("status %s while the spool holds a request", er.Status)
+	}
+	if _, err := e.Queue.SpoolDrop(ctx, s.ID, 1, 1, len(entry)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Must(t, e.Main.App.Erasures.Run(ctx, er.ID))
+	testenv.Must(t, e.DB.Take(&er, er.ID).Error)
+	if er.Status != models.ErasureDone {
+		t.Fatalf("status %s after the drain", er.Status)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,6 +34,12 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 			return ctx.Err()
 		case <-time.After(wait):
 		}
+	}
+	// Events accepted before the 202 and still in the ingestion spool (a database outage) are
+	// dropped by its drain, which knows the member is erased; the erasure is done only once
+	// the tenant's spool is empty, so that nothing of the member is stored after it.
+	if err := s.spoolDrained(ctx, e.TenantID); err != nil {
+		return fmt.Errorf("erasure %d: %w", id, err)
 	}
 	names := refs(&e)
 	db := s.DB.WithContext(ctx)
@@ -111,6 +118,9 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 		return err
 	}
 
+	if err := s.spoolDrained(ctx, e.TenantID); err != nil {
+		return fmt.Errorf("erasure %d: %w", id, err)
+	}
 	done := s.Clock.Now().UTC()
 	err = db.Model(&models.MemberErasure{}).Where("id = ? AND status = ?", id, models.ErasurePending).
 		Updates(map[string]any{"status": models.ErasureDone, "completed_at": done, "external_id": nil}).Error
@@ -279,10 +289,34 @@ func (s *Service) RunPending(ctx context.Context) (int, error) {
 		Order("id").Limit(100).Pluck("id", &ids).Error; err != nil {
 		return 0, err
 	}
-	for i, id := range ids {
-		if err := s.Run(ctx, id); err != nil {
-			return i, err
+	n := 0
+	for _, id := range ids {
+		err := s.Run(ctx, id)
+		if errors.Is(err, ErrSpooled) { // its tenant's spool drains first; the others go on
+			continue
 		}
+		if err != nil {
+			return n, err
+		}
+		n++
 	}
-	return len(ids), nil
+	return n, nil
+}
+
+// ErrSpooled is an erasure waiting for its tenant's ingestion spool to be drained.
+var ErrSpooled = errors.New("the tenant's ingestion spool is not drained yet; the erasure waits for it")
+
+// spoolDrained returns ErrSpooled while tenantID has spooled requests.
+func (s *Service) spoolDrained(ctx context.Context, tenantID uint64) error {
+	if s.Queue == nil {
+		return nil
+	}
+	spooled, err := s.Queue.Spooled(ctx, tenantID)
+	if err != nil {
+		return err
+	}
+	if spooled {
+		return ErrSpooled
+	}
+	return nil
 }

@@ -54,6 +54,11 @@ type Ingestor struct {
 	// database cannot store go there (see spool.go). 0 turns the spool off. Set it before the
 	// first Ingest.
 	SpoolMax int64
+	// SpoolTenantMax is the most spooled events of one tenant (INGEST_SPOOL_TENANT_MAX), and
+	// SpoolMaxBytes the most bytes of spooled entries (INGEST_SPOOL_MAX_BYTES): past either a
+	// request that would spool is refused (503). 0 bounds nothing. Set them before the first
+	// Ingest.
+	SpoolTenantMax, SpoolMaxBytes int64
 
 	requests   chan *commitRequest
 	pushed     chan settlement

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,9 +65,9 @@ func (in *Ingestor) spoolable(err error) bool {
 // which the caller would have answered) unless the spool is full.
 func (in *Ingestor) spool(ctx context.Context, tenant uint64, rows []models.TrackedEvent, cause error) error {
 	entry := encodeSpoolEntry(make([]byte, 0, 256*len(rows)), rows)
-	switch err := in.queue.Spool(ctx, tenant, entry, len(rows), in.SpoolMax); {
+	switch err := in.queue.Spool(ctx, tenant, entry, len(rows), in.spoolLimits()); {
 	case errors.Is(err, eventqueue.ErrSpoolFull):
-		in.log.Warn("tracking: the ingestion spool is full; request refused", "tenant_id", tenant, "events", len(rows))
+		in.log.Warn("tracking: the ingestion spool is full, in all or for the tenant; request refused", "tenant_id", tenant, "events", len(rows))
 		return errSpoolFull
 	case err != nil:
 		in.log.Warn("tracking: database and spool both failed", "tenant_id", tenant, "db_err", cause, "spool_err", err)
@@ -73,6 +75,18 @@ func (in *Ingestor) spool(ctx context.Context, tenant uint64, rows []models.Trac
 	}
 	in.metrics.Spooled(len(rows))
 	return nil
+}
+
+// spoolLimits are the spool's bounds; a zero SpoolTenantMax or SpoolMaxBytes bounds nothing.
+func (in *Ingestor) spoolLimits() eventqueue.SpoolLimits {
+	lim := eventqueue.SpoolLimits{Events: in.SpoolMax, TenantEvents: in.SpoolTenantMax, Bytes: in.SpoolMaxBytes}
+	if lim.TenantEvents <= 0 {
+		lim.TenantEvents = math.MaxInt64
+	}
+	if lim.Bytes <= 0 {
+		lim.Bytes = math.MaxInt64
+	}
+	return lim
 }
 
 // DrainSpool stores the spooled requests of every tenant, oldest first, and returns how many
@@ -117,6 +131,10 @@ func (in *Ingestor) drainTenantSpool(ctx context.Context, tenant uint64, owner s
 	if err != nil {
 		return 0, err
 	}
+	gone, err := in.erasedInSpool(ctx, tenant)
+	if err != nil {
+		return 0, err
+	}
 	total := 0
 	appending := queued // until an append fails or the queue is full: the rest keeps its order pending
 	// Steps overlap: up to spoolStoresInFlight are stored at once (COPYs on their own
@@ -128,7 +146,7 @@ func (in *Ingestor) drainTenantSpool(ctx context.Context, tenant uint64, owner s
 	}
 	var inflight []storing
 	offset := 0 // entries taken by the steps in flight, not dropped yet
-	step, err := in.readSpoolStep(ctx, tenant, 0, queued)
+	step, err := in.readSpoolStep(ctx, tenant, 0, queued, gone)
 	for err == nil && (step.taken > 0 || len(inflight) > 0) {
 		if step.taken > 0 && len(inflight) < spoolStoresInFlight {
 			// Appended first, then stored with the marks of those appended cleared: a drain
@@ -140,7 +158,7 @@ func (in *Ingestor) drainTenantSpool(ctx context.Context, tenant uint64, owner s
 			st := storing{step, make(chan error, 1)}
 			go func() { st.done <- insertOnce(ctx, in.db, st.rows) }()
 			inflight, offset = append(inflight, st), offset+step.taken
-			step, err = in.readSpoolStep(ctx, tenant, offset, queued)
+			step, err = in.readSpoolStep(ctx, tenant, offset, queued, gone)
 			continue
 		}
 		// Out of inflight before its outcome is read: after a failure the steps still in
@@ -151,11 +169,11 @@ func (in *Ingestor) drainTenantSpool(ctx context.Context, tenant uint64, owner s
 			err = fmt.Errorf("tracking: spool: store: %w", err)
 			break
 		}
-		if _, err = in.queue.SpoolDrop(ctx, tenant, first.taken, len(first.rows)); err != nil {
+		if _, err = in.queue.SpoolDrop(ctx, tenant, first.taken, first.events, first.bytes); err != nil {
 			break
 		}
 		total += len(first.rows)
-		in.metrics.Unspooled(len(first.rows))
+		in.metrics.Unspooled(first.events)
 		if _, err = in.queue.LockSpool(ctx, owner, spoolLockTTL); err != nil {
 			break
 		}
@@ -173,34 +191,76 @@ func (in *Ingestor) drainTenantSpool(ctx context.Context, tenant uint64, owner s
 	return total, err
 }
 
-// spoolStep is one step of a drain: the spooled requests it takes and their rows.
+// spoolStep is one step of a drain: the spooled requests it takes, their bytes and events,
+// and the rows to store (without those of erased members).
 type spoolStep struct {
-	taken int
-	rows  []models.TrackedEvent
+	taken, bytes, events int
+	rows                 []models.TrackedEvent
 }
 
 // readSpoolStep reads tenant's spooled requests from offset on, up to spoolDrainEvents events
 // (an entry that cannot be read is logged and taken, adding no row), with their queued flags.
-func (in *Ingestor) readSpoolStep(ctx context.Context, tenant uint64, offset int, queued bool) (spoolStep, error) {
+// The rows of gone's sessions are dropped (nil: none).
+func (in *Ingestor) readSpoolStep(ctx context.Context, tenant uint64, offset int, queued bool, gone map[string]bool) (spoolStep, error) {
 	entries, err := in.queue.SpoolRange(ctx, tenant, offset, spoolDrainEntries)
 	if err != nil {
 		return spoolStep{}, err
 	}
 	var step spoolStep
 	for _, raw := range entries {
-		if len(step.rows) >= spoolDrainEvents {
+		if step.events >= spoolDrainEvents {
 			break
 		}
 		step.taken++
+		step.bytes += len(raw)
+		n := len(step.rows)
 		if step.rows, err = decodeSpoolEntry(step.rows, []byte(raw)); err != nil {
 			in.log.Error("tracking: spool: an entry that cannot be read is dropped", "tenant_id", tenant, "err", err)
 		}
+		step.events += len(step.rows) - n
+	}
+	if len(gone) > 0 {
+		step.rows = slices.DeleteFunc(step.rows, func(r models.TrackedEvent) bool { return gone[r.SessionID] })
 	}
 	for i := range step.rows {
 		step.rows[i].TenantID = tenant
 		step.rows[i].Queued, step.rows[i].QueuePending = queued, queued
 	}
 	return step, nil
+}
+
+// erasedInSpool returns the sessions of tenant's spooled events that name an erased member
+// (nil when there are none): an erasure waits for the spool to drain, and the drain drops
+// those events and every other event of their sessions, so that nothing of the member is
+// stored or queued after the erasure is done. Only a tenant with erased members is read
+// through.
+func (in *Ingestor) erasedInSpool(ctx context.Context, tenant uint64) (map[string]bool, error) {
+	er, err := in.loadErased(ctx, tenant)
+	if err != nil || len(er.ids)+len(er.hashes) == 0 {
+		return nil, err
+	}
+	p := privacy{erased: er, tenantID: tenant, taken: func(ext string) bool { return in.externalTaken(ctx, tenant, ext) }}
+	var gone map[string]bool
+	for offset := 0; ; offset += spoolDrainEntries {
+		entries, err := in.queue.SpoolRange(ctx, tenant, offset, spoolDrainEntries)
+		if err != nil {
+			return nil, err
+		}
+		for _, raw := range entries {
+			rows, _ := decodeSpoolEntry(nil, []byte(raw)) // an entry that cannot be read stores nothing
+			for _, r := range rows {
+				if r.AudienceMemberID != nil && p.namesErased(*r.AudienceMemberID) {
+					if gone == nil {
+						gone = map[string]bool{}
+					}
+					gone[r.SessionID] = true
+				}
+			}
+		}
+		if len(entries) < spoolDrainEntries {
+			return gone, nil
+		}
+	}
 }
 
 // appendSpooled appends a step's rows (marked pending) to tenant's queue in order, before they

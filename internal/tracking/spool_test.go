@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -105,7 +106,7 @@ func TestIngestionSpoolsThroughAPostgresOutage(t *testing.T) {
 	t.Run("a drain repeated after a crash stores and queues nothing twice", func(t *testing.T) {
 		// The drainer died after storing its step and before dropping it from the spool.
 		entry := encodeSpoolEntry(nil, []models.TrackedEvent{stored})
-		if err := e.Queue.Spool(ctx, queued, entry, 1, 1000); err != nil {
+		if err := e.Queue.Spool(ctx, queued, entry, 1, eventqueue.SpoolLimits{Events: 1000, TenantEvents: 1000, Bytes: 1 << 20}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.Ingest.DrainSpool(ctx, "test"); err != nil {
@@ -150,7 +151,7 @@ func TestADrainWhoseStoreFailsReturns(t *testing.T) {
 	first[len(first)/2].Type = "page\x00view"
 	second := []models.TrackedEvent{row(0, "page_view")}
 	for _, rows := range [][]models.TrackedEvent{first, second} {
-		testenv.Must(t, e.Queue.Spool(ctx, tenant, encodeSpoolEntry(nil, rows), len(rows), 1<<20))
+		testenv.Must(t, e.Queue.Spool(ctx, tenant, encodeSpoolEntry(nil, rows), len(rows), eventqueue.SpoolLimits{Events: 1 << 20, TenantEvents: 1 << 20, Bytes: 1 << 30}))
 	}
 	done := make(chan error, 1)
 	go func() {
