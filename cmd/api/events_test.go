@@ -185,7 +185,7 @@ func TestReadReturnsAtMost10000(t *testing.T) {
 	tn := testenv.MustTenant(t, e.DB, true)
 	batch := make([][]byte, 10050)
 	for i := range batch {
-		batch[i] = []byte(fmt.Sprintf(`{"id":"%05d"}`, i))
+		batch[i] = []byte(fmt.Sprintf(`{"id":"%05d","type":"page_view","session_id":"s","audience_member_id":null,"url":"https://shop.example/","page_hostname":"shop.example","page_path":"/","user_agent":"","ip_address":"","event_sequence":%d,"created_at":"2026-11-21T10:15:30+00:00"}`, i, i))
 	}
 	if err := queuetest.Append(context.Background(), e.Redis.Client(), tn.ID, batch...); err != nil {
 		t.Fatal(err)

@@ -160,13 +160,13 @@ func TestMemberErase(t *testing.T) {
 	tenant := str(t, e.MustObject(t, tenantKeys, "tenant", "create", "--name", "Acme"), "id")
 	member := str(t, e.MustObject(t, []string{"id", "email"}, "member", "create", "--tenant", tenant, "--email", "ada@example.com", "--external-id", "u-1"), "id")
 	tid, _ := models.ParseID(tenant)
-	for i, who := range []string{member, "u-1", "", "someone"} {
+	for i, who := range []string{member, "external:u-1", "", "someone"} {
 		ev := models.TrackedEvent{ID: fmt.Sprintf("01a20000-0000-7000-8000-%012d", i), TenantID: tid, Type: "page_view",
 			SessionID: fmt.Sprintf("s-%d", i%3), URL: "https://x.io/", PageHostname: "x.io", PagePath: "/", CreatedAt: time.Now().UTC()}
 		if who != "" {
 			ev.AudienceMemberID = &who
 		}
-		testenv.Must(t, e.db.Create(&ev).Error) // sessions s-0 (member), s-1 (u-1), s-2 (anonymous), s-0 (someone)
+		testenv.Must(t, e.db.Create(&ev).Error) // sessions s-0 (member), s-1 (external:u-1), s-2 (anonymous), s-0 (someone)
 	}
 	out := e.MustObject(t, []string{"id", "member_id", "status", "requested_at", "completed_at", "events_deleted", "events_redacted"},
 		"member", "erase", "--tenant", tenant, "--member", "external:u-1")

@@ -12,8 +12,10 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/oapi-codegen/runtime"
+	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
 // Defines values for ErasureStatus.
@@ -114,10 +116,25 @@ func (e TokenInputAbilities) Valid() bool {
 
 // Entitlement defines model for Entitlement.
 type Entitlement struct {
-	GrantedAt  string `json:"granted_at"`
-	Id         string `json:"id"`
-	ProductId  string `json:"product_id"`
-	PurchaseId string `json:"purchase_id"`
+	// GrantedAt RFC 3339 with a numeric offset, e.g. 2026-11-21T10:15:30+00:00.
+	//
+	// Examples: 2026-11-21T10:15:30+00:00
+	GrantedAt Time `json:"granted_at"`
+
+	// Id A positive decimal number below 2^63, without sign or leading zeros.
+	//
+	// Examples: 42
+	Id Id `json:"id"`
+
+	// ProductId A positive decimal number below 2^63, without sign or leading zeros.
+	//
+	// Examples: 42
+	ProductId Id `json:"product_id"`
+
+	// PurchaseId A positive decimal number below 2^63, without sign or leading zeros.
+	//
+	// Examples: 42
+	PurchaseId Id `json:"purchase_id"`
 }
 
 // EntitlementData defines model for EntitlementData.
@@ -132,17 +149,29 @@ type EntitlementsData struct {
 
 // Erasure defines model for Erasure.
 type Erasure struct {
-	CompletedAt *string `json:"completed_at"`
+	CompletedAt *time.Time `json:"completed_at"`
 
 	// EventsDeleted Stored events deleted.
 	EventsDeleted *int `json:"events_deleted"`
 
 	// EventsRedacted Queued events and dead letters redacted in place.
-	EventsRedacted *int          `json:"events_redacted"`
-	Id             string        `json:"id"`
-	MemberId       string        `json:"member_id"`
-	RequestedAt    string        `json:"requested_at"`
-	Status         ErasureStatus `json:"status"`
+	EventsRedacted *int `json:"events_redacted"`
+
+	// Id A positive decimal number below 2^63, without sign or leading zeros.
+	//
+	// Examples: 42
+	Id Id `json:"id"`
+
+	// MemberId A positive decimal number below 2^63, without sign or leading zeros.
+	//
+	// Examples: 42
+	MemberId Id `json:"member_id"`
+
+	// RequestedAt RFC 3339 with a numeric offset, e.g. 2026-11-21T10:15:30+00:00.
+	//
+	// Examples: 2026-11-21T10:15:30+00:00
+	RequestedAt Time          `json:"requested_at"`
+	Status      ErasureStatus `json:"status"`
 }
 
 // ErasureStatus defines model for Erasure.Status.
@@ -160,9 +189,13 @@ type FeatureData struct {
 
 // FeatureState defines model for FeatureState.
 type FeatureState struct {
-	Active   bool                `json:"active"`
-	Feature  FeatureStateFeature `json:"feature"`
-	TenantId string              `json:"tenant_id"`
+	Active  bool                `json:"active"`
+	Feature FeatureStateFeature `json:"feature"`
+
+	// TenantId A positive decimal number below 2^63, without sign or leading zeros.
+	//
+	// Examples: 42
+	TenantId Id `json:"tenant_id"`
 }
 
 // FeatureStateFeature defines model for FeatureState.Feature.
@@ -174,16 +207,27 @@ type Features struct {
 	UseQueueEvents bool `json:"UseQueueEvents"`
 }
 
+// Id A positive decimal number below 2^63, without sign or leading zeros.
+//
+// Examples: 42
+type Id = string
+
 // Member defines model for Member.
 type Member struct {
-	// CreatedAt RFC 3339 with +00:00.
-	CreatedAt string `json:"created_at"`
-	Email     string `json:"email"`
+	// CreatedAt RFC 3339 with a numeric offset, e.g. 2026-11-21T10:15:30+00:00.
+	//
+	// Examples: 2026-11-21T10:15:30+00:00
+	CreatedAt Time                `json:"created_at"`
+	Email     openapi_types.Email `json:"email"`
 
 	// ExternalId The tenant's own id of the member, unique within the tenant.
 	ExternalId *string `json:"external_id"`
-	Id         string  `json:"id"`
-	Name       *string `json:"name"`
+
+	// Id A positive decimal number below 2^63, without sign or leading zeros.
+	//
+	// Examples: 42
+	Id   Id      `json:"id"`
+	Name *string `json:"name"`
 }
 
 // MemberData defines model for MemberData.
@@ -194,9 +238,9 @@ type MemberData struct {
 // MemberInput On create email is required; on PATCH every key is optional and null clears name or external_id. Unknown keys are ignored.
 type MemberInput struct {
 	// Email A valid e-mail address.
-	Email      *string `json:"email,omitempty"`
-	ExternalId *string `json:"external_id,omitempty"`
-	Name       *string `json:"name,omitempty"`
+	Email      *openapi_types.Email `json:"email,omitempty"`
+	ExternalId *string              `json:"external_id,omitempty"`
+	Name       *string              `json:"name,omitempty"`
 }
 
 // MemberList defines model for MemberList.
@@ -237,11 +281,19 @@ type Product struct {
 	Active bool `json:"active"`
 
 	// Amount Price in minor units (cents).
-	Amount    int    `json:"amount"`
-	CreatedAt string `json:"created_at"`
+	Amount int `json:"amount"`
+
+	// CreatedAt RFC 3339 with a numeric offset, e.g. 2026-11-21T10:15:30+00:00.
+	//
+	// Examples: 2026-11-21T10:15:30+00:00
+	CreatedAt Time   `json:"created_at"`
 	Currency  string `json:"currency"`
-	Id        string `json:"id"`
-	Name      string `json:"name"`
+
+	// Id A positive decimal number below 2^63, without sign or leading zeros.
+	//
+	// Examples: 42
+	Id   Id     `json:"id"`
+	Name string `json:"name"`
 }
 
 // ProductCreate defines model for ProductCreate.
@@ -271,13 +323,29 @@ type ProductUpdate struct {
 
 // Purchase defines model for Purchase.
 type Purchase struct {
-	AmountTotal      int            `json:"amount_total"`
-	AudienceMemberId string         `json:"audience_member_id"`
-	CreatedAt        string         `json:"created_at"`
-	Currency         string         `json:"currency"`
-	Id               string         `json:"id"`
-	ProductId        string         `json:"product_id"`
-	Status           PurchaseStatus `json:"status"`
+	AmountTotal int `json:"amount_total"`
+
+	// AudienceMemberId A positive decimal number below 2^63, without sign or leading zeros.
+	//
+	// Examples: 42
+	AudienceMemberId Id `json:"audience_member_id"`
+
+	// CreatedAt RFC 3339 with a numeric offset, e.g. 2026-11-21T10:15:30+00:00.
+	//
+	// Examples: 2026-11-21T10:15:30+00:00
+	CreatedAt Time   `json:"created_at"`
+	Currency  string `json:"currency"`
+
+	// Id A positive decimal number below 2^63, without sign or leading zeros.
+	//
+	// Examples: 42
+	Id Id `json:"id"`
+
+	// ProductId A positive decimal number below 2^63, without sign or leading zeros.
+	//
+	// Examples: 42
+	ProductId Id             `json:"product_id"`
+	Status    PurchaseStatus `json:"status"`
 }
 
 // PurchaseStatus defines model for Purchase.Status.
@@ -290,10 +358,18 @@ type PurchasesData struct {
 
 // Tenant defines model for Tenant.
 type Tenant struct {
-	AllowedHostnames  []string `json:"allowed_hostnames"`
-	CreatedAt         string   `json:"created_at"`
-	Features          Features `json:"features"`
-	Id                string   `json:"id"`
+	AllowedHostnames []string `json:"allowed_hostnames"`
+
+	// CreatedAt RFC 3339 with a numeric offset, e.g. 2026-11-21T10:15:30+00:00.
+	//
+	// Examples: 2026-11-21T10:15:30+00:00
+	CreatedAt Time     `json:"created_at"`
+	Features  Features `json:"features"`
+
+	// Id A positive decimal number below 2^63, without sign or leading zeros.
+	//
+	// Examples: 42
+	Id                Id       `json:"id"`
 	Name              string   `json:"name"`
 	PspAccountId      *string  `json:"psp_account_id"`
 	RedactQueryParams []string `json:"redact_query_params"`
@@ -307,12 +383,14 @@ type TenantData struct {
 
 // TenantInput On create name is required; on PATCH every key is optional (null clears psp_account_id or empties a list).
 type TenantInput struct {
-	// AllowedHostnames POST /api/track accepts events of pages on these hostnames and their subdomains only; [] accepts any.
+	// AllowedHostnames POST /api/track accepts events of pages on these hostnames and their subdomains only; [] accepts any. More than 100 items is 422 with one message.
 	AllowedHostnames *[]string `json:"allowed_hostnames,omitempty"`
 	Name             *string   `json:"name,omitempty"`
 
 	// PspAccountId Unique across tenants.
-	PspAccountId      *string   `json:"psp_account_id,omitempty"`
+	PspAccountId *string `json:"psp_account_id,omitempty"`
+
+	// RedactQueryParams Query parameters whose values are replaced by "redacted" at ingestion. More than 50 items is 422 with one message.
 	RedactQueryParams *[]string `json:"redact_query_params,omitempty"`
 }
 
@@ -323,22 +401,39 @@ type TenantList struct {
 	Meta  PageMeta  `json:"meta"`
 }
 
+// Time RFC 3339 with a numeric offset, e.g. 2026-11-21T10:15:30+00:00.
+//
+// Examples: 2026-11-21T10:15:30+00:00
+type Time = time.Time
+
 // Token defines model for Token.
 type Token struct {
-	Abilities  []string `json:"abilities"`
-	CreatedAt  string   `json:"created_at"`
-	ExpiresAt  *string  `json:"expires_at"`
-	Id         string   `json:"id"`
-	LastUsedAt *string  `json:"last_used_at"`
-	Name       string   `json:"name"`
+	Abilities []string `json:"abilities"`
+
+	// CreatedAt RFC 3339 with a numeric offset, e.g. 2026-11-21T10:15:30+00:00.
+	//
+	// Examples: 2026-11-21T10:15:30+00:00
+	CreatedAt Time       `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+
+	// Id A positive decimal number below 2^63, without sign or leading zeros.
+	//
+	// Examples: 42
+	Id         Id         `json:"id"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+	Name       string     `json:"name"`
 }
 
 // TokenCreated defines model for TokenCreated.
 type TokenCreated struct {
-	Abilities []string `json:"abilities"`
-	ExpiresAt *string  `json:"expires_at"`
-	Id        string   `json:"id"`
-	Name      string   `json:"name"`
+	Abilities []string   `json:"abilities"`
+	ExpiresAt *time.Time `json:"expires_at"`
+
+	// Id A positive decimal number below 2^63, without sign or leading zeros.
+	//
+	// Examples: 42
+	Id   Id     `json:"id"`
+	Name string `json:"name"`
 
 	// Token "<id>|<secret>", shown once.
 	Token string `json:"token"`
@@ -351,11 +446,11 @@ type TokenCreatedData struct {
 
 // TokenInput defines model for TokenInput.
 type TokenInput struct {
-	// Abilities Default ["*"].
+	// Abilities Default ["*"] when absent; an empty list or null is 422 (never every ability).
 	Abilities *[]TokenInputAbilities `json:"abilities,omitempty"`
 
-	// ExpiresAt RFC 3339 in the future; never expires when absent.
-	ExpiresAt *string `json:"expires_at,omitempty"`
+	// ExpiresAt RFC 3339 in the future; never expires when absent or null.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 
 	// Name Default "api".
 	Name *string `json:"name,omitempty"`
@@ -375,20 +470,37 @@ type ValidationError struct {
 	Message string              `json:"message"`
 }
 
+// ErasureId A positive decimal number below 2^63, without sign or leading zeros.
+//
+// Examples: 42
+type ErasureId = Id
+
 // MemberRef defines model for MemberRef.
 type MemberRef = string
 
-// ProductId defines model for ProductId.
-type ProductId = string
+// ProductId A positive decimal number below 2^63, without sign or leading zeros.
+//
+// Examples: 42
+type ProductId = Id
 
-// TenantId defines model for TenantId.
-type TenantId = string
+// TenantId A positive decimal number below 2^63, without sign or leading zeros.
+//
+// Examples: 42
+type TenantId = Id
+
+// TokenId A positive decimal number below 2^63, without sign or leading zeros.
+//
+// Examples: 42
+type TokenId = Id
 
 // Cursor defines model for cursor.
 type Cursor = string
 
 // PerPage defines model for perPage.
-type PerPage = string
+type PerPage = int
+
+// DatabaseUnavailable defines model for DatabaseUnavailable.
+type DatabaseUnavailable = Message
 
 // Forbidden defines model for Forbidden.
 type Forbidden = Message
@@ -407,10 +519,10 @@ type Unauthenticated = Message
 
 // ListTenantsParams defines parameters for ListTenants.
 type ListTenantsParams struct {
-	// PerPage Items per page, 1–100 (default 15).
+	// PerPage Items per page (default 15).
 	PerPage *PerPage `form:"per_page,omitempty" json:"per_page,omitempty"`
 
-	// Cursor Opaque; the next_cursor or prev_cursor of a page.
+	// Cursor Opaque; the next_cursor or prev_cursor of a page. A cursor the service did not issue reads the first page.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
@@ -427,22 +539,22 @@ type ListMembersParams struct {
 	// Email Only members with this e-mail address.
 	Email *string `form:"email,omitempty" json:"email,omitempty"`
 
-	// PerPage Items per page, 1–100 (default 15).
+	// PerPage Items per page (default 15).
 	PerPage *PerPage `form:"per_page,omitempty" json:"per_page,omitempty"`
 
-	// Cursor Opaque; the next_cursor or prev_cursor of a page.
+	// Cursor Opaque; the next_cursor or prev_cursor of a page. A cursor the service did not issue reads the first page.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListProductsParams defines parameters for ListProducts.
 type ListProductsParams struct {
 	// Active true: on sale only; false: withdrawn only.
-	Active *string `form:"active,omitempty" json:"active,omitempty"`
+	Active *bool `form:"active,omitempty" json:"active,omitempty"`
 
-	// PerPage Items per page, 1–100 (default 15).
+	// PerPage Items per page (default 15).
 	PerPage *PerPage `form:"per_page,omitempty" json:"per_page,omitempty"`
 
-	// Cursor Opaque; the next_cursor or prev_cursor of a page.
+	// Cursor Opaque; the next_cursor or prev_cursor of a page. A cursor the service did not issue reads the first page.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
@@ -623,12 +735,12 @@ type ClientInterface interface {
 	// RevokeToken Revoke a token; every api process refuses it within 4 seconds
 	//
 	// Corresponds with DELETE /api/admin/tokens/{token} (the `RevokeToken` operationId).
-	RevokeToken(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RevokeToken(ctx context.Context, token TokenId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetErasure An erasure and its progress (token with members:read)
 	//
 	// Corresponds with GET /api/platform/erasures/{erasure} (the `GetErasure` operationId).
-	GetErasure(ctx context.Context, erasure string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetErasure(ctx context.Context, erasure ErasureId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListMembers List members in id order, a page at a time (token with members:read)
 	//
@@ -937,7 +1049,7 @@ func (c *Client) CreateToken(ctx context.Context, tenant TenantId, body CreateTo
 // RevokeToken Revoke a token; every api process refuses it within 4 seconds
 //
 // Corresponds with DELETE /api/admin/tokens/{token} (the `RevokeToken` operationId).
-func (c *Client) RevokeToken(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) RevokeToken(ctx context.Context, token TokenId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRevokeTokenRequest(c.Server, token)
 	if err != nil {
 		return nil, err
@@ -952,7 +1064,7 @@ func (c *Client) RevokeToken(ctx context.Context, token string, reqEditors ...Re
 // GetErasure An erasure and its progress (token with members:read)
 //
 // Corresponds with GET /api/platform/erasures/{erasure} (the `GetErasure` operationId).
-func (c *Client) GetErasure(ctx context.Context, erasure string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) GetErasure(ctx context.Context, erasure ErasureId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetErasureRequest(c.Server, erasure)
 	if err != nil {
 		return nil, err
@@ -1271,7 +1383,7 @@ func NewListTenantsRequest(server string, params *ListTenantsParams) (*http.Requ
 
 		if params.PerPage != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "per_page", *params.PerPage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "per_page", *params.PerPage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -1598,7 +1710,7 @@ func NewCreateTokenRequestWithBody(server string, tenant TenantId, contentType s
 }
 
 // NewRevokeTokenRequest constructs an http.Request for the RevokeToken method
-func NewRevokeTokenRequest(server string, token string) (*http.Request, error) {
+func NewRevokeTokenRequest(server string, token TokenId) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1632,7 +1744,7 @@ func NewRevokeTokenRequest(server string, token string) (*http.Request, error) {
 }
 
 // NewGetErasureRequest constructs an http.Request for the GetErasure method
-func NewGetErasureRequest(server string, erasure string) (*http.Request, error) {
+func NewGetErasureRequest(server string, erasure ErasureId) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1719,7 +1831,7 @@ func NewListMembersRequest(server string, params *ListMembersParams) (*http.Requ
 
 		if params.PerPage != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "per_page", *params.PerPage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "per_page", *params.PerPage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -2083,7 +2195,7 @@ func NewListProductsRequest(server string, params *ListProductsParams) (*http.Re
 
 		if params.Active != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "active", *params.Active, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "active", *params.Active, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -2095,7 +2207,7 @@ func NewListProductsRequest(server string, params *ListProductsParams) (*http.Re
 
 		if params.PerPage != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "per_page", *params.PerPage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "per_page", *params.PerPage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -2385,14 +2497,14 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /api/admin/tokens/{token} (the `RevokeToken` operationId).
-	RevokeTokenWithResponse(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*RevokeTokenResponse, error)
+	RevokeTokenWithResponse(ctx context.Context, token TokenId, reqEditors ...RequestEditorFn) (*RevokeTokenResponse, error)
 
 	// GetErasureWithResponse An erasure and its progress (token with members:read)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/platform/erasures/{erasure} (the `GetErasure` operationId).
-	GetErasureWithResponse(ctx context.Context, erasure string, reqEditors ...RequestEditorFn) (*GetErasureResponse, error)
+	GetErasureWithResponse(ctx context.Context, erasure ErasureId, reqEditors ...RequestEditorFn) (*GetErasureResponse, error)
 
 	// ListMembersWithResponse List members in id order, a page at a time (token with members:read)
 	//
@@ -2522,9 +2634,14 @@ type ClientWithResponsesInterface interface {
 
 // ListTenantsResponse429Headers the declared response headers of an HTTP 429 response for ListTenants
 type ListTenantsResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// ListTenantsResponse503Headers the declared response headers of an HTTP 503 response for ListTenants
+type ListTenantsResponse503Headers struct {
+	RetryAfter *int
 }
 
 type ListTenantsResponse struct {
@@ -2540,8 +2657,12 @@ type ListTenantsResponse struct {
 	JSON422 *Invalid
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListTenantsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListTenantsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2567,6 +2688,11 @@ func (r ListTenantsResponse) GetJSON422() *Invalid {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r ListTenantsResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListTenantsResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2600,9 +2726,14 @@ func (r ListTenantsResponse) ContentType() string {
 
 // CreateTenantResponse429Headers the declared response headers of an HTTP 429 response for CreateTenant
 type CreateTenantResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// CreateTenantResponse503Headers the declared response headers of an HTTP 503 response for CreateTenant
+type CreateTenantResponse503Headers struct {
+	RetryAfter *int
 }
 
 type CreateTenantResponse struct {
@@ -2618,8 +2749,12 @@ type CreateTenantResponse struct {
 	JSON422 *Invalid
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateTenantResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateTenantResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -2645,6 +2780,11 @@ func (r CreateTenantResponse) GetJSON422() *Invalid {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r CreateTenantResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateTenantResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2678,9 +2818,14 @@ func (r CreateTenantResponse) ContentType() string {
 
 // GetTenantResponse429Headers the declared response headers of an HTTP 429 response for GetTenant
 type GetTenantResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// GetTenantResponse503Headers the declared response headers of an HTTP 503 response for GetTenant
+type GetTenantResponse503Headers struct {
+	RetryAfter *int
 }
 
 type GetTenantResponse struct {
@@ -2694,8 +2839,12 @@ type GetTenantResponse struct {
 	JSON404 *NotFound
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetTenantResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetTenantResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2716,6 +2865,11 @@ func (r GetTenantResponse) GetJSON404() *NotFound {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r GetTenantResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetTenantResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2749,9 +2903,14 @@ func (r GetTenantResponse) ContentType() string {
 
 // UpdateTenantResponse429Headers the declared response headers of an HTTP 429 response for UpdateTenant
 type UpdateTenantResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// UpdateTenantResponse503Headers the declared response headers of an HTTP 503 response for UpdateTenant
+type UpdateTenantResponse503Headers struct {
+	RetryAfter *int
 }
 
 type UpdateTenantResponse struct {
@@ -2767,8 +2926,12 @@ type UpdateTenantResponse struct {
 	JSON422 *Invalid
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *UpdateTenantResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdateTenantResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2794,6 +2957,11 @@ func (r UpdateTenantResponse) GetJSON422() *Invalid {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r UpdateTenantResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r UpdateTenantResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2827,9 +2995,14 @@ func (r UpdateTenantResponse) ContentType() string {
 
 // SetFeatureResponse429Headers the declared response headers of an HTTP 429 response for SetFeature
 type SetFeatureResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// SetFeatureResponse503Headers the declared response headers of an HTTP 503 response for SetFeature
+type SetFeatureResponse503Headers struct {
+	RetryAfter *int
 }
 
 type SetFeatureResponse struct {
@@ -2845,8 +3018,12 @@ type SetFeatureResponse struct {
 	JSON422 *Invalid
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *SetFeatureResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SetFeatureResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2872,6 +3049,11 @@ func (r SetFeatureResponse) GetJSON422() *Invalid {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r SetFeatureResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r SetFeatureResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2905,9 +3087,14 @@ func (r SetFeatureResponse) ContentType() string {
 
 // RotateSiteKeyResponse429Headers the declared response headers of an HTTP 429 response for RotateSiteKey
 type RotateSiteKeyResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// RotateSiteKeyResponse503Headers the declared response headers of an HTTP 503 response for RotateSiteKey
+type RotateSiteKeyResponse503Headers struct {
+	RetryAfter *int
 }
 
 type RotateSiteKeyResponse struct {
@@ -2921,8 +3108,12 @@ type RotateSiteKeyResponse struct {
 	JSON404 *NotFound
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RotateSiteKeyResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RotateSiteKeyResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2943,6 +3134,11 @@ func (r RotateSiteKeyResponse) GetJSON404() *NotFound {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r RotateSiteKeyResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RotateSiteKeyResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2976,9 +3172,14 @@ func (r RotateSiteKeyResponse) ContentType() string {
 
 // ListTokensResponse429Headers the declared response headers of an HTTP 429 response for ListTokens
 type ListTokensResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// ListTokensResponse503Headers the declared response headers of an HTTP 503 response for ListTokens
+type ListTokensResponse503Headers struct {
+	RetryAfter *int
 }
 
 type ListTokensResponse struct {
@@ -2992,8 +3193,12 @@ type ListTokensResponse struct {
 	JSON404 *NotFound
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListTokensResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListTokensResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3014,6 +3219,11 @@ func (r ListTokensResponse) GetJSON404() *NotFound {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r ListTokensResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListTokensResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3047,9 +3257,14 @@ func (r ListTokensResponse) ContentType() string {
 
 // CreateTokenResponse429Headers the declared response headers of an HTTP 429 response for CreateToken
 type CreateTokenResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// CreateTokenResponse503Headers the declared response headers of an HTTP 503 response for CreateToken
+type CreateTokenResponse503Headers struct {
+	RetryAfter *int
 }
 
 type CreateTokenResponse struct {
@@ -3065,8 +3280,12 @@ type CreateTokenResponse struct {
 	JSON422 *Invalid
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateTokenResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateTokenResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -3092,6 +3311,11 @@ func (r CreateTokenResponse) GetJSON422() *Invalid {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r CreateTokenResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateTokenResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3125,9 +3349,14 @@ func (r CreateTokenResponse) ContentType() string {
 
 // RevokeTokenResponse429Headers the declared response headers of an HTTP 429 response for RevokeToken
 type RevokeTokenResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// RevokeTokenResponse503Headers the declared response headers of an HTTP 503 response for RevokeToken
+type RevokeTokenResponse503Headers struct {
+	RetryAfter *int
 }
 
 type RevokeTokenResponse struct {
@@ -3139,8 +3368,12 @@ type RevokeTokenResponse struct {
 	JSON404 *NotFound
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RevokeTokenResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RevokeTokenResponse503Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -3156,6 +3389,11 @@ func (r RevokeTokenResponse) GetJSON404() *NotFound {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r RevokeTokenResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RevokeTokenResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3189,9 +3427,14 @@ func (r RevokeTokenResponse) ContentType() string {
 
 // GetErasureResponse429Headers the declared response headers of an HTTP 429 response for GetErasure
 type GetErasureResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// GetErasureResponse503Headers the declared response headers of an HTTP 503 response for GetErasure
+type GetErasureResponse503Headers struct {
+	RetryAfter *int
 }
 
 type GetErasureResponse struct {
@@ -3207,8 +3450,12 @@ type GetErasureResponse struct {
 	JSON404 *NotFound
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetErasureResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetErasureResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3234,6 +3481,11 @@ func (r GetErasureResponse) GetJSON404() *NotFound {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r GetErasureResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetErasureResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3267,9 +3519,14 @@ func (r GetErasureResponse) ContentType() string {
 
 // ListMembersResponse429Headers the declared response headers of an HTTP 429 response for ListMembers
 type ListMembersResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// ListMembersResponse503Headers the declared response headers of an HTTP 503 response for ListMembers
+type ListMembersResponse503Headers struct {
+	RetryAfter *int
 }
 
 type ListMembersResponse struct {
@@ -3285,8 +3542,12 @@ type ListMembersResponse struct {
 	JSON422 *Invalid
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListMembersResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListMembersResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3312,6 +3573,11 @@ func (r ListMembersResponse) GetJSON422() *Invalid {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r ListMembersResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListMembersResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3345,9 +3611,14 @@ func (r ListMembersResponse) ContentType() string {
 
 // CreateMemberResponse429Headers the declared response headers of an HTTP 429 response for CreateMember
 type CreateMemberResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// CreateMemberResponse503Headers the declared response headers of an HTTP 503 response for CreateMember
+type CreateMemberResponse503Headers struct {
+	RetryAfter *int
 }
 
 type CreateMemberResponse struct {
@@ -3363,8 +3634,12 @@ type CreateMemberResponse struct {
 	JSON422 *Invalid
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateMemberResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateMemberResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -3390,6 +3665,11 @@ func (r CreateMemberResponse) GetJSON422() *Invalid {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r CreateMemberResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateMemberResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3423,9 +3703,14 @@ func (r CreateMemberResponse) ContentType() string {
 
 // EraseMemberResponse429Headers the declared response headers of an HTTP 429 response for EraseMember
 type EraseMemberResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// EraseMemberResponse503Headers the declared response headers of an HTTP 503 response for EraseMember
+type EraseMemberResponse503Headers struct {
+	RetryAfter *int
 }
 
 type EraseMemberResponse struct {
@@ -3441,8 +3726,12 @@ type EraseMemberResponse struct {
 	JSON404 *NotFound
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EraseMemberResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EraseMemberResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -3468,6 +3757,11 @@ func (r EraseMemberResponse) GetJSON404() *NotFound {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r EraseMemberResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r EraseMemberResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3501,9 +3795,14 @@ func (r EraseMemberResponse) ContentType() string {
 
 // GetMemberResponse429Headers the declared response headers of an HTTP 429 response for GetMember
 type GetMemberResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// GetMemberResponse503Headers the declared response headers of an HTTP 503 response for GetMember
+type GetMemberResponse503Headers struct {
+	RetryAfter *int
 }
 
 type GetMemberResponse struct {
@@ -3519,8 +3818,12 @@ type GetMemberResponse struct {
 	JSON404 *NotFound
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetMemberResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetMemberResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3546,6 +3849,11 @@ func (r GetMemberResponse) GetJSON404() *NotFound {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r GetMemberResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetMemberResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3579,9 +3887,14 @@ func (r GetMemberResponse) ContentType() string {
 
 // UpdateMemberResponse429Headers the declared response headers of an HTTP 429 response for UpdateMember
 type UpdateMemberResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// UpdateMemberResponse503Headers the declared response headers of an HTTP 503 response for UpdateMember
+type UpdateMemberResponse503Headers struct {
+	RetryAfter *int
 }
 
 type UpdateMemberResponse struct {
@@ -3599,8 +3912,12 @@ type UpdateMemberResponse struct {
 	JSON422 *Invalid
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *UpdateMemberResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdateMemberResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3631,6 +3948,11 @@ func (r UpdateMemberResponse) GetJSON422() *Invalid {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r UpdateMemberResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r UpdateMemberResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3664,9 +3986,14 @@ func (r UpdateMemberResponse) ContentType() string {
 
 // ExportMemberDataResponse429Headers the declared response headers of an HTTP 429 response for ExportMemberData
 type ExportMemberDataResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// ExportMemberDataResponse503Headers the declared response headers of an HTTP 503 response for ExportMemberData
+type ExportMemberDataResponse503Headers struct {
+	RetryAfter *int
 }
 
 type ExportMemberDataResponse struct {
@@ -3680,8 +4007,12 @@ type ExportMemberDataResponse struct {
 	JSON404 *NotFound
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ExportMemberDataResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ExportMemberDataResponse503Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -3702,6 +4033,11 @@ func (r ExportMemberDataResponse) GetJSON404() *NotFound {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r ExportMemberDataResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ExportMemberDataResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3735,9 +4071,14 @@ func (r ExportMemberDataResponse) ContentType() string {
 
 // ListMemberEntitlementsResponse429Headers the declared response headers of an HTTP 429 response for ListMemberEntitlements
 type ListMemberEntitlementsResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// ListMemberEntitlementsResponse503Headers the declared response headers of an HTTP 503 response for ListMemberEntitlements
+type ListMemberEntitlementsResponse503Headers struct {
+	RetryAfter *int
 }
 
 type ListMemberEntitlementsResponse struct {
@@ -3753,8 +4094,12 @@ type ListMemberEntitlementsResponse struct {
 	JSON404 *NotFound
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListMemberEntitlementsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListMemberEntitlementsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3780,6 +4125,11 @@ func (r ListMemberEntitlementsResponse) GetJSON404() *NotFound {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r ListMemberEntitlementsResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListMemberEntitlementsResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3813,9 +4163,14 @@ func (r ListMemberEntitlementsResponse) ContentType() string {
 
 // CheckEntitlementResponse429Headers the declared response headers of an HTTP 429 response for CheckEntitlement
 type CheckEntitlementResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// CheckEntitlementResponse503Headers the declared response headers of an HTTP 503 response for CheckEntitlement
+type CheckEntitlementResponse503Headers struct {
+	RetryAfter *int
 }
 
 type CheckEntitlementResponse struct {
@@ -3831,8 +4186,12 @@ type CheckEntitlementResponse struct {
 	JSON404 *NotFound
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CheckEntitlementResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CheckEntitlementResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3858,6 +4217,11 @@ func (r CheckEntitlementResponse) GetJSON404() *NotFound {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r CheckEntitlementResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CheckEntitlementResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3891,9 +4255,14 @@ func (r CheckEntitlementResponse) ContentType() string {
 
 // ListMemberPurchasesResponse429Headers the declared response headers of an HTTP 429 response for ListMemberPurchases
 type ListMemberPurchasesResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// ListMemberPurchasesResponse503Headers the declared response headers of an HTTP 503 response for ListMemberPurchases
+type ListMemberPurchasesResponse503Headers struct {
+	RetryAfter *int
 }
 
 type ListMemberPurchasesResponse struct {
@@ -3909,8 +4278,12 @@ type ListMemberPurchasesResponse struct {
 	JSON404 *NotFound
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListMemberPurchasesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListMemberPurchasesResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3936,6 +4309,11 @@ func (r ListMemberPurchasesResponse) GetJSON404() *NotFound {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r ListMemberPurchasesResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListMemberPurchasesResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3969,9 +4347,14 @@ func (r ListMemberPurchasesResponse) ContentType() string {
 
 // ListProductsResponse429Headers the declared response headers of an HTTP 429 response for ListProducts
 type ListProductsResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// ListProductsResponse503Headers the declared response headers of an HTTP 503 response for ListProducts
+type ListProductsResponse503Headers struct {
+	RetryAfter *int
 }
 
 type ListProductsResponse struct {
@@ -3987,8 +4370,12 @@ type ListProductsResponse struct {
 	JSON422 *Invalid
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListProductsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListProductsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -4014,6 +4401,11 @@ func (r ListProductsResponse) GetJSON422() *Invalid {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r ListProductsResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListProductsResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -4047,9 +4439,14 @@ func (r ListProductsResponse) ContentType() string {
 
 // CreateProductResponse429Headers the declared response headers of an HTTP 429 response for CreateProduct
 type CreateProductResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// CreateProductResponse503Headers the declared response headers of an HTTP 503 response for CreateProduct
+type CreateProductResponse503Headers struct {
+	RetryAfter *int
 }
 
 type CreateProductResponse struct {
@@ -4065,8 +4462,12 @@ type CreateProductResponse struct {
 	JSON422 *Invalid
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateProductResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateProductResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -4092,6 +4493,11 @@ func (r CreateProductResponse) GetJSON422() *Invalid {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r CreateProductResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateProductResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -4125,9 +4531,14 @@ func (r CreateProductResponse) ContentType() string {
 
 // GetProductResponse429Headers the declared response headers of an HTTP 429 response for GetProduct
 type GetProductResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// GetProductResponse503Headers the declared response headers of an HTTP 503 response for GetProduct
+type GetProductResponse503Headers struct {
+	RetryAfter *int
 }
 
 type GetProductResponse struct {
@@ -4143,8 +4554,12 @@ type GetProductResponse struct {
 	JSON404 *NotFound
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetProductResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetProductResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -4170,6 +4585,11 @@ func (r GetProductResponse) GetJSON404() *NotFound {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r GetProductResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetProductResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -4203,9 +4623,14 @@ func (r GetProductResponse) ContentType() string {
 
 // UpdateProductResponse429Headers the declared response headers of an HTTP 429 response for UpdateProduct
 type UpdateProductResponse429Headers struct {
-	RetryAfter          *string
+	RetryAfter          *int
 	XRateLimitLimit     *string
 	XRateLimitRemaining *string
+}
+
+// UpdateProductResponse503Headers the declared response headers of an HTTP 503 response for UpdateProduct
+type UpdateProductResponse503Headers struct {
+	RetryAfter *int
 }
 
 type UpdateProductResponse struct {
@@ -4223,8 +4648,12 @@ type UpdateProductResponse struct {
 	JSON422 *Invalid
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooMany
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *DatabaseUnavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *UpdateProductResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdateProductResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -4255,6 +4684,11 @@ func (r UpdateProductResponse) GetJSON422() *Invalid {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r UpdateProductResponse) GetJSON429() *TooMany {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r UpdateProductResponse) GetJSON503() *DatabaseUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -4447,7 +4881,7 @@ func (c *ClientWithResponses) CreateTokenWithResponse(ctx context.Context, tenan
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /api/admin/tokens/{token} (the `RevokeToken` operationId).
-func (c *ClientWithResponses) RevokeTokenWithResponse(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*RevokeTokenResponse, error) {
+func (c *ClientWithResponses) RevokeTokenWithResponse(ctx context.Context, token TokenId, reqEditors ...RequestEditorFn) (*RevokeTokenResponse, error) {
 	rsp, err := c.RevokeToken(ctx, token, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -4460,7 +4894,7 @@ func (c *ClientWithResponses) RevokeTokenWithResponse(ctx context.Context, token
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/platform/erasures/{erasure} (the `GetErasure` operationId).
-func (c *ClientWithResponses) GetErasureWithResponse(ctx context.Context, erasure string, reqEditors ...RequestEditorFn) (*GetErasureResponse, error) {
+func (c *ClientWithResponses) GetErasureWithResponse(ctx context.Context, erasure ErasureId, reqEditors ...RequestEditorFn) (*GetErasureResponse, error) {
 	rsp, err := c.GetErasure(ctx, erasure, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -4744,14 +5178,21 @@ func ParseListTenantsResponse(rsp *http.Response) (*ListTenantsResponse, error) 
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ListTenantsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -4771,6 +5212,16 @@ func ParseListTenantsResponse(rsp *http.Response) (*ListTenantsResponse, error) 
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListTenantsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4825,14 +5276,21 @@ func ParseCreateTenantResponse(rsp *http.Response) (*CreateTenantResponse, error
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers CreateTenantResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -4852,6 +5310,16 @@ func ParseCreateTenantResponse(rsp *http.Response) (*CreateTenantResponse, error
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateTenantResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4899,14 +5367,21 @@ func ParseGetTenantResponse(rsp *http.Response) (*GetTenantResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers GetTenantResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -4926,6 +5401,16 @@ func ParseGetTenantResponse(rsp *http.Response) (*GetTenantResponse, error) {
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetTenantResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4980,14 +5465,21 @@ func ParseUpdateTenantResponse(rsp *http.Response) (*UpdateTenantResponse, error
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers UpdateTenantResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -5007,6 +5499,16 @@ func ParseUpdateTenantResponse(rsp *http.Response) (*UpdateTenantResponse, error
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers UpdateTenantResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5061,14 +5563,21 @@ func ParseSetFeatureResponse(rsp *http.Response) (*SetFeatureResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers SetFeatureResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -5088,6 +5597,16 @@ func ParseSetFeatureResponse(rsp *http.Response) (*SetFeatureResponse, error) {
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers SetFeatureResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5135,14 +5654,21 @@ func ParseRotateSiteKeyResponse(rsp *http.Response) (*RotateSiteKeyResponse, err
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers RotateSiteKeyResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -5162,6 +5688,16 @@ func ParseRotateSiteKeyResponse(rsp *http.Response) (*RotateSiteKeyResponse, err
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RotateSiteKeyResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5209,14 +5745,21 @@ func ParseListTokensResponse(rsp *http.Response) (*ListTokensResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ListTokensResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -5236,6 +5779,16 @@ func ParseListTokensResponse(rsp *http.Response) (*ListTokensResponse, error) {
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListTokensResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5290,14 +5843,21 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers CreateTokenResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -5317,6 +5877,16 @@ func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) 
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateTokenResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5360,14 +5930,21 @@ func ParseRevokeTokenResponse(rsp *http.Response) (*RevokeTokenResponse, error) 
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers RevokeTokenResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -5387,6 +5964,16 @@ func ParseRevokeTokenResponse(rsp *http.Response) (*RevokeTokenResponse, error) 
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RevokeTokenResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5441,14 +6028,21 @@ func ParseGetErasureResponse(rsp *http.Response) (*GetErasureResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers GetErasureResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -5468,6 +6062,16 @@ func ParseGetErasureResponse(rsp *http.Response) (*GetErasureResponse, error) {
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetErasureResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5522,14 +6126,21 @@ func ParseListMembersResponse(rsp *http.Response) (*ListMembersResponse, error) 
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ListMembersResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -5549,6 +6160,16 @@ func ParseListMembersResponse(rsp *http.Response) (*ListMembersResponse, error) 
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListMembersResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5603,14 +6224,21 @@ func ParseCreateMemberResponse(rsp *http.Response) (*CreateMemberResponse, error
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers CreateMemberResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -5630,6 +6258,16 @@ func ParseCreateMemberResponse(rsp *http.Response) (*CreateMemberResponse, error
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateMemberResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5684,14 +6322,21 @@ func ParseEraseMemberResponse(rsp *http.Response) (*EraseMemberResponse, error) 
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers EraseMemberResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -5711,6 +6356,16 @@ func ParseEraseMemberResponse(rsp *http.Response) (*EraseMemberResponse, error) 
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EraseMemberResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5765,14 +6420,21 @@ func ParseGetMemberResponse(rsp *http.Response) (*GetMemberResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers GetMemberResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -5792,6 +6454,16 @@ func ParseGetMemberResponse(rsp *http.Response) (*GetMemberResponse, error) {
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetMemberResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5853,14 +6525,21 @@ func ParseUpdateMemberResponse(rsp *http.Response) (*UpdateMemberResponse, error
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers UpdateMemberResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -5880,6 +6559,16 @@ func ParseUpdateMemberResponse(rsp *http.Response) (*UpdateMemberResponse, error
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers UpdateMemberResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5927,14 +6616,21 @@ func ParseExportMemberDataResponse(rsp *http.Response) (*ExportMemberDataRespons
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ExportMemberDataResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -5954,6 +6650,16 @@ func ParseExportMemberDataResponse(rsp *http.Response) (*ExportMemberDataRespons
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ExportMemberDataResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -6008,14 +6714,21 @@ func ParseListMemberEntitlementsResponse(rsp *http.Response) (*ListMemberEntitle
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ListMemberEntitlementsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6035,6 +6748,16 @@ func ParseListMemberEntitlementsResponse(rsp *http.Response) (*ListMemberEntitle
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListMemberEntitlementsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -6089,14 +6812,21 @@ func ParseCheckEntitlementResponse(rsp *http.Response) (*CheckEntitlementRespons
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers CheckEntitlementResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6116,6 +6846,16 @@ func ParseCheckEntitlementResponse(rsp *http.Response) (*CheckEntitlementRespons
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CheckEntitlementResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -6170,14 +6910,21 @@ func ParseListMemberPurchasesResponse(rsp *http.Response) (*ListMemberPurchasesR
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ListMemberPurchasesResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6197,6 +6944,16 @@ func ParseListMemberPurchasesResponse(rsp *http.Response) (*ListMemberPurchasesR
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListMemberPurchasesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -6251,14 +7008,21 @@ func ParseListProductsResponse(rsp *http.Response) (*ListProductsResponse, error
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ListProductsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6278,6 +7042,16 @@ func ParseListProductsResponse(rsp *http.Response) (*ListProductsResponse, error
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListProductsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -6332,14 +7106,21 @@ func ParseCreateProductResponse(rsp *http.Response) (*CreateProductResponse, err
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers CreateProductResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6359,6 +7140,16 @@ func ParseCreateProductResponse(rsp *http.Response) (*CreateProductResponse, err
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateProductResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -6413,14 +7204,21 @@ func ParseGetProductResponse(rsp *http.Response) (*GetProductResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers GetProductResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6440,6 +7238,16 @@ func ParseGetProductResponse(rsp *http.Response) (*GetProductResponse, error) {
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetProductResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -6501,14 +7309,21 @@ func ParseUpdateProductResponse(rsp *http.Response) (*UpdateProductResponse, err
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest DatabaseUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers UpdateProductResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6528,6 +7343,16 @@ func ParseUpdateProductResponse(rsp *http.Response) (*UpdateProductResponse, err
 			headers.XRateLimitRemaining = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers UpdateProductResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

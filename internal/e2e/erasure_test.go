@@ -60,7 +60,7 @@ func TestErasureLeavesNoTrace(t *testing.T) {
 			t.Fatalf("track: %d", res.StatusCode)
 		}
 	}
-	track(secrets[2], secrets[3], secrets[4], secrets[5])
+	track("external:"+secrets[2], secrets[3], secrets[4], secrets[5])
 	track("", secrets[3], secrets[4], secrets[5]) // the same session, before logging in
 	track("", "someone-else", "public", "Mozilla/5.0")
 	testenv.Eventually(t, 10*time.Second, "three events queued", func() bool {
@@ -85,7 +85,7 @@ func TestErasureLeavesNoTrace(t *testing.T) {
 		_, body := call("GET", "/api/platform/erasures/"+erasure.Data.ID, nil)
 		return strings.Contains(string(body), `"status":"done"`)
 	})
-	track(secrets[2], "later", "later", "Mozilla/5.0") // naming the erased member: stored without it
+	track("external:"+secrets[2], "later", "later", "Mozilla/5.0") // naming the erased member: stored without it
 
 	tenant := models.FormatID(sh.ID)
 	var seen []string
