@@ -22,6 +22,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/openapicheck"
 	"github.com/eventq/eventq/internal/testenv"
 )
 
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	apiBin = filepath.Join(dir, "api")
-	testenv.Main(m, cleanup)
+	testenv.Main(openapicheck.Watching(m), cleanup)
 }
 
 // apiEnv is one api process on a free port with its own redis-server and database.
@@ -53,6 +54,7 @@ func startAPI(t *testing.T, extraEnv ...string) *apiEnv {
 	db, dbURL := testenv.DB(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	base := "http://" + addr
+	openapicheck.API(base)
 	env := append(append(append(os.Environ(), testenv.NoRateLimits...), "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL(), "METRICS_ADDR=off"), extraEnv...)
 	testenv.NewProcess(t, apiBin, append(env, "HTTP_ADDR="+addr, "APP_URL="+base)).Start()
 	testenv.WaitHTTP(t, base+"/healthz", 20*time.Second)
@@ -64,6 +66,7 @@ func (e *apiEnv) Another(t *testing.T) string {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	base := "http://" + addr
+	openapicheck.API(base)
 	testenv.NewProcess(t, apiBin, append(slices.Clone(e.env), "HTTP_ADDR="+addr, "APP_URL="+base)).Start()
 	testenv.WaitHTTP(t, base+"/healthz", 20*time.Second)
 	return base

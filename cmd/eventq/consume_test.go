@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/openapicheck"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -43,6 +44,7 @@ func startConsumeAPI(t *testing.T, apiBin string) *consumeAPI {
 	dbURL := testenv.DatabaseURL(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	base := "http://" + addr
+	openapicheck.API(base)
 	testenv.NewProcess(t, apiBin, append(append(os.Environ(), testenv.NoRateLimits...), "HTTP_ADDR="+addr, "METRICS_ADDR=off", "APP_URL="+base, "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL())).Start()
 	testenv.WaitHTTP(t, base+"/healthz", 20*time.Second)
 	return &consumeAPI{cliEnv: newCLIWithURL(t, dbURL), base: base, queue: eventqueue.New(r.Client())}

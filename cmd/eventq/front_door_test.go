@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/openapicheck"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -68,6 +69,7 @@ func TestCLIAndHTTPSeeTheSameResources(t *testing.T) {
 	dbURL := testenv.DatabaseURL(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	base := "http://" + addr
+	openapicheck.API(base)
 	const admin = "adm_cli_http_0123456789abcdef0123"
 	testenv.NewProcess(t, filepath.Join(bins, "api"), append(append(os.Environ(), testenv.NoRateLimits...),
 		"HTTP_ADDR="+addr, "METRICS_ADDR=off", "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL(), "ADMIN_API_TOKENS="+admin)).Start()

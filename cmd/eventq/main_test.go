@@ -14,10 +14,11 @@ import (
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/openapicheck"
 	"github.com/eventq/eventq/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testenv.Main(openapicheck.Watching(m)) }
 
 // cliEnv runs the CLI in-process against one fresh, migrated database and keeps its own
 // connection to that database for assertions.

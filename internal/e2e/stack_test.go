@@ -19,6 +19,7 @@ import (
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/openapicheck"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/jobs"
@@ -37,7 +38,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	testenv.Main(m, cleanup)
+	testenv.Main(openapicheck.Watching(m), cleanup)
 }
 
 // stack is api and worker processes sharing a Redis (or Redis Cluster), a database and a
@@ -119,6 +120,7 @@ func startStack(t *testing.T, opts ...option) *stack {
 	for i := 0; i < o.apis; i++ {
 		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 		base := "http://" + addr
+		openapicheck.API(base)
 		metrics := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 		p := testenv.NewProcess(t, filepath.Join(binDir, "api"), append(env[:len(env):len(env)], "HTTP_ADDR="+addr, "APP_URL="+base, "METRICS_ADDR="+metrics))
 		p.Start()
