@@ -1,6 +1,9 @@
 package models
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // ExternalPrefix marks a member reference by the tenant's own id of the member
 // ("external:user-42"), in paths and in an event's audience_member_id alike.
@@ -14,15 +17,26 @@ type MemberRef struct {
 	External string
 }
 
+// MaxExternalID is the most characters of an external id.
+const MaxExternalID = 191
+
 // ParseMemberRef reads a reference; ok is false for anything that names no member: an id
-// not in its canonical form (ParseID) or an empty external id. A bare external id ("u-1") is
-// not a reference: "1" is member 1, never the member whose external id is "1".
+// not in its canonical form (ParseID), or an external id that no member can have (empty,
+// longer than MaxExternalID, not UTF-8 or holding a NUL, which Postgres refuses in a query).
+// A bare external id ("u-1") is not a reference: "1" is member 1, never the member whose
+// external id is "1".
 func ParseMemberRef(s string) (r MemberRef, ok bool) {
 	if ext, isExt := strings.CutPrefix(s, ExternalPrefix); isExt {
-		return MemberRef{External: ext}, ext != ""
+		return MemberRef{External: ext}, ext != "" && Storable(ext) && utf8.RuneCountInString(ext) <= MaxExternalID
 	}
 	id, ok := ParseID(s)
 	return MemberRef{ID: id}, ok
+}
+
+// Storable reports whether s can be compared with a text column on every database: valid
+// UTF-8 without NUL. A lookup by anything else finds nothing, and is not sent.
+func Storable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
 // String is the reference as written.

@@ -66,6 +66,25 @@ func TestSmallDoorsAreShut(t *testing.T) {
 		}
 	})
 
+	t.Run("an external id no member can have is 404, a filter by one an empty list", func(t *testing.T) {
+		for _, ref := range []string{"external:%00", "external:%FF", "external:a%00b", "external:%C3%28", "external:" + strings.Repeat("x", 192)} {
+			for _, path := range []string{"/api/platform/members/" + ref, "/api/platform/members/" + ref + "/entitlements", "/api/platform/members/" + ref + "/data"} {
+				if res := e.Do(t, "GET", path, shop.Token, nil); res.Status != 404 || string(res.Body) != notFound {
+					t.Fatalf("GET %s: %d %s", path, res.Status, res.Body)
+				}
+			}
+			if res := e.Do(t, "DELETE", "/api/platform/members/"+ref, shop.Token, nil); res.Status != 404 {
+				t.Fatalf("DELETE %s: %d %s", ref, res.Status, res.Body)
+			}
+		}
+		for _, q := range []string{"external_id=%00", "external_id=%FF%FE", "email=a%00b", "email=%C3%28"} {
+			res := e.Do(t, "GET", "/api/platform/members?"+q, shop.Token, nil)
+			if res.Status != 200 || !strings.HasPrefix(string(res.Body), `{"data":[],`) {
+				t.Fatalf("GET /api/platform/members?%s: %d %s", q, res.Status, res.Body)
+			}
+		}
+	})
+
 	t.Run("a cursor the service did not issue is the first page", func(t *testing.T) {
 		first := e.Do(t, "GET", "/api/platform/members", shop.Token, nil)
 		if first.Status != 200 {

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"net/url"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -242,15 +241,14 @@ func decodeRef(ref string) (string, bool) {
 // get looks up a decoded reference.
 func (s *Service) get(ctx context.Context, tenantID uint64, ref string) (*models.AudienceMember, error) {
 	q := s.db.WithContext(ctx).Where("tenant_id = ? AND erased_at IS NULL", tenantID)
-	if ext, ok := strings.CutPrefix(ref, ExternalPrefix); ok {
-		if ext == "" {
-			return nil, ErrNotFound
-		}
-		q = q.Where("external_id = ?", ext)
-	} else if id, ok := models.ParseID(ref); ok {
-		q = q.Where("id = ?", id)
-	} else {
+	r, ok := models.ParseMemberRef(ref)
+	switch {
+	case !ok:
 		return nil, ErrNotFound
+	case r.ID != 0:
+		q = q.Where("id = ?", r.ID)
+	default:
+		q = q.Where("external_id = ?", r.External)
 	}
 	var m models.AudienceMember
 	if err := q.Take(&m).Error; err != nil {
@@ -269,6 +267,9 @@ type Filter struct {
 
 // List returns one page of tenantID's members in id order.
 func (s *Service) List(ctx context.Context, tenantID uint64, f Filter, r paginate.Request) (paginate.Page[models.AudienceMember], error) {
+	if !models.Storable(f.ExternalID) || !models.Storable(f.Email) {
+		return paginate.Page[models.AudienceMember]{}, nil // no member has such a value
+	}
 	q := s.db.WithContext(ctx).Model(&models.AudienceMember{}).Where("tenant_id = ? AND erased_at IS NULL", tenantID)
 	if f.ExternalID != "" {
 		q = q.Where("external_id = ?", f.ExternalID)
