@@ -1,19 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand"
-	"net"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/eventq/eventq/internal/testenv"
 )
@@ -138,25 +135,6 @@ func (h *hostile) request() []byte {
 	return b.Bytes()
 }
 
-func sendRaw(base string, req []byte) (int, error) {
-	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 5*time.Second)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	if _, err := conn.Write(req); err != nil {
-		return 0, err
-	}
-	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		return 0, err
-	}
-	io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	return res.StatusCode, nil
-}
-
 // 2,400 hostile requests from 8 clients, while another tenant tracks valid events: no hostile
 // request gets a 5xx, and every one of the other tenant's requests is stored and queued.
 func TestHostileTrafficGetsNo5xxAndHarmsNoOtherTenant(t *testing.T) {
@@ -176,7 +154,7 @@ func TestHostileTrafficGetsNo5xxAndHarmsNoOtherTenant(t *testing.T) {
 			h := &hostile{rnd: rand.New(rand.NewSource(seed)), siteKey: attacker.SiteKey}
 			for i := 0; i < perClient; i++ {
 				req := h.request()
-				status, err := sendRaw(e.Base, req)
+				status, err := testenv.SendRaw(e.Base, req)
 				mu.Lock()
 				statuses[status]++
 				if err != nil || status >= 500 {

@@ -105,37 +105,24 @@ func loadLimits(get func(name, def string) string) (Limits, error) {
 		}
 		*r.into = rate
 	}
-	raw := get("EVENTQUEUE_MAX_LENGTH", "1000000")
-	n, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || n < 1 {
-		return Limits{}, fmt.Errorf("config: EVENTQUEUE_MAX_LENGTH: %q is not a positive integer", raw)
+	for _, c := range []struct {
+		name, def string
+		into      *int64
+	}{
+		{"EVENTQUEUE_MAX_LENGTH", "1000000", &l.QueueMaxLength},
+		{"EVENTQUEUE_MAX_DELIVERIES", "10", &l.QueueMaxDeliveries},
+		{"EVENTQUEUE_MAX_DEAD_LETTERS", "10000", &l.QueueMaxDeadLetters},
+		{"INGEST_SPOOL_MAX", "1000000", &l.IngestSpoolMax},
+		{"INGEST_SPOOL_TENANT_MAX", "100000", &l.IngestSpoolTenantMax},
+	} {
+		raw := get(c.name, c.def)
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || n < 1 {
+			return Limits{}, fmt.Errorf("config: %s: %q is not a positive integer", c.name, raw)
+		}
+		*c.into = n
 	}
-	l.QueueMaxLength = n
-	raw = get("EVENTQUEUE_MAX_DELIVERIES", "10")
-	n, err = strconv.ParseInt(raw, 10, 64)
-	if err != nil || n < 1 {
-		return Limits{}, fmt.Errorf("config: EVENTQUEUE_MAX_DELIVERIES: %q is not a positive integer", raw)
-	}
-	l.QueueMaxDeliveries = n
-	raw = get("EVENTQUEUE_MAX_DEAD_LETTERS", "10000")
-	n, err = strconv.ParseInt(raw, 10, 64)
-	if err != nil || n < 1 {
-		return Limits{}, fmt.Errorf("config: EVENTQUEUE_MAX_DEAD_LETTERS: %q is not a positive integer", raw)
-	}
-	l.QueueMaxDeadLetters = n
-	raw = get("INGEST_SPOOL_MAX", "1000000")
-	n, err = strconv.ParseInt(raw, 10, 64)
-	if err != nil || n < 1 {
-		return Limits{}, fmt.Errorf("config: INGEST_SPOOL_MAX: %q is not a positive integer", raw)
-	}
-	l.IngestSpoolMax = n
-	raw = get("INGEST_SPOOL_TENANT_MAX", "100000")
-	n, err = strconv.ParseInt(raw, 10, 64)
-	if err != nil || n < 1 {
-		return Limits{}, fmt.Errorf("config: INGEST_SPOOL_TENANT_MAX: %q is not a positive integer", raw)
-	}
-	l.IngestSpoolTenantMax = n
-	raw = get("INGEST_SPOOL_MAX_BYTES", "1GiB")
+	raw := get("INGEST_SPOOL_MAX_BYTES", "1GiB")
 	size, err := humanize.ParseBytes(raw)
 	if err != nil || size < 1<<10 || size > 1<<50 {
 		return Limits{}, fmt.Errorf("config: INGEST_SPOOL_MAX_BYTES: %q is not a size from 1KiB (e.g. 1GiB or 512MB)", raw)

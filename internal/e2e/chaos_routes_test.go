@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -11,14 +10,12 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
-	"net"
 	"net/http"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 
@@ -182,7 +179,7 @@ func TestChaosHostileRequestsOnEveryRoute(t *testing.T) {
 			f := &routeFuzz{rnd: rand.New(rand.NewSource(seed)), ops: ops, token: sh.Token, admin: admin, ids: ids, siteKy: sh.SiteKey}
 			for i := 0; i < perClient; i++ {
 				req, op := f.request()
-				status, err := rawRoundTrip(s.Base, req)
+				status, err := testenv.SendRaw(s.Base, req)
 				mu.Lock()
 				byStatus[status]++
 				if err != nil || status >= 500 {
@@ -213,24 +210,4 @@ func TestChaosHostileRequestsOnEveryRoute(t *testing.T) {
 	if res.StatusCode != 200 && res.StatusCode != 401 { // a DELETE /api/admin/tokens/{id} may have revoked it
 		t.Fatalf("the tenant's read after the run: %d", res.StatusCode)
 	}
-}
-
-// rawRoundTrip sends req as bytes (headers Go's client would refuse) and reads the status.
-func rawRoundTrip(base string, req []byte) (int, error) {
-	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 5*time.Second)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := conn.Write(req); err != nil {
-		return 0, err
-	}
-	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		return 0, err
-	}
-	io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	return res.StatusCode, nil
 }
