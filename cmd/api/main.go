@@ -70,13 +70,22 @@ func (m *Main) Open() error {
 	}
 	m.ln = routes.LingeringListener(ln)
 	if m.Config.MetricsAddr != "" {
-		if m.metricsLn, err = net.Listen("tcp", m.Config.MetricsAddr); err != nil {
+		m.metricsLn, err = net.Listen("tcp", m.Config.MetricsAddr)
+		switch {
+		case err != nil && m.Config.MetricsAddr == config.DefaultMetricsAddr:
+			// A second api on one host, with the default: it serves, without metrics, rather
+			// than not at all. An address set on purpose must work.
+			m.Log.Warn("api: METRICS_ADDR's default is taken (another api on this host?); no /metrics here: give each api its own METRICS_ADDR",
+				"addr", m.Config.MetricsAddr, "err", err)
+			m.metricsLn = nil
+		case err != nil:
 			m.Close()
 			return fmt.Errorf("api: listen on METRICS_ADDR %s: %w", m.Config.MetricsAddr, err)
+		default:
+			mux := http.NewServeMux()
+			mux.Handle("/metrics", a.Metrics.Handler())
+			m.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", a.Metrics.Handler())
-		m.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	}
 	return nil
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"log/slog"
+	"net"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/hibiken/asynq"
 
+	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/testenv"
 )
 
@@ -80,4 +83,38 @@ func TestExportedMetricsAreDocumented(t *testing.T) {
 	}
 	testenv.MustDocumentExportedMetrics(t, "api", e.Metrics,
 		"eventq_http_requests_total", "eventq_events_read_total", "asynq_queue_size")
+}
+
+// METRICS_ADDR: an address set on purpose that is taken stops the api at start, naming the
+// variable; the default taken (a second api on one host) leaves the api serving without
+// metrics.
+func TestMetricsAddrTaken(t *testing.T) {
+	_, dbURL := testenv.DB(t)
+	r := testenv.StartRedis(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	testenv.Must(t, err)
+	defer taken.Close()
+	open := func(metrics string) (*Main, error) {
+		cfg, err := config.Load([]string{"HTTP_ADDR=127.0.0.1:0", "METRICS_ADDR=" + metrics, "DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL()})
+		testenv.Must(t, err)
+		m := NewMain(cfg, slog.New(slog.DiscardHandler))
+		return m, m.Open()
+	}
+	if m, err := open(taken.Addr().String()); err == nil || !strings.Contains(err.Error(), "METRICS_ADDR") {
+		if err == nil {
+			m.Close()
+		}
+		t.Fatalf("a taken METRICS_ADDR: %v", err)
+	}
+	if held, err := net.Listen("tcp", config.DefaultMetricsAddr); err == nil { // else taken already
+		defer held.Close()
+	}
+	m, err := open(config.DefaultMetricsAddr)
+	if err != nil {
+		t.Fatalf("the default METRICS_ADDR taken: %v", err)
+	}
+	defer m.Close()
+	if m.MetricsAddr() != "" {
+		t.Fatalf("metrics on %s", m.MetricsAddr())
+	}
 }

@@ -18,6 +18,9 @@ import (
 // DefaultConnection is the name of the Redis connection configured by REDIS_URL.
 const DefaultConnection = "default"
 
+// DefaultMetricsAddr is METRICS_ADDR's default.
+const DefaultMetricsAddr = "127.0.0.1:9464"
+
 // MinAdminTokenLen is the shortest operator token accepted: a short one can be guessed.
 const MinAdminTokenLen = 32
 
@@ -146,7 +149,7 @@ func Load(environ []string) (Config, error) {
 		AppURL:            strings.TrimRight(get("APP_URL", "http://127.0.0.1:8080"), "/"),
 		DatabaseURL:       get("DATABASE_URL", "sqlite://var/eventq.db"),
 		QueueConnection:   strings.ToLower(get("EVENTQUEUE_QUEUE_CONNECTION", DefaultConnection)),
-		MetricsAddr:       get("METRICS_ADDR", "127.0.0.1:9464"),
+		MetricsAddr:       get("METRICS_ADDR", DefaultMetricsAddr),
 		WorkerMetricsAddr: get("WORKER_METRICS_ADDR", ""),
 		AdminTokens:       splitList(get("ADMIN_API_TOKENS", "")),
 		PprofAddr:         get("PPROF_ADDR", ""),
