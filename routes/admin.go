@@ -17,15 +17,13 @@ import (
 // The operator API (/api/admin/*): tenants, their tokens and features, for the platform's
 // back office, with one of ADMIN_API_TOKENS.
 
-var errNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}
-
 // admin guards every /api/admin path: 404 when no operator token is configured (there is no
 // operator API), else 401 unless the bearer token is one of them. A wrong token spends the
 // address's operator budget of RATE_LIMIT_AUTH_FAILURES (429 past it); a right one is served
 // whatever that budget says.
 func (s *Server) admin(c *fiber.Ctx) error {
 	if len(s.AdminTokens) == 0 {
-		return errNotFound
+		return apperr.ErrNotFound
 	}
 	scheme, token, ok := strings.Cut(c.Get(fiber.HeaderAuthorization), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || !s.adminToken(strings.TrimSpace(token)) {
@@ -151,7 +149,7 @@ func (s *Server) listTokens(c *fiber.Ctx) error {
 func (s *Server) revokeToken(c *fiber.Ctx) error {
 	id, ok := models.ParseID(c.Params("token"))
 	if !ok {
-		return errNotFound
+		return apperr.ErrNotFound
 	}
 	if err := s.Tokens.Revoke(c.UserContext(), id); err != nil {
 		return err
@@ -168,7 +166,7 @@ func (s *Server) setFeature(c *fiber.Ctx) error {
 	}
 	feature := c.Params("feature")
 	if !features.IsKnown(feature) {
-		return errNotFound
+		return apperr.ErrNotFound
 	}
 	in := validate.DecodeObject(c.Body())
 	var errs apperr.FieldErrors

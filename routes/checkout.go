@@ -8,7 +8,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/eventq/eventq/internal/apperr"
-	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/validate"
 	"github.com/eventq/eventq/models"
 )
@@ -45,7 +44,7 @@ func (s *Server) checkoutReturn(c *fiber.Ctx) error {
 	}
 	tenantID, ok := models.ParseID(query(c, "tenant"))
 	if !ok {
-		return payments.ErrNotFound
+		return apperr.ErrNotFound
 	}
 	res, err := s.Payments.Return(c.UserContext(), tenantID, strings.TrimSpace(query(c, "session_id")))
 	if err != nil {

@@ -80,7 +80,7 @@ func (s *Server) eraseMember(c *fiber.Ctx) error {
 func (s *Server) getErasure(c *fiber.Ctx) error {
 	id, ok := models.ParseID(c.Params("erasure"))
 	if !ok {
-		return erasure.ErrNotFound
+		return apperr.ErrNotFound
 	}
 	e, err := s.Erasures.Get(c.UserContext(), principal(c).TenantID, id)
 	if err != nil {
@@ -116,14 +116,14 @@ func (s *Server) checkEntitlement(c *fiber.Ctx) error {
 	}
 	product, ok := models.ParseID(c.Params("product"))
 	if !ok {
-		return members.ErrNotFound
+		return apperr.ErrNotFound
 	}
 	e, err := s.Purchases.Check(c.UserContext(), tenantID, member, product)
 	if err != nil {
 		return err
 	}
 	if e == nil {
-		return members.ErrNotFound
+		return apperr.ErrNotFound
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(entitlementBody(e))

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/eventq/eventq/internal/apperr"
 	"github.com/eventq/eventq/internal/features"
-	"github.com/eventq/eventq/internal/tenants"
 )
 
 func (c *cli) featureCommand() *cobra.Command {
@@ -30,7 +30,7 @@ func (c *cli) featureCommand() *cobra.Command {
 					return err
 				}
 				out, err := a.Tenants.SetFeature(cmd.Context(), tenant.ID, args[0], active)
-				if errors.Is(err, tenants.ErrNotFound) {
+				if errors.Is(err, apperr.ErrNotFound) {
 					return fmt.Errorf("unknown feature %q (known: %s)", args[0], strings.Join(features.Known, ", "))
 				}
 				if err != nil {

@@ -187,7 +187,7 @@ func (c *cli) tenant(cmd *cobra.Command, id string) (*models.Tenant, error) {
 		return nil, err
 	}
 	t, err := a.Tenants.Get(cmd.Context(), n)
-	if errors.Is(err, tenants.ErrNotFound) {
+	if errors.Is(err, apperr.ErrNotFound) {
 		return nil, fmt.Errorf("tenant %s not found", id)
 	}
 	return t, err

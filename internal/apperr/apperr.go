@@ -24,6 +24,11 @@ const (
 	Internal         Code = "internal"          // 500
 )
 
+// ErrNotFound is the one answer for a resource that does not exist, belongs to another tenant
+// or cannot be named so (an id in another form): the same 404 for all, so that an answer
+// never tells which.
+var ErrNotFound = &Error{Code: NotFound, Message: "Not Found."}
+
 // Error is an error with a code and a client-safe message.
 type Error struct {
 	Code    Code

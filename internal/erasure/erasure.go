@@ -25,9 +25,6 @@ import (
 	"github.com/eventq/eventq/models"
 )
 
-// ErrNotFound is the answer for an erasure of another tenant or none at all.
-var ErrNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}
-
 // Settle is how long after a request its events are deleted: ingestion's caches of erased
 // members (tracking) are at most this old, so an event tracked later is stored without the
 // member and one tracked just before is deleted with the rest.
@@ -115,7 +112,7 @@ func (s *Service) Request(ctx context.Context, m *models.AudienceMember) (*model
 			return res.Error
 		}
 		if res.RowsAffected == 0 {
-			return ErrNotFound // erased by a concurrent request
+			return apperr.ErrNotFound // erased by a concurrent request
 		}
 		return tx.Create(e).Error
 	})
@@ -133,12 +130,12 @@ func (s *Service) Request(ctx context.Context, m *models.AudienceMember) (*model
 	return e, nil
 }
 
-// Get returns tenantID's erasure id, or ErrNotFound.
+// Get returns tenantID's erasure id, or apperr.ErrNotFound.
 func (s *Service) Get(ctx context.Context, tenantID, id uint64) (*models.MemberErasure, error) {
 	var e models.MemberErasure
 	err := s.DB.WithContext(ctx).Where("id = ? AND tenant_id = ?", id, tenantID).Take(&e).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, ErrNotFound
+		return nil, apperr.ErrNotFound
 	}
 	return &e, err
 }

@@ -31,10 +31,6 @@ const (
 // ExternalPrefix marks a member reference that is the tenant's own id of the member.
 const ExternalPrefix = models.ExternalPrefix
 
-// ErrNotFound is the answer for a member of another tenant, an erased one or none at all:
-// the same for the three.
-var ErrNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}
-
 var errTaken = "The external id has already been taken."
 
 // ResolveTTL bounds the age of a cached member reference (Resolve). Every change of a member's
@@ -76,10 +72,10 @@ func New(db *gorm.DB, clk clock.Clock, feed *changes.Feed, follower *changes.Fol
 func (s *Service) Resolve(ctx context.Context, tenantID uint64, ref string) (uint64, error) {
 	ref, ok := decodeRef(ref)
 	if !ok {
-		return 0, ErrNotFound
+		return 0, apperr.ErrNotFound
 	}
 	return s.refs.Get(ctx, refKey{tenantID, ref}, func(ctx context.Context) (uint64, error) {
-		m, err := s.get(ctx, tenantID, ref) // ErrNotFound is not cached: a member created later needs no announcement
+		m, err := s.get(ctx, tenantID, ref) // apperr.ErrNotFound is not cached: a member created later needs no announcement
 		if err != nil {
 			return 0, err
 		}
@@ -222,11 +218,11 @@ func (s *Service) writeErr(err error) error {
 
 // Get returns the member ref names, as a path carries it (percent-encoded, decoded here once):
 // an id, or ExternalPrefix and the tenant's own id. Anything that is not the tenant's member
-// is ErrNotFound.
+// is apperr.ErrNotFound.
 func (s *Service) Get(ctx context.Context, tenantID uint64, ref string) (*models.AudienceMember, error) {
 	ref, ok := decodeRef(ref)
 	if !ok {
-		return nil, ErrNotFound
+		return nil, apperr.ErrNotFound
 	}
 	return s.get(ctx, tenantID, ref)
 }
@@ -244,7 +240,7 @@ func (s *Service) get(ctx context.Context, tenantID uint64, ref string) (*models
 	r, ok := models.ParseMemberRef(ref)
 	switch {
 	case !ok:
-		return nil, ErrNotFound
+		return nil, apperr.ErrNotFound
 	case r.ID != 0:
 		q = q.Where("id = ?", r.ID)
 	default:
@@ -253,7 +249,7 @@ func (s *Service) get(ctx context.Context, tenantID uint64, ref string) (*models
 	var m models.AudienceMember
 	if err := q.Take(&m).Error; err != nil {
 		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return nil, ErrNotFound
+			return nil, apperr.ErrNotFound
 		}
 		return nil, err
 	}

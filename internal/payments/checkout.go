@@ -68,7 +68,7 @@ func tenantRow(db *gorm.DB, dst any, id, tenantID uint64) error {
 // Return is the return page's work, where the provider sends the member after paying: it
 // retrieves sessionID from the provider as tenantID's account and fulfils it (fulfil),
 // as the worker does. An unknown tenant or session, a session whose metadata names another
-// tenant, or one that can never be fulfilled is ErrNotFound; provider failures are psp's
+// tenant, or one that can never be fulfilled is apperr.ErrNotFound; provider failures are psp's
 // errors. A session not paid yet reports StatusPending.
 //
 // A session already fulfilled is answered from the database; the provider is asked about one
@@ -76,7 +76,7 @@ func tenantRow(db *gorm.DB, dst any, id, tenantID uint64) error {
 // answer.
 func (svc *Service) Return(ctx context.Context, tenantID uint64, sessionID string) (Result, error) {
 	if !plausibleSessionID(sessionID) {
-		return Result{}, ErrNotFound
+		return Result{}, apperr.ErrNotFound
 	}
 	if res, ok, err := svc.fulfilledReturn(ctx, tenantID, sessionID); ok || err != nil {
 		return res, err
@@ -106,7 +106,7 @@ func (svc *Service) returnFromProvider(ctx context.Context, tenantID uint64, ses
 	var tenant models.Tenant
 	if err := svc.DB.WithContext(ctx).Take(&tenant, tenantID).Error; err != nil {
 		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return Result{}, ErrNotFound
+			return Result{}, apperr.ErrNotFound
 		}
 		return Result{}, err
 	}
@@ -116,12 +116,12 @@ func (svc *Service) returnFromProvider(ctx context.Context, tenantID uint64, ses
 		return Result{}, err
 	}
 	if cs.Metadata[MetaTenant] != models.FormatID(tenant.ID) {
-		return Result{}, ErrNotFound
+		return Result{}, apperr.ErrNotFound
 	}
 	res, err := svc.fulfil(ctx, SessionOf(cs, account))
 	if errors.Is(err, ErrRejected) {
 		svc.Log.Warn("return page: checkout not fulfilled", "session_id", cs.ID, "reason", err.Error())
-		return Result{}, ErrNotFound
+		return Result{}, apperr.ErrNotFound
 	}
 	return res, err
 }

@@ -17,7 +17,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/eventq/eventq/internal/apperr"
 	"github.com/eventq/eventq/internal/changes"
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/features"
@@ -103,6 +102,3 @@ var ErrAlreadyQueued = errors.New("payments: event already queued")
 // account that is not the tenant's, no payment intent). Retrying is pointless: the worker
 // gives up on it at once.
 var ErrRejected = errors.New("rejected")
-
-// ErrNotFound is what the return page answers for anything it cannot show.
-var ErrNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}

@@ -22,9 +22,6 @@ const (
 	maxAmount = 99_999_999
 )
 
-// ErrNotFound is the answer for a product of another tenant or none at all.
-var ErrNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}
-
 // Service reads and writes products. It is safe for concurrent use.
 type Service struct {
 	db    *gorm.DB
@@ -110,16 +107,16 @@ func (s *Service) Update(ctx context.Context, tenantID uint64, ref string, in ma
 	return p, nil
 }
 
-// Get returns tenantID's product with the id ref; anything else is ErrNotFound.
+// Get returns tenantID's product with the id ref; anything else is apperr.ErrNotFound.
 func (s *Service) Get(ctx context.Context, tenantID uint64, ref string) (*models.Product, error) {
 	id, ok := models.ParseID(ref)
 	if !ok {
-		return nil, ErrNotFound
+		return nil, apperr.ErrNotFound
 	}
 	var p models.Product
 	err := s.db.WithContext(ctx).Where("id = ? AND tenant_id = ?", id, tenantID).Take(&p).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, ErrNotFound
+		return nil, apperr.ErrNotFound
 	}
 	if err != nil {
 		return nil, err

@@ -146,15 +146,12 @@ func (s *Service) Check(ctx context.Context, tenantID, member, product uint64) (
 	return nil, nil
 }
 
-// ErrNotFound is the answer for a purchase of another tenant or none at all.
-var ErrNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}
-
-// Get returns tenantID's purchase id, or ErrNotFound.
+// Get returns tenantID's purchase id, or apperr.ErrNotFound.
 func (s *Service) Get(ctx context.Context, tenantID, id uint64) (*models.Purchase, error) {
 	var p models.Purchase
 	err := s.db.WithContext(ctx).Where("id = ? AND tenant_id = ?", id, tenantID).Take(&p).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, ErrNotFound
+		return nil, apperr.ErrNotFound
 	}
 	if err != nil {
 		return nil, err

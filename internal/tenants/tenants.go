@@ -20,9 +20,6 @@ import (
 	"github.com/eventq/eventq/models"
 )
 
-// ErrNotFound is the answer for a tenant that does not exist.
-var ErrNotFound = &apperr.Error{Code: apperr.NotFound, Message: "Not Found."}
-
 const errAccountTaken = "The psp account id has already been taken."
 
 // Service reads and writes tenants. It is safe for concurrent use.
@@ -143,15 +140,15 @@ func (s *Service) RotateSiteKey(ctx context.Context, id uint64) (*models.Tenant,
 	return t, nil
 }
 
-// Get returns tenant id, or ErrNotFound.
+// Get returns tenant id, or apperr.ErrNotFound.
 func (s *Service) Get(ctx context.Context, id uint64) (*models.Tenant, error) {
 	if id == 0 {
-		return nil, ErrNotFound
+		return nil, apperr.ErrNotFound
 	}
 	var t models.Tenant
 	err := s.db.WithContext(ctx).Take(&t, id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, ErrNotFound
+		return nil, apperr.ErrNotFound
 	}
 	if err != nil {
 		return nil, err
@@ -159,7 +156,7 @@ func (s *Service) Get(ctx context.Context, id uint64) (*models.Tenant, error) {
 	return &t, nil
 }
 
-// GetRef returns the tenant whose id is the string ref, or ErrNotFound.
+// GetRef returns the tenant whose id is the string ref, or apperr.ErrNotFound.
 func (s *Service) GetRef(ctx context.Context, ref string) (*models.Tenant, error) {
 	id, _ := models.ParseID(ref)
 	return s.Get(ctx, id)
@@ -189,11 +186,11 @@ type FeatureJSON struct {
 	Active   bool   `json:"active"`
 }
 
-// SetFeature switches a known feature of tenant id; an unknown feature or tenant is ErrNotFound.
+// SetFeature switches a known feature of tenant id; an unknown feature or tenant is apperr.ErrNotFound.
 // Every api process sees the change within a second (features.CacheTTL).
 func (s *Service) SetFeature(ctx context.Context, id uint64, feature string, active bool) (FeatureJSON, error) {
 	if !features.IsKnown(feature) {
-		return FeatureJSON{}, ErrNotFound
+		return FeatureJSON{}, apperr.ErrNotFound
 	}
 	if _, err := s.Get(ctx, id); err != nil {
 		return FeatureJSON{}, err
