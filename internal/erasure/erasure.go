@@ -39,14 +39,13 @@ const Settle = time.Second
 // On Postgres a batch's commit flushes its WAL, which ingestion's commits queue behind, and
 // the WAL of a deletion is mostly whole pages (the first change of a page after a checkpoint
 // writes all of it, and a member's events are spread over every page): small batches keep
-// that flush short (the bench: 250 events a batch, ingestion p99 1.7× of alone; 50, 1.1–1.3×).
-// Pages are small for the same reason: a read of 5,000 events kept a core for about 16 ms, and
-// ingestion's p99 rose to 8–9 ms (against 3–4) while the pages were read.
+// that flush short. Pages are small for the same reason: a large read keeps a core busy, and
+// ingestion's latency rises while it runs.
 // On SQLite what ingestion meets is the write lock: a commit that finds it held sleeps in
-// SQLite's busy handler, 1 ms, then 2, then 5 more; a batch small enough to hold the lock for
-// about a millisecond costs a commit that meets it one retry, and what decides ingestion's p99
-// is that cost, not how often it is paid (the bench: 50 events a batch gave 1.9–2.1× of alone
-// with pauses of 4× or 6× alike; 20, 1.4×).
+// SQLite's busy handler, in growing steps; a batch small enough to hold the lock for about a
+// millisecond costs a commit that meets it one retry, and what decides ingestion's p99 is that
+// cost, not how often it is paid. docs/performance.md ("Privacy") has the measurements behind
+// each of these sizes.
 const (
 	sweepPage         = 1000
 	deleteBatch       = 50

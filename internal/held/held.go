@@ -43,7 +43,8 @@ import (
 // On Postgres the ids go as one array parameter (id = ANY($1)), not one parameter each: the
 // statement is prepared once and cached, and after five runs Postgres keeps a generic plan.
 // For id IN ($1, …, $n) that plan scans the whole time range and compares every row with
-// every id, 150 ms for 1,000 ids against 9 ms for ANY($1), whose plan probes the primary key.
+// every id, many times slower than ANY($1), whose plan probes the primary key
+// (docs/performance.md has the figures).
 func Mark(tx *gorm.DB, ids []string, first, last time.Time, pending bool) error {
 	if len(ids) == 0 {
 		return nil
@@ -142,15 +143,15 @@ func Count(ctx context.Context, db *gorm.DB, tenant uint64) (int64, error) {
 // than it asked for as the end of the tenant's backlog. Skipping there let a rebuild end its
 // drain while a pass over every tenant, which had locked the tenant's events before it learnt
 // that the tenant was held, still had them: those events went in after the rebuild, behind
-// newer ones (make bench, 2026-11-27).
+// newer ones.
 //
 // Every read is a range of models.PendingIndex, (tenant_id, created_at, id) where
 // queue_pending: one per tenant, the tenants found by stepping through the index from one to
 // the next. One query over every tenant in created_at order instead read and sorted every
-// marked event of every tenant for each batch, those of the skipped tenants included: with
-// 216,000 events of a held tenant marked, each batch of the re-pusher's pass over the other
+// marked event of every tenant for each batch, those of the skipped tenants included: with a
+// held tenant's large backlog marked, each batch of the re-pusher's pass over the other
 // tenants took seconds, and the passes of several workers ran at once until the database
-// answered nothing else (make bench, 2026-11-27).
+// answered nothing else.
 func Oldest(tx *gorm.DB, cutoff time.Time, tenant uint64, skip func(tenant uint64) bool, limit int) ([]models.TrackedEvent, error) {
 	if skip == nil {
 		skip = func(uint64) bool { return false }

@@ -256,8 +256,8 @@ func (svc *Service) trackedEvent(typ string, tenantID, memberID uint64, sessionI
 }
 
 // eventID is a version-7 UUID whose time is at and whose other bits come from the event type
-// and the checkout session. (Versions before 2026-11-26 hashed the purchase id instead; no
-// caller rebuilds the id of a stored event, so the change needs no migration.)
+// and the checkout session. No caller rebuilds the id of a stored event, so how it is derived
+// may change without a migration.
 func eventID(typ string, at time.Time, sessionID string) string {
 	var u uuid.UUID
 	sum := sha256.Sum256([]byte(typ + ":" + sessionID))

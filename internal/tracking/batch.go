@@ -57,8 +57,8 @@ const (
 // committers is how many batches may be in flight: one for SQLite (a single writer), two for
 // Postgres, so that one batch's commit overlaps the next one's. More is not better: a commit
 // is one round trip (copyEvents), and with four committers at one event a request each
-// batch held about one request, whose commit, append and settle then cost it alone (api CPU
-// per request 62 → 103 µs, 0.60× → 0.28× of the HTTP floor in a bench run).
+// batch held about one request, whose commit, append and settle then cost it alone: the api's
+// CPU per request grew by two thirds (docs/performance.md).
 func committers(isPostgres bool) int {
 	if isPostgres {
 		return 2
