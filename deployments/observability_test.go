@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/eventq/eventq/internal/openapicheck"
 	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
 )
@@ -55,7 +56,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	testenv.Main(m, cleanup)
+	testenv.Main(openapicheck.Watching(m), cleanup)
 }
 
 // --- the files --------------------------------------------------------------------------
@@ -221,6 +222,7 @@ func startStack(t *testing.T) (apiMetrics, workerMetrics string) {
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	workerAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	base := "http://" + apiAddr
+	openapicheck.API(base)
 	env := append(os.Environ(), "DATABASE_URL="+dbURL, "REDIS_URL="+r.URL(), "APP_URL="+base,
 		"PSP_WEBHOOK_SECRET="+webhookSecret, "PSP_SECRET_KEY=sk_test_deployments", "PSP_API_BASE="+fake.URL,
 		// One track request a minute per address: the second is refused with 429. A queue
