@@ -115,40 +115,17 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.App.Retention.EnsureAhead(ctx, m.Clock.Now()); err != nil {
 		m.Log.Warn("worker: could not create the stored events' partitions ahead; the maintenance task tries again", "err", err)
 	}
-	maintained := make(chan struct{})
-	go func() {
-		defer close(maintained)
-		jobs.TriggerMaintainEvents(ctx, m.App.Tasks, m.Clock, m.Config.Retention.PruneInterval, m.Log)
-	}()
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		jobs.RunSpoolDrain(ctx, m.App.Ingest, m.Log)
-	}()
-	erased := make(chan struct{})
-	go func() {
-		defer close(erased)
-		jobs.RunErasures(ctx, m.App.Erasures, m.Log)
-	}()
-	triggered := make(chan struct{})
+	reconcile := time.Duration(0)
 	switch {
 	case m.reconcile:
-		go func() {
-			defer close(triggered)
-			jobs.TriggerReconcile(ctx, m.App.Tasks, m.Clock, m.Config.PSP.ReconcileInterval, m.Log)
-		}()
+		reconcile = m.Config.PSP.ReconcileInterval
 	case m.Config.PSP.ReconcileInterval > 0:
-		close(triggered)
 		m.Log.Warn("worker: reconciliation with the provider is off: PSP_SECRET_KEY is not set")
 	default:
-		close(triggered)
 		m.Log.Info("worker: reconciliation with the provider is off (PSP_RECONCILE_INTERVAL=off)")
 	}
-	<-ctx.Done()
-	<-triggered
-	<-maintained
-	<-drained
-	<-erased
+	jobs.RunLoops(ctx, jobs.Loops(jobs.LoopDeps{Tasks: m.App.Tasks, Clock: m.Clock, Log: m.Log, Spool: m.App.Ingest,
+		Erasures: m.App.Erasures, Prune: m.Config.Retention.PruneInterval, Reconcile: reconcile}))
 	return m.Close()
 }
 
