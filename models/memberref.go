@@ -1,6 +1,9 @@
 package models
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -45,6 +48,13 @@ func (r MemberRef) String() string {
 		return FormatID(r.ID)
 	}
 	return ExternalPrefix + r.External
+}
+
+// ExternalHash is what an erasure keeps of a member's former external id: enough to recognise
+// "external:" + it in an event tracked later, not the id.
+func ExternalHash(tenantID uint64, external string) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%d|%s", tenantID, external)))
+	return hex.EncodeToString(sum[:])
 }
 
 // MemberRefs are the values of audience_member_id that name the member with id and

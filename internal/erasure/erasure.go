@@ -9,10 +9,7 @@ package erasure
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -87,13 +84,6 @@ func View(e *models.MemberErasure) JSON {
 	return out
 }
 
-// ExternalHash is what an erasure keeps of a former external id: enough to recognise it in an
-// event tracked later, not the id.
-func ExternalHash(tenantID uint64, external string) string {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%d|%s", tenantID, external)))
-	return hex.EncodeToString(sum[:])
-}
-
 // Request records the erasure of member m (found by the caller, not erased) and blanks its
 // personal fields at once, in one transaction: from then on it answers 404 everywhere and its
 // external id is free. The work is done by Run.
@@ -102,7 +92,7 @@ func (s *Service) Request(ctx context.Context, m *models.AudienceMember) (*model
 	e := &models.MemberErasure{TenantID: m.TenantID, MemberID: m.ID, ExternalID: m.ExternalID,
 		Status: models.ErasurePending, RequestedAt: now, EventsDeleted: new(int64), EventsRedacted: new(int64)}
 	if m.ExternalID != nil {
-		e.ExternalHash = ExternalHash(m.TenantID, *m.ExternalID)
+		e.ExternalHash = models.ExternalHash(m.TenantID, *m.ExternalID)
 	}
 	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Model(&models.AudienceMember{}).Where("id = ? AND erased_at IS NULL", m.ID).

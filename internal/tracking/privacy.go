@@ -11,7 +11,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/eventq/eventq/internal/erasure"
 	"github.com/eventq/eventq/models"
 )
 
@@ -40,7 +39,7 @@ type privacy struct {
 }
 
 // erased are a tenant's erased members: their ids, and the hashes of their former external
-// ids (erasure.ExternalHash).
+// ids (models.ExternalHash).
 type erased struct {
 	ids, hashes map[string]bool
 }
@@ -144,7 +143,7 @@ func (p *privacy) namesErased(m string) bool {
 	case ref.ID != 0:
 		return p.erased.ids[m]
 	}
-	return p.erased.hashes[erasure.ExternalHash(p.tenantID, ref.External)] && (p.taken == nil || !p.taken(ref.External))
+	return p.erased.hashes[models.ExternalHash(p.tenantID, ref.External)] && (p.taken == nil || !p.taken(ref.External))
 }
 
 // AnonymizeIP shortens an address: an IPv4 address's last octet zeroed (203.0.113.7 →
