@@ -116,24 +116,16 @@ func (e TokenInputAbilities) Valid() bool {
 
 // Entitlement defines model for Entitlement.
 type Entitlement struct {
-	// GrantedAt RFC 3339 with a numeric offset, e.g. 2026-11-21T10:15:30+00:00.
-	//
-	// Examples: 2026-11-21T10:15:30+00:00
+	// GrantedAt RFC 3339 with a numeric offset (+00:00); the bodies' examples show one.
 	GrantedAt Time `json:"granted_at"`
 
 	// Id A positive decimal number below 2^63, without sign or leading zeros.
-	//
-	// Examples: 42
 	Id Id `json:"id"`
 
 	// ProductId A positive decimal number below 2^63, without sign or leading zeros.
-	//
-	// Examples: 42
 	ProductId Id `json:"product_id"`
 
 	// PurchaseId A positive decimal number below 2^63, without sign or leading zeros.
-	//
-	// Examples: 42
 	PurchaseId Id `json:"purchase_id"`
 }
 
@@ -158,18 +150,12 @@ type Erasure struct {
 	EventsRedacted *int `json:"events_redacted"`
 
 	// Id A positive decimal number below 2^63, without sign or leading zeros.
-	//
-	// Examples: 42
 	Id Id `json:"id"`
 
 	// MemberId A positive decimal number below 2^63, without sign or leading zeros.
-	//
-	// Examples: 42
 	MemberId Id `json:"member_id"`
 
-	// RequestedAt RFC 3339 with a numeric offset, e.g. 2026-11-21T10:15:30+00:00.
-	//
-	// Examples: 2026-11-21T10:15:30+00:00
+	// RequestedAt RFC 3339 with a numeric offset (+00:00); the bodies' examples show one.
 	RequestedAt Time          `json:"requested_at"`
 	Status      ErasureStatus `json:"status"`
 }
@@ -193,8 +179,6 @@ type FeatureState struct {
 	Feature FeatureStateFeature `json:"feature"`
 
 	// TenantId A positive decimal number below 2^63, without sign or leading zeros.
-	//
-	// Examples: 42
 	TenantId Id `json:"tenant_id"`
 }
 
@@ -208,15 +192,11 @@ type Features struct {
 }
 
 // Id A positive decimal number below 2^63, without sign or leading zeros.
-//
-// Examples: 42
 type Id = string
 
 // Member defines model for Member.
 type Member struct {
-	// CreatedAt RFC 3339 with a numeric offset, e.g. 2026-11-21T10:15:30+00:00.
-	//
-	// Examples: 2026-11-21T10:15:30+00:00
+	// CreatedAt RFC 3339 with a numeric offset (+00:00); the bodies' examples show one.
 	CreatedAt Time                `json:"created_at"`
 	Email     openapi_types.Email `json:"email"`
 
@@ -224,8 +204,6 @@ type Member struct {
 	ExternalId *string `json:"external_id"`
 
 	// Id A positive decimal number below 2^63, without sign or leading zeros.
-	//
-	// Examples: 42
 	Id   Id      `json:"id"`
 	Name *string `json:"name"`
 }
@@ -283,15 +261,11 @@ type Product struct {
 	// Amount Price in minor units (cents).
 	Amount int `json:"amount"`
 
-	// CreatedAt RFC 3339 with a numeric offset, e.g. 2026-11-21T10:15:30+00:00.
-	//
-	// Examples: 2026-11-21T10:15:30+00:00
+	// CreatedAt RFC 3339 with a numeric offset (+00:00); the bodies' examples show one.
 	CreatedAt Time   `json:"created_at"`
 	Currency  string `json:"currency"`
 
 	// Id A positive decimal number below 2^63, without sign or leading zeros.
-	//
-	// Examples: 42
 	Id   Id     `json:"id"`
 	Name string `json:"name"`
 }
@@ -326,24 +300,16 @@ type Purchase struct {
 	AmountTotal int `json:"amount_total"`
 
 	// AudienceMemberId A positive decimal number below 2^63, without sign or leading zeros.
-	//
-	// Examples: 42
 	AudienceMemberId Id `json:"audience_member_id"`
 
-	// CreatedAt RFC 3339 with a numeric offset, e.g. 2026-11-21T10:15:30+00:00.
-	//
-	// Examples: 2026-11-21T10:15:30+00:00
+	// CreatedAt RFC 3339 with a numeric offset (+00:00); the bodies' examples show one.
 	CreatedAt Time   `json:"created_at"`
 	Currency  string `json:"currency"`
 
 	// Id A positive decimal number below 2^63, without sign or leading zeros.
-	//
-	// Examples: 42
 	Id Id `json:"id"`
 
 	// ProductId A positive decimal number below 2^63, without sign or leading zeros.
-	//
-	// Examples: 42
 	ProductId Id             `json:"product_id"`
 	Status    PurchaseStatus `json:"status"`
 }
@@ -360,15 +326,11 @@ type PurchasesData struct {
 type Tenant struct {
 	AllowedHostnames []string `json:"allowed_hostnames"`
 
-	// CreatedAt RFC 3339 with a numeric offset, e.g. 2026-11-21T10:15:30+00:00.
-	//
-	// Examples: 2026-11-21T10:15:30+00:00
+	// CreatedAt RFC 3339 with a numeric offset (+00:00); the bodies' examples show one.
 	CreatedAt Time     `json:"created_at"`
 	Features  Features `json:"features"`
 
 	// Id A positive decimal number below 2^63, without sign or leading zeros.
-	//
-	// Examples: 42
 	Id                Id       `json:"id"`
 	Name              string   `json:"name"`
 	PspAccountId      *string  `json:"psp_account_id"`
@@ -401,24 +363,18 @@ type TenantList struct {
 	Meta  PageMeta  `json:"meta"`
 }
 
-// Time RFC 3339 with a numeric offset, e.g. 2026-11-21T10:15:30+00:00.
-//
-// Examples: 2026-11-21T10:15:30+00:00
+// Time RFC 3339 with a numeric offset (+00:00); the bodies' examples show one.
 type Time = time.Time
 
 // Token defines model for Token.
 type Token struct {
 	Abilities []string `json:"abilities"`
 
-	// CreatedAt RFC 3339 with a numeric offset, e.g. 2026-11-21T10:15:30+00:00.
-	//
-	// Examples: 2026-11-21T10:15:30+00:00
+	// CreatedAt RFC 3339 with a numeric offset (+00:00); the bodies' examples show one.
 	CreatedAt Time       `json:"created_at"`
 	ExpiresAt *time.Time `json:"expires_at"`
 
 	// Id A positive decimal number below 2^63, without sign or leading zeros.
-	//
-	// Examples: 42
 	Id         Id         `json:"id"`
 	LastUsedAt *time.Time `json:"last_used_at"`
 	Name       string     `json:"name"`
@@ -430,8 +386,6 @@ type TokenCreated struct {
 	ExpiresAt *time.Time `json:"expires_at"`
 
 	// Id A positive decimal number below 2^63, without sign or leading zeros.
-	//
-	// Examples: 42
 	Id   Id     `json:"id"`
 	Name string `json:"name"`
 
@@ -471,26 +425,18 @@ type ValidationError struct {
 }
 
 // ErasureId A positive decimal number below 2^63, without sign or leading zeros.
-//
-// Examples: 42
 type ErasureId = Id
 
 // MemberRef defines model for MemberRef.
 type MemberRef = string
 
 // ProductId A positive decimal number below 2^63, without sign or leading zeros.
-//
-// Examples: 42
 type ProductId = Id
 
 // TenantId A positive decimal number below 2^63, without sign or leading zeros.
-//
-// Examples: 42
 type TenantId = Id
 
 // TokenId A positive decimal number below 2^63, without sign or leading zeros.
-//
-// Examples: 42
 type TokenId = Id
 
 // Cursor defines model for cursor.
