@@ -69,6 +69,12 @@ func load() (routers.Router, error) {
 // document does not describe is not checked (a test of a 404 or a 405 sends those on
 // purpose), unless the api answered it 2xx.
 func Check(method, rawURL string, reqHeader http.Header, reqBody []byte, status int, resHeader http.Header, resBody []byte) error {
+	return check(method, rawURL, reqHeader, reqBody, status, resHeader, resBody, true)
+}
+
+// check is Check; an exchange on a route the document does not describe is an error only when
+// strict (and answered 2xx).
+func check(method, rawURL string, reqHeader http.Header, reqBody []byte, status int, resHeader http.Header, resBody []byte, strict bool) error {
 	r, err := load()
 	if err != nil {
 		return fmt.Errorf("docs/openapi.yaml: %w", err)
@@ -86,7 +92,7 @@ func Check(method, rawURL string, reqHeader http.Header, reqBody []byte, status 
 	if err != nil {
 		// A path with an escaped slash (an external id with "/") is matched by the server, not
 		// by the router, which matches the decoded path.
-		if status >= 200 && status < 300 && !strings.Contains(u.RawPath, "%2F") && !strings.Contains(u.RawPath, "%2f") {
+		if strict && status >= 200 && status < 300 && !strings.Contains(u.RawPath, "%2F") && !strings.Contains(u.RawPath, "%2f") {
 			return fmt.Errorf("%s %s answered %d but is not in docs/openapi.yaml", method, u.Path, status)
 		}
 		return nil
