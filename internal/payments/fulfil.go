@@ -208,15 +208,13 @@ func (svc *Service) alreadyStored(db *gorm.DB, s Session, st *stored) error {
 func (svc *Service) resolve(ctx context.Context, s Session, r refs) (live bool, err error) {
 	var row struct {
 		models.Tenant
-		MemberID  *uint64
-		ProductID *uint64
-		Erased    bool
+		MemberLive *bool // NULL: no such member of the tenant
+		ProductID  *uint64
 	}
 	res := svc.DB.WithContext(ctx).Raw(`SELECT t.*,
-		(SELECT m.id FROM audience_members m WHERE m.id = ? AND m.tenant_id = t.id) AS member_id,
-		EXISTS (SELECT 1 FROM audience_members m WHERE m.id = ? AND m.tenant_id = t.id AND m.erased_at IS NOT NULL) AS erased,
+		(SELECT m.erased_at IS NULL FROM audience_members m WHERE m.id = ? AND m.tenant_id = t.id) AS member_live,
 		(SELECT p.id FROM products p WHERE p.id = ? AND p.tenant_id = t.id) AS product_id
-		FROM tenants t WHERE t.id = ?`, r.member, r.member, r.product, r.tenant).Scan(&row)
+		FROM tenants t WHERE t.id = ?`, r.member, r.product, r.tenant).Scan(&row)
 	if res.Error != nil {
 		return false, fmt.Errorf("fulfil: %w", res.Error)
 	}
@@ -227,13 +225,13 @@ func (svc *Service) resolve(ctx context.Context, s Session, r refs) (live bool, 
 	if account := t.Account(); account != s.Account {
 		return false, fmt.Errorf("fulfil: %w: session %s on account %q, tenant %d has %q", ErrRejected, s.ID, s.Account, t.ID, account)
 	}
-	if row.MemberID == nil {
+	if row.MemberLive == nil {
 		return false, notFound(&models.AudienceMember{}, r.member, t.ID)
 	}
 	if row.ProductID == nil {
 		return false, notFound(&models.Product{}, r.product, t.ID)
 	}
-	return !row.Erased, nil
+	return *row.MemberLive, nil
 }
 
 // notFound is the permanent failure of a metadata id that names no row of dst's kind.
