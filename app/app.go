@@ -172,7 +172,7 @@ func (a *App) open() error {
 	a.onClose("trim log", a.Trims.Close)
 
 	a.Consume = &consume.Service{
-		DB: db, Queue: a.Queue, Queueing: a.Flags, Waiter: a.Waiter, Trims: a.Trims, Held: a.Ingest, Clock: a.Clock,
+		DB: db, Events: a.Ingest.Events(), Queue: a.Queue, Queueing: a.Flags, Waiter: a.Waiter, Trims: a.Trims, Held: a.Ingest, Clock: a.Clock,
 		MaxDeliveries: a.Config.Limits.QueueMaxDeliveries, Metrics: a.Metrics,
 		Dead: eventqueue.DeadPolicy{Max: a.Config.Limits.QueueMaxDeadLetters, Retention: a.Config.Limits.DeadLetterRetention},
 	}
@@ -185,11 +185,11 @@ func (a *App) open() error {
 	if a.Config.PSP.SecretKey != "" {
 		a.Reconciler = &payments.Reconciler{DB: db, PSP: provider, Queue: events, Clock: a.Clock, Log: a.Log, Metrics: a.Metrics}
 	}
-	a.Retention = &retention.Pruner{DB: db, Keep: a.Config.Retention.Keep, Clock: a.Clock, Log: a.Log, Metrics: a.Metrics}
+	a.Retention = &retention.Pruner{DB: db, Events: a.Ingest.Events(), Keep: a.Config.Retention.Keep, Clock: a.Clock, Log: a.Log, Metrics: a.Metrics}
 	a.Auth = auth.NewAuthenticator(db, a.Clock, a.Log)
 	a.onClose("token last-use writes", func() error { a.Auth.Close(); return nil }) // before the database closes
 	a.Tokens = auth.NewTokens(db, a.Clock)
-	a.Export = export.New(db)
+	a.Export = export.New(a.Ingest.Events())
 	a.Tenants = tenants.New(db, a.Flags, a.Clock)
 	a.Changes = changes.NewFeed(rdb, a.Log)
 	a.Follower = changes.NewFollower(rdb, a.Clock, a.Log)
@@ -197,7 +197,7 @@ func (a *App) open() error {
 	a.Members = members.New(db, a.Clock, a.Changes, a.Follower)
 	a.Products = products.New(db, a.Clock)
 	a.Purchases = purchases.New(db, a.Clock, a.Follower)
-	a.Erasures = &erasure.Service{DB: db, Queue: a.Queue, Changes: a.Changes, Clock: a.Clock, Log: a.Log}
+	a.Erasures = &erasure.Service{DB: db, Events: a.Ingest.Events(), Queue: a.Queue, Changes: a.Changes, Clock: a.Clock, Log: a.Log}
 	a.Limiter = ratelimit.New(rdb, a.Clock, a.Metrics)
 	return nil
 }

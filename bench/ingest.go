@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/held"
+	"github.com/eventq/eventq/internal/eventstore"
 )
 
 // userAgent is the User-Agent of every tracking request, so stored rows look like a browser's.
@@ -394,7 +394,7 @@ func waitPending(ctx context.Context, pending func(context.Context) (int64, erro
 
 // pendingOf counts tenant's events not known to be in its queue yet.
 func (s *stack) pendingOf(tenantID uint64) func(context.Context) (int64, error) {
-	return func(ctx context.Context) (int64, error) { return held.Count(ctx, s.db, tenantID) }
+	return func(ctx context.Context) (int64, error) { return eventstore.New(s.db).Count(ctx, tenantID) }
 }
 
 // settle waits until the api answers one request within a second again (at most a minute):

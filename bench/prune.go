@@ -9,6 +9,7 @@ import (
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/retention"
 	"github.com/eventq/eventq/models"
 )
@@ -133,7 +134,7 @@ func benchPruneUnderLoad(ctx context.Context, s *stack, rp retentionPlan, perDay
 
 	// With the prune: the load is sent until the prune has returned and rp.tail more, and at
 	// least rp.loadFor; requests already sent are answered whatever happens to the sending.
-	pruner := &retention.Pruner{DB: s.db, Keep: time.Duration(rp.pruneKeepDays) * 24 * time.Hour, Clock: clock.Real{}}
+	pruner := &retention.Pruner{DB: s.db, Events: eventstore.New(s.db), Keep: time.Duration(rp.pruneKeepDays) * 24 * time.Hour, Clock: clock.Real{}}
 	sendCtx, stopSending := context.WithCancel(ctx)
 	defer stopSending()
 	var (

@@ -15,8 +15,8 @@ import (
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/consume"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/features"
-	"github.com/eventq/eventq/internal/held"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/internal/tracking"
@@ -267,7 +267,7 @@ func TestRebuildAfterAnEmptyRedisRestart(t *testing.T) {
 		return e.DB.Take(&f, "tenant_id = ?", tn.ID).Error == nil && f.Front == 4
 	})
 	testenv.Eventually(t, 5*time.Second, "no event is pending", func() bool {
-		n, err := held.Count(context.Background(), e.DB, 0)
+		n, err := eventstore.New(e.DB).Count(context.Background(), 0)
 		return err == nil && n == 0
 	})
 	e.Redis.Wipe()
@@ -276,7 +276,7 @@ func TestRebuildAfterAnEmptyRedisRestart(t *testing.T) {
 	}
 	in := tracking.NewIngestor(e.DB, features.New(e.DB, clock.Real{}), e.Queue, clock.Real{}, slog.New(slog.DiscardHandler), metrics.New())
 	defer in.Close()
-	restored, err := (&consume.Service{DB: e.DB, Queue: e.Queue, Held: in}).Rebuild(context.Background(), tn.ID)
+	restored, err := (&consume.Service{DB: e.DB, Events: in.Events(), Queue: e.Queue, Held: in}).Rebuild(context.Background(), tn.ID)
 	if err != nil || restored[tn.ID] != 6 {
 		t.Fatalf("rebuild: %v %v", restored, err)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/eventq/eventq/internal/clock"
-	"github.com/eventq/eventq/internal/held"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/jobs"
@@ -165,7 +165,7 @@ func TestEventTrackedWhileRedisIsDownReachesTheQueueLater(t *testing.T) {
 	// The first event's pending batch is deleted shortly after its push; the two others stay
 	// pending.
 	testenv.Eventually(t, 5*time.Second, "exactly the two late events are pending", func() bool {
-		pending, err := held.Count(context.Background(), e.DB, 0)
+		pending, err := eventstore.New(e.DB).Count(context.Background(), 0)
 		return err == nil && pending == 2
 	})
 

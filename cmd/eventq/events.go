@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/eventq/eventq/internal/export"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/models"
 )
 
@@ -29,7 +29,7 @@ func (c *cli) eventsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows, err := export.Latest(cmd.Context(), db, tenant.ID, limit)
+			rows, err := eventstore.New(db).Latest(cmd.Context(), tenant.ID, limit)
 			if err != nil {
 				return fmt.Errorf("list events: %w", err)
 			}

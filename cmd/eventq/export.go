@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/export"
 )
 
@@ -41,7 +41,7 @@ with the number of events. Nothing is printed but the events.`,
 			if q.To, err = parseBound("--to", to); err != nil {
 				return err
 			}
-			if err := q.Validate(); err != nil {
+			if err := export.Validate(q); err != nil {
 				return err
 			}
 			exporter, ok := exporters[format]
@@ -57,7 +57,7 @@ with the number of events. Nothing is printed but the events.`,
 				return err
 			}
 			q.TenantID, q.PageSize = tenant.ID, exportPageSize
-			_, err = exporter(cmd.Context(), db, c.out, q)
+			_, err = exporter(cmd.Context(), eventstore.New(db), c.out, q)
 			return err
 		},
 	}
@@ -69,7 +69,7 @@ with the number of events. Nothing is printed but the events.`,
 }
 
 // exporters are the --format values of events export.
-var exporters = map[string]func(context.Context, *gorm.DB, io.Writer, export.Query) (int, error){
+var exporters = map[string]func(context.Context, *eventstore.Store, io.Writer, export.Query) (int, error){
 	"jsonl":   export.JSONL,
 	"parquet": export.Parquet,
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/held"
 	"github.com/eventq/eventq/internal/metrics"
@@ -27,8 +28,10 @@ type HeldDrainer interface {
 
 // Service consumes queues. Every field is required unless its comment says it may be nil.
 type Service struct {
-	DB    *gorm.DB
-	Queue *eventqueue.Store
+	DB *gorm.DB
+	// Events is the store of the stored events, for the held-back count and Rebuild.
+	Events *eventstore.Store
+	Queue  *eventqueue.Store
 	// Queueing says which tenants' events are queued (UseQueueEvents).
 	Queueing features.Queueing
 	// Waiter holds reads and lease calls until an event arrives; nil answers them at once.
@@ -166,4 +169,4 @@ func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 }
 
 // held is the Store of the service's held events.
-func (s *Service) held() *held.Store { return &held.Store{DB: s.DB, Queue: s.Queue} }
+func (s *Service) held() *held.Store { return &held.Store{Events: s.Events, Queue: s.Queue} }

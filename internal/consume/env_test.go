@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/eventq/eventq/internal/eventqueue/queuetest"
+	"github.com/eventq/eventq/internal/eventstore"
 
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
-	"github.com/eventq/eventq/internal/held"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/models"
@@ -43,7 +43,7 @@ func startConsume(t *testing.T) *consumeEnv {
 	e.Ingest = tracking.NewIngestor(db, e.Flags, e.Queue, e.Clock, log, nil)
 	t.Cleanup(e.Ingest.Close)
 	t.Cleanup(e.Queue.Close)
-	e.Consume = &Service{DB: db, Queue: e.Queue, Queueing: e.Flags, Held: e.Ingest, Clock: e.Clock}
+	e.Consume = &Service{DB: db, Events: e.Ingest.Events(), Queue: e.Queue, Queueing: e.Flags, Held: e.Ingest, Clock: e.Clock}
 	return e
 }
 
@@ -106,7 +106,7 @@ func (e *consumeEnv) mustIngest(t *testing.T, tenant uint64, n int) []string {
 
 func (e *consumeEnv) pending(t *testing.T) int64 {
 	t.Helper()
-	n, err := held.Count(context.Background(), e.DB, 0)
+	n, err := eventstore.New(e.DB).Count(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

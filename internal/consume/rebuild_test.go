@@ -10,6 +10,7 @@ import (
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/retention"
 	"github.com/eventq/eventq/internal/testenv"
@@ -180,7 +181,7 @@ func TestPruneLeavesTheQueueAndRebuildRestoresWhatIsStored(t *testing.T) {
 		t.Fatalf("queue length %d, want 8", n)
 	}
 
-	p := &retention.Pruner{DB: e.DB, Keep: 3 * 24 * time.Hour, Clock: e.Clock}
+	p := &retention.Pruner{DB: e.DB, Events: eventstore.New(e.DB), Keep: 3 * 24 * time.Hour, Clock: e.Clock}
 	res, err := p.Prune(ctx, e.Clock.Now(), false)
 	if err != nil || res.Deleted != 5 {
 		t.Fatalf("prune = %+v, %v; want the 5 old events deleted", res, err)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/held"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/testenv"
 )
 
@@ -42,7 +42,7 @@ func TestACappedQueueHoldsBackAcrossAPIsAndDrainsInOrder(t *testing.T) {
 		t.Fatalf("queue length %d with %d events tracked, want exactly the cap of %d", length, total, capacity)
 	}
 	testenv.Eventually(t, 10*time.Second, "the events beyond the cap are held back", func() bool {
-		n, err := held.Count(ctx, s.DB, sh.Tenant.ID)
+		n, err := eventstore.New(s.DB).Count(ctx, sh.Tenant.ID)
 		return err == nil && n == int64(total-capacity)
 	})
 	listBytes, _ := rdb.MemoryUsage(ctx, eventqueue.Key(sh.Tenant.ID), 0).Result()

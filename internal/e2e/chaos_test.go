@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/held"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -129,7 +129,7 @@ func (tr *tracker) settle(t *testing.T, tenant uint64) (acked, lost, duplicated 
 			n, _ := rdb.LLen(context.Background(), eventqueue.Key(tenant)).Result()
 			t.Fatalf("the queue is full (%d events, tenant held): the run tracked more than its cap", n)
 		}
-		n, err := held.Count(context.Background(), tr.s.DB, 0)
+		n, err := eventstore.New(tr.s.DB).Count(context.Background(), 0)
 		return err == nil && n == 0
 	})
 	all, err := rdb.LRange(context.Background(), eventqueue.Key(tenant), 0, -1).Result()

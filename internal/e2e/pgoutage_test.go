@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/held"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -106,7 +106,7 @@ func TestChaosPostgresOutagesLoseNothing(t *testing.T) {
 	testenv.Eventually(t, 3*time.Minute, "the spool is stored and every pending event pushed", func() bool {
 		spooled, err := s.Queue.SpoolEvents(bg)
 		holds, _ := rdb.Exists(bg, eventqueue.HeldKey(sh.Tenant.ID)).Result()
-		pending, perr := held.Count(bg, db, 0)
+		pending, perr := eventstore.New(db).Count(bg, 0)
 		return err == nil && perr == nil && spooled == 0 && holds == 0 && pending == 0
 	})
 	all, err := rdb.LRange(bg, eventqueue.Key(sh.Tenant.ID), 0, -1).Result()

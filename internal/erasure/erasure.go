@@ -19,6 +19,7 @@ import (
 	"github.com/eventq/eventq/internal/changes"
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/models"
 )
 
@@ -27,35 +28,10 @@ import (
 // member and one tracked just before is deleted with the rest.
 const Settle = time.Second
 
-// How an erasure reads and deletes events: pages of sweepPage events of the tenant read at a
-// time, the ones to delete deleted in batches of deleteBatch, each batch followed by a pause
-// pauseFactor times as long as it took; on SQLite pages of sqliteSweepPage, batches of
-// sqliteDeleteBatch and pauses sqlitePauseFactor times as long. An erasure has a minute for
-// 100,000 events among a million and takes a fraction of it at full speed, so it goes slowly.
-//
-// On Postgres a batch's commit flushes its WAL, which ingestion's commits queue behind, and
-// the WAL of a deletion is mostly whole pages (the first change of a page after a checkpoint
-// writes all of it, and a member's events are spread over every page): small batches keep
-// that flush short. Pages are small for the same reason: a large read keeps a core busy, and
-// ingestion's latency rises while it runs.
-// On SQLite what ingestion meets is the write lock: a commit that finds it held sleeps in
-// SQLite's busy handler, in growing steps; a batch small enough to hold the lock for about a
-// millisecond costs a commit that meets it one retry, and what decides ingestion's p99 is that
-// cost, not how often it is paid. docs/performance.md ("Privacy") has the measurements behind
-// each of these sizes.
-const (
-	sweepPage         = 1000
-	deleteBatch       = 50
-	pauseFactor       = 4
-	sqliteSweepPage   = 500
-	sqliteDeleteBatch = 20
-	sqlitePauseFactor = 2
-	readPauseFactor   = 2 // after reading a page: reads take CPU from ingestion, not locks
-)
-
 // Service requests and carries out erasures. It is safe for concurrent use.
 type Service struct {
 	DB      *gorm.DB
+	Events  *eventstore.Store
 	Queue   *eventqueue.Store
 	Changes *changes.Feed // nil: nothing announced
 	Clock   clock.Clock

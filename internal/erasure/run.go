@@ -11,7 +11,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/changes"
-	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/models"
 )
 
@@ -56,28 +55,10 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 		}
 	}
 
-	// The member's sessions: one read of the tenant's events, on one core (Postgres would
-	// otherwise gather it with parallel workers, taking both of a small machine's cores from
-	// ingestion while it runs).
-	// (Not in a transaction on SQLite, whose transactions take the write lock at once.)
-	var sessions []string
-	find := func(tx *gorm.DB) error {
-		return tx.Model(&models.TrackedEvent{}).Where("tenant_id = ? AND audience_member_id IN ?", e.TenantID, names).
-			Distinct().Pluck("session_id", &sessions).Error
-	}
-	var err error
-	if !database.IsPostgres(db) {
-		err = find(db)
-	} else {
-		err = db.Transaction(func(tx *gorm.DB) error {
-			if err := tx.Exec("SET LOCAL max_parallel_workers_per_gather = 0").Error; err != nil {
-				return err
-			}
-			return find(tx)
-		})
-	}
+	// The member's sessions.
+	sessions, err := s.Events.Sessions(ctx, e.TenantID, names)
 	if err != nil {
-		return fmt.Errorf("erasure %d: sessions: %w", id, err)
+		return fmt.Errorf("erasure %d: %w", id, err)
 	}
 
 	// The copies in Redis, redacted where they are.
@@ -106,16 +87,20 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 	for _, x := range sessions {
 		session[x] = true
 	}
+	count := func(tx *gorm.DB, n int64) error {
+		return tx.Model(&models.MemberErasure{}).Where("id = ?", id).
+			Update("events_deleted", gorm.Expr("COALESCE(events_deleted, 0) + ?", n)).Error
+	}
 	if len(sessions) > 0 {
-		err := s.sweep(ctx, id, db.Where("tenant_id = ?", e.TenantID), func(ev *models.TrackedEvent) bool {
+		err := s.Events.Sweep(ctx, e.TenantID, nil, func(ev *models.TrackedEvent) bool {
 			return session[ev.SessionID] && (ev.AudienceMemberID == nil || !member[*ev.AudienceMemberID])
-		})
+		}, count)
 		if err != nil {
-			return err
+			return fmt.Errorf("erasure %d: %w", id, err)
 		}
 	}
-	if err := s.sweep(ctx, id, db.Where("tenant_id = ? AND audience_member_id IN ?", e.TenantID, names), nil); err != nil {
-		return err
+	if err := s.Events.Sweep(ctx, e.TenantID, names, nil, count); err != nil {
+		return fmt.Errorf("erasure %d: %w", id, err)
 	}
 
 	if err := s.spoolDrained(ctx, e.TenantID); err != nil {
@@ -129,91 +114,6 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 	}
 	s.announceMember(ctx, &e)
 	return nil
-}
-
-// sweep deletes the events cond selects and pick (nil: all of them) picks. It reads them in
-// pages in (created_at, id) order, each page reading on from the last event of the one
-// before, and deletes what it picked in batches. A batch is deleted with its count in one
-// short transaction, within its created_at span (which on Postgres confines it to the day
-// partitions of that span), and is followed by a pause (deleteBatch and the constants beside
-// it say how long, and how big a batch is); a page's read is followed by a pause
-// readPauseFactor times as long as it took.
-func (s *Service) sweep(ctx context.Context, id uint64, cond *gorm.DB, pick func(*models.TrackedEvent) bool) error {
-	page, batch, pause := sweepPage, deleteBatch, time.Duration(pauseFactor)
-	if !database.IsPostgres(s.DB) {
-		page, batch, pause = sqliteSweepPage, sqliteDeleteBatch, sqlitePauseFactor
-	}
-	var last *models.TrackedEvent
-	for {
-		started := time.Now()
-		q := s.DB.WithContext(ctx).Model(&models.TrackedEvent{}).Select("id", "created_at", "session_id", "audience_member_id").Where(cond)
-		if last != nil {
-			q = q.Where("created_at >= ? AND (created_at > ? OR id > ?)", last.CreatedAt, last.CreatedAt, last.ID)
-		}
-		var rows []models.TrackedEvent
-		if err := q.Order("created_at, id").Limit(page).Find(&rows).Error; err != nil {
-			return fmt.Errorf("erasure %d: read events: %w", id, err)
-		}
-		if len(rows) == 0 {
-			return nil
-		}
-		end := rows[len(rows)-1]
-		last = &end
-		if err := wait(ctx, readPauseFactor*time.Since(started)); err != nil {
-			return err
-		}
-		picked := rows[:0]
-		for i := range rows {
-			if pick == nil || pick(&rows[i]) {
-				picked = append(picked, rows[i])
-			}
-		}
-		for start := 0; start < len(picked); start += batch {
-			took, err := s.deleteRows(ctx, id, picked[start:min(start+batch, len(picked))])
-			if err != nil {
-				return err
-			}
-			if err := wait(ctx, pause*took); err != nil {
-				return err
-			}
-		}
-		if len(rows) < page {
-			return nil
-		}
-	}
-}
-
-// deleteRows deletes rows (in (created_at, id) order) and adds them to erasure id's count in
-// one transaction, and returns how long that took.
-func (s *Service) deleteRows(ctx context.Context, id uint64, rows []models.TrackedEvent) (time.Duration, error) {
-	started := time.Now()
-	ids := make([]string, len(rows))
-	for i := range rows {
-		ids[i] = rows[i].ID
-	}
-	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Where("id IN ? AND created_at >= ? AND created_at <= ?", ids, rows[0].CreatedAt, rows[len(rows)-1].CreatedAt).
-			Delete(&models.TrackedEvent{})
-		if res.Error != nil {
-			return res.Error
-		}
-		return tx.Model(&models.MemberErasure{}).Where("id = ?", id).
-			Update("events_deleted", gorm.Expr("COALESCE(events_deleted, 0) + ?", res.RowsAffected)).Error
-	})
-	if err != nil {
-		return 0, fmt.Errorf("erasure %d: delete events: %w", id, err)
-	}
-	return time.Since(started), nil
-}
-
-// wait pauses for d, or until ctx is done.
-func wait(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }
 
 // add adds n to the erasure's counter column.

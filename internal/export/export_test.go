@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -150,7 +151,7 @@ func TestMemoryDoesNotGrowWithEvents(t *testing.T) {
 	growth := map[string]int64{}
 	for _, tc := range []struct {
 		name  string
-		write func(context.Context, *gorm.DB, io.Writer, Query) (int, error)
+		write func(context.Context, *eventstore.Store, io.Writer, Query) (int, error)
 		every int // bytes of output between heap samples
 	}{
 		{"jsonl", JSONL, 2 << 20},
@@ -159,7 +160,7 @@ func TestMemoryDoesNotGrowWithEvents(t *testing.T) {
 		base := heapInUse()
 		h := &heapSampler{w: io.Discard, every: tc.every}
 		begun := time.Now()
-		n, err := tc.write(context.Background(), db, h, Query{TenantID: tenant.ID, PageSize: pageSize})
+		n, err := tc.write(context.Background(), eventstore.New(db), h, Query{TenantID: tenant.ID, PageSize: pageSize})
 		if err != nil || n != events {
 			t.Fatalf("%s: exported %d events, err %v; want %d", tc.name, n, err, events)
 		}
@@ -193,7 +194,7 @@ func TestParquetRowGroups(t *testing.T) {
 	rowGroupSize = 100
 
 	var out bytes.Buffer
-	n, err := Parquet(context.Background(), db, &out, Query{TenantID: tenant.ID, PageSize: 33,
+	n, err := Parquet(context.Background(), eventstore.New(db), &out, Query{TenantID: tenant.ID, PageSize: 33,
 		From: start.Add(50 * time.Millisecond), To: start.Add(950 * time.Millisecond)})
 	if err != nil || n != 900 {
 		t.Fatalf("exported %d events, err %v; want 900", n, err)
@@ -240,10 +241,10 @@ func TestInvalidQueryWritesNothing(t *testing.T) {
 	db, _ := testenv.DB(t)
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, q := range []Query{{TenantID: 1, From: at, To: at}, {TenantID: 1, From: at.Add(time.Second), To: at}} {
-		for name, write := range map[string]func(context.Context, *gorm.DB, io.Writer, Query) (int, error){"jsonl": JSONL, "parquet": Parquet} {
+		for name, write := range map[string]func(context.Context, *eventstore.Store, io.Writer, Query) (int, error){"jsonl": JSONL, "parquet": Parquet} {
 			var out bytes.Buffer
 			w := bufio.NewWriter(&out)
-			if _, err := write(context.Background(), db, w, q); !errors.Is(err, ErrEmptyRange) {
+			if _, err := write(context.Background(), eventstore.New(db), w, q); !errors.Is(err, ErrEmptyRange) {
 				t.Errorf("%s %v..%v: err %v, want ErrEmptyRange", name, q.From, q.To, err)
 			}
 			w.Flush()

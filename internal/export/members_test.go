@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -42,7 +43,7 @@ func TestMembersAreOneStreamOldestFirst(t *testing.T) {
 	}
 	for _, size := range []int{1, 4, 7, 1000} {
 		var got []string
-		n, err := Each(context.Background(), db, Query{TenantID: 1, Members: []string{"42", "ext-42"}, PageSize: size},
+		n, err := Each(context.Background(), eventstore.New(db), Query{TenantID: 1, Members: []string{"42", "ext-42"}, PageSize: size},
 			func(ev *models.TrackedEvent) error { got = append(got, ev.ID); return nil })
 		testenv.Must(t, err)
 		if n != len(want) || !reflect.DeepEqual(got, want) {

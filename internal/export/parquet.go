@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
-	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/models"
 )
 
@@ -51,8 +51,8 @@ func rowOf(e *models.TrackedEvent) Row {
 // row groups of at most 10,000 events, and returns how many it wrote. Without events it still
 // writes a valid file (the schema and no rows). An invalid query writes nothing; a failure part
 // way leaves what was written so far, which is not a valid file.
-func Parquet(ctx context.Context, db *gorm.DB, w io.Writer, q Query) (int, error) {
-	if err := q.Validate(); err != nil {
+func Parquet(ctx context.Context, db *eventstore.Store, w io.Writer, q Query) (int, error) {
+	if err := Validate(q); err != nil {
 		return 0, err
 	}
 	pw := parquet.NewGenericWriter[Row](w,
@@ -61,7 +61,7 @@ func Parquet(ctx context.Context, db *gorm.DB, w io.Writer, q Query) (int, error
 		parquet.CreatedBy("eventq", "", ""),
 	)
 	rows := make([]Row, 0, DefaultPageSize)
-	n, err := eachPage(ctx, db, q, func(page []models.TrackedEvent) error {
+	n, err := db.Pages(ctx, q, func(page []models.TrackedEvent) error {
 		rows = rows[:0]
 		for i := range page {
 			rows = append(rows, rowOf(&page[i]))

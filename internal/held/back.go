@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/models"
 )
 
@@ -53,9 +54,7 @@ func (s *Store) inBatches(ctx context.Context, tenantID uint64) (int64, map[stri
 	}
 	after := ""
 	for {
-		var batches []models.PendingBatch
-		err := s.DB.WithContext(ctx).Select("id", "event_ids").Where("tenant_id = ? AND id > ?", tenantID, after).
-			Order("id").Limit(heldPage / 100).Find(&batches).Error
+		batches, err := s.Events.Pool(ctx).Batches(tenantID, time.Time{}, after, heldPage/100)
 		if err != nil {
 			return 0, nil, fmt.Errorf("held: count held back events: %w", err)
 		}
@@ -80,8 +79,7 @@ func (s *Store) inBatches(ctx context.Context, tenantID uint64) (int64, map[stri
 			count(b, max(int64(b.Len())-max(n, 0), 0))
 		}
 		if len(unrecorded) > 0 { // a batch settled meanwhile was deleted before its record
-			var still []string
-			err := s.DB.WithContext(ctx).Model(&models.PendingBatch{}).Where("id IN ?", slices.Collect(maps.Keys(unrecorded))).Pluck("id", &still).Error
+			still, err := s.Events.Pool(ctx).StillPending(slices.Collect(maps.Keys(unrecorded)))
 			if err != nil {
 				return 0, nil, fmt.Errorf("held: count held back events: %w", err)
 			}
@@ -105,19 +103,10 @@ func (s *Store) marked(ctx context.Context, tenantID uint64, skip map[string]boo
 		page = heldPage
 	}
 	var held int64
-	var afterAt time.Time // the last page's last marked event, in the order of models.PendingIndex
-	afterID := ""
+	var after eventstore.Marked // the last page's last marked event
 	for {
-		var rows []struct {
-			ID        string
-			CreatedAt time.Time
-		}
-		q := s.DB.WithContext(ctx).Model(&models.TrackedEvent{}).Select("id", "created_at").
-			Where("queue_pending AND tenant_id = ?", tenantID) // models.PendingIndex, in its order
-		if afterID != "" {
-			q = q.Where("(created_at, id) > (?, ?)", afterAt, afterID)
-		}
-		if err := q.Order("created_at, id").Limit(page).Scan(&rows).Error; err != nil {
+		rows, err := s.Events.Pool(ctx).MarkedPage(tenantID, after, page)
+		if err != nil {
 			return 0, fmt.Errorf("held: count held back events: %w", err)
 		}
 		if len(rows) == 0 {
@@ -139,6 +128,6 @@ func (s *Store) marked(ctx context.Context, tenantID uint64, skip map[string]boo
 		if len(rows) < page {
 			return held, nil
 		}
-		afterAt, afterID = rows[len(rows)-1].CreatedAt, rows[len(rows)-1].ID
+		after = rows[len(rows)-1]
 	}
 }

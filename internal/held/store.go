@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/models"
+	"github.com/eventq/eventq/internal/eventstore"
 )
 
 // claimChunk is how many pending batches a claim reads at a time.
@@ -17,21 +15,11 @@ const claimChunk = 100
 // Store claims, counts and re-marks held events: the steps that need the database and the
 // queue together.
 type Store struct {
-	DB    *gorm.DB
-	Queue *eventqueue.Store
-	// Write runs each write transaction; nil runs it as it is. On SQLite ingestion passes its
-	// one writer's lock, so that writes queue in the process rather than in SQLite's busy wait.
-	Write func(fn func() error) error
+	Events *eventstore.Store
+	Queue  *eventqueue.Store
 
 	markPage     int    // how many marks Back reads at a time; 0 means heldPage (tests set it)
 	betweenReads func() // run by Back between its two readings (tests set it)
-}
-
-func (s *Store) write(fn func() error) error {
-	if s.Write == nil {
-		return fn()
-	}
-	return s.Write(fn)
 }
 
 // Claim turns the pending batches committed before cutoff (of tenant only, unless it is 0)
@@ -42,13 +30,9 @@ func (s *Store) write(fn func() error) error {
 func (s *Store) Claim(ctx context.Context, tenant uint64, cutoff time.Time) error {
 	after := ""
 	for {
-		q := s.DB.WithContext(ctx).Where("created_at < ? AND id > ?", cutoff, after).Order("id").Limit(claimChunk)
-		if tenant != 0 {
-			q = q.Where("tenant_id = ?", tenant)
-		}
-		var batches []models.PendingBatch
-		if err := q.Find(&batches).Error; err != nil {
-			return fmt.Errorf("held: claim pending batches: %w", err)
+		batches, err := s.Events.Pool(ctx).Batches(tenant, cutoff, after, claimChunk)
+		if err != nil {
+			return fmt.Errorf("held: claim: %w", err)
 		}
 		if len(batches) == 0 {
 			return nil
@@ -61,23 +45,21 @@ func (s *Store) Claim(ctx context.Context, tenant uint64, cutoff time.Time) erro
 			}
 			appended[i] = max(n, 0)
 		}
-		err := s.write(func() error {
-			return s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-				for i, b := range batches {
-					deleted, err := DeleteBatches(tx, []string{b.ID})
-					if err != nil {
-						return err
-					}
-					events := b.Events()
-					if !deleted[b.ID] || appended[i] >= int64(len(events)) {
-						continue
-					}
-					if err := Mark(tx, events[appended[i]:], b.FirstAt, b.LastAt, true); err != nil {
-						return fmt.Errorf("held: claim pending batches: %w", err)
-					}
+		err = s.Events.Update(ctx, func(tx eventstore.Tx) error {
+			for i, b := range batches {
+				deleted, err := tx.DeleteBatches([]string{b.ID})
+				if err != nil {
+					return err
 				}
-				return nil
-			})
+				events := b.Events()
+				if !deleted[b.ID] || appended[i] >= int64(len(events)) {
+					continue
+				}
+				if err := tx.Mark(events[appended[i]:], b.FirstAt, b.LastAt, true); err != nil {
+					return fmt.Errorf("held: claim pending batches: %w", err)
+				}
+			}
+			return nil
 		})
 		if err != nil {
 			return err

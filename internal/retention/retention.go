@@ -14,24 +14,9 @@ import (
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/models"
-)
-
-// DeleteBatch is the most rows one transaction deletes where rows are deleted one by one
-// (rows in Postgres's default partition; SQLite deletes in smaller steps, sqliteBatch).
-const DeleteBatch = 10000
-
-// SQLite has one writer for the whole database: while a prune step holds the write lock,
-// every ingestion commit waits. So there a prune deletes sqliteBatch rows (a few milliseconds)
-// per transaction, gives the freed pages back vacuumPages at a time, and after each step
-// leaves the lock free for yieldFactor times as long as the step took (at least minYield), so
-// that waiting writers get in. The prune takes longer; ingestion barely notices it.
-const (
-	sqliteBatch = 500
-	vacuumPages = 64
-	yieldFactor = 3
-	minYield    = 2 * time.Millisecond
 )
 
 // ErrOff is returned by Prune when no retention is configured.
@@ -39,7 +24,8 @@ var ErrOff = errors.New("EVENT_RETENTION is off: nothing to prune (set it, e.g. 
 
 // Pruner applies the retention to the stored events. Its zero Keep means retention is off.
 type Pruner struct {
-	DB *gorm.DB
+	DB     *gorm.DB // the tenants and the day partitions
+	Events *eventstore.Store
 	// Keep is how long events are kept (EVENT_RETENTION); zero is off.
 	Keep    time.Duration
 	Clock   clock.Clock
@@ -111,119 +97,41 @@ func (p *Pruner) Prune(ctx context.Context, asOf time.Time, dryRun bool) (Result
 	if err != nil {
 		return res, err
 	}
-	if n > 0 && !database.IsPostgres(p.DB) {
+	if n > 0 {
 		start = time.Now()
-		err = p.vacuum(ctx)
+		err = p.Events.Compact(ctx)
 		p.log().Debug("retention: gave the free pages back", "took", time.Since(start))
 	}
 	return res, err
 }
 
-// count counts the events created before cutoff, tenant by tenant on the
-// (tenant_id, created_at) index.
+// count counts the events created before cutoff, tenant by tenant.
 func (p *Pruner) count(ctx context.Context, cutoff time.Time) (int64, error) {
 	tenants, err := p.tenants(ctx)
 	total := int64(0)
 	for _, t := range tenants {
-		var n int64
-		err = p.DB.WithContext(ctx).Model(&models.TrackedEvent{}).
-			Where("tenant_id = ? AND created_at < ?", t, cutoff.UTC()).Count(&n).Error
+		n, err := p.Events.CountBefore(ctx, t, cutoff)
 		if err != nil {
-			return total, fmt.Errorf("retention: count: %w", err)
+			return total, fmt.Errorf("retention: %w", err)
 		}
 		total += n
 	}
 	return total, err
 }
 
-// deleteRows deletes the events created before cutoff that are still stored, tenant by tenant
-// on the (tenant_id, created_at) index, DeleteBatch rows per statement (and so per
-// transaction). On Postgres, once the old partitions are dropped, only the default partition
-// can hold such rows, and partition pruning confines the statements to it.
+// deleteRows deletes the events created before cutoff that are still stored, tenant by tenant.
+// Once the old day partitions are dropped, only the default partition can hold such rows.
 func (p *Pruner) deleteRows(ctx context.Context, cutoff time.Time) (int64, error) {
-	// The outer created_at bound lets Postgres prune partitions for the DELETE itself too.
-	stmt := "DELETE FROM tracked_events WHERE created_at < ? AND rowid IN " +
-		"(SELECT rowid FROM tracked_events WHERE tenant_id = ? AND created_at < ? LIMIT ?)"
-	if database.IsPostgres(p.DB) {
-		stmt = "DELETE FROM tracked_events WHERE created_at < ? AND (id, created_at) IN " +
-			"(SELECT id, created_at FROM tracked_events WHERE tenant_id = ? AND created_at < ? LIMIT ?)"
-	}
-	batch := sqliteBatch
-	if database.IsPostgres(p.DB) {
-		batch = DeleteBatch
-	}
 	tenants, err := p.tenants(ctx)
 	total := int64(0)
 	for _, t := range tenants {
-		for {
-			start := time.Now()
-			res := p.DB.WithContext(ctx).Exec(stmt, cutoff.UTC(), t, cutoff.UTC(), batch)
-			if res.Error != nil {
-				return total, fmt.Errorf("retention: delete: %w", res.Error)
-			}
-			total += res.RowsAffected
-			if res.RowsAffected < int64(batch) {
-				break
-			}
-			if err := p.yield(ctx, time.Since(start)); err != nil {
-				return total, err
-			}
+		n, err := p.Events.DeleteBefore(ctx, t, cutoff)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("retention: %w", err)
 		}
 	}
 	return total, err
-}
-
-// yield leaves SQLite's write lock free for a while after a step that held it for took, so
-// that ingestion's waiting commits get in; on Postgres, where writers do not wait for each
-// other, it returns at once.
-func (p *Pruner) yield(ctx context.Context, took time.Duration) error {
-	if database.IsPostgres(p.DB) {
-		return nil
-	}
-	select {
-	case <-time.After(max(yieldFactor*took, minYield)):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// vacuum gives the pages freed by deletes back to the file system, vacuumPages at a time
-// (SQLite with auto_vacuum=INCREMENTAL; a database without it keeps its free pages for reuse).
-func (p *Pruner) vacuum(ctx context.Context) error {
-	var mode int
-	if err := p.DB.WithContext(ctx).Raw("PRAGMA auto_vacuum").Scan(&mode).Error; err != nil || mode != 2 {
-		return err
-	}
-	for {
-		var free int64
-		if err := p.DB.WithContext(ctx).Raw("PRAGMA freelist_count").Scan(&free).Error; err != nil {
-			return fmt.Errorf("retention: vacuum: %w", err)
-		}
-		if free == 0 {
-			return nil
-		}
-		start := time.Now()
-		if err := p.vacuumStep(ctx); err != nil {
-			return fmt.Errorf("retention: vacuum: %w", err)
-		}
-		if err := p.yield(ctx, time.Since(start)); err != nil {
-			return err
-		}
-	}
-}
-
-// vacuumStep gives up to vacuumPages free pages back. SQLite frees one page per step of the
-// statement, so its rows are read to the end (an Exec would free just one).
-func (p *Pruner) vacuumStep(ctx context.Context) error {
-	rows, err := p.DB.WithContext(ctx).Raw(fmt.Sprintf("PRAGMA incremental_vacuum(%d)", vacuumPages)).Rows()
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-	}
-	return rows.Err()
 }
 
 // Maintain is the worker's periodic storage maintenance: on Postgres it creates the day
@@ -272,14 +180,12 @@ func (p *Pruner) oldestAge(ctx context.Context, now time.Time) (time.Duration, e
 	tenants, err := p.tenants(ctx)
 	var oldest time.Time
 	for _, t := range tenants {
-		var rows []models.TrackedEvent
-		err = p.DB.WithContext(ctx).Select("created_at").Where("tenant_id = ?", t).
-			Order("created_at").Limit(1).Find(&rows).Error
+		at, ok, err := p.Events.OldestAt(ctx, t)
 		if err != nil {
-			return 0, fmt.Errorf("retention: oldest event: %w", err)
+			return 0, fmt.Errorf("retention: %w", err)
 		}
-		if len(rows) == 1 && (oldest.IsZero() || rows[0].CreatedAt.Before(oldest)) {
-			oldest = rows[0].CreatedAt
+		if ok && (oldest.IsZero() || at.Before(oldest)) {
+			oldest = at
 		}
 	}
 	if oldest.IsZero() {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/retention"
 	"github.com/eventq/eventq/internal/testenv"
@@ -106,7 +107,7 @@ func TestPruneDeletesExactlyTheDaysBeforeTheCutoff(t *testing.T) {
 	slices.Sort(kept)
 
 	mx := metrics.New()
-	p := &retention.Pruner{DB: db, Keep: keep, Clock: clock.Real{}, Metrics: mx}
+	p := &retention.Pruner{DB: db, Events: eventstore.New(db), Keep: keep, Clock: clock.Real{}, Metrics: mx}
 	dry, err := p.Prune(ctx, asOf, true)
 	testenv.Must(t, err)
 	if !dry.Cutoff.Equal(cutoff) || dry.Deleted != int64(len(gone)) {
@@ -152,7 +153,7 @@ func TestPruneWithRetentionOffRefuses(t *testing.T) {
 	db, _ := testenv.DB(t)
 	tenant := testenv.MustTenant(t, db, false).ID
 	store(t, db, tenant, time.Now().AddDate(-1, 0, 0), 0, 3)
-	p := &retention.Pruner{DB: db, Clock: clock.Real{}}
+	p := &retention.Pruner{DB: db, Events: eventstore.New(db), Clock: clock.Real{}}
 	if _, err := p.Prune(context.Background(), time.Now(), false); !errors.Is(err, retention.ErrOff) {
 		t.Fatalf("Prune with retention off = %v, want ErrOff", err)
 	}
@@ -179,7 +180,7 @@ func TestPruneGivesTheSpaceBackOnSQLite(t *testing.T) {
 		return v
 	}
 	before := pages("page_count")
-	p := &retention.Pruner{DB: db, Keep: keep, Clock: clock.Real{}}
+	p := &retention.Pruner{DB: db, Events: eventstore.New(db), Keep: keep, Clock: clock.Real{}}
 	res, err := p.Prune(context.Background(), time.Now(), false)
 	testenv.Must(t, err)
 	if res.Deleted != int64(n) {
@@ -223,7 +224,7 @@ func TestIngestionGoesOnWhileAPruneWaitsForALock(t *testing.T) {
 	testenv.Must(t, tx.Raw("SELECT count(*) FROM tracked_events").Scan(&n).Error)
 
 	ins := startInserting(db, tenant)
-	p := &retention.Pruner{DB: db, Keep: keep, Clock: clock.Real{}}
+	p := &retention.Pruner{DB: db, Events: eventstore.New(db), Keep: keep, Clock: clock.Real{}}
 	_, err = p.Prune(ctx, asOf, false)
 	whileHeld := ins.inserted.Load()
 	if err == nil {
@@ -257,7 +258,7 @@ func TestIngestionDuringAPruneLosesNothing(t *testing.T) {
 
 	ins := startInserting(db, tenant)
 	testenv.Eventually(t, 10*time.Second, "inserts are under way", func() bool { return ins.inserted.Load() > 0 })
-	p := &retention.Pruner{DB: db, Keep: keep, Clock: clock.Real{}}
+	p := &retention.Pruner{DB: db, Events: eventstore.New(db), Keep: keep, Clock: clock.Real{}}
 	res, err := p.Prune(ctx, now, false)
 	ins.stop()
 	testenv.Must(t, err)
@@ -289,7 +290,7 @@ func TestPruneDropsAPartitionLeftDetached(t *testing.T) {
 	name := database.PartitionName(day)
 	testenv.Must(t, db.Exec("ALTER TABLE tracked_events DETACH PARTITION "+name).Error)
 
-	p := &retention.Pruner{DB: db, Keep: keep, Clock: clock.Real{}}
+	p := &retention.Pruner{DB: db, Events: eventstore.New(db), Keep: keep, Clock: clock.Real{}}
 	res, err := p.Prune(ctx, now, false)
 	testenv.Must(t, err)
 	if res.Deleted != 7 || res.PartitionsDropped != 1 {

@@ -452,3 +452,24 @@ func freePort() int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// RefuseSession makes the database refuse any row whose session_id is session, the way a
+// constraint or an encoding error would.
+func RefuseSession(t testing.TB, db *gorm.DB, session string) {
+	t.Helper()
+	stmts := []string{fmt.Sprintf(`CREATE TRIGGER refuse BEFORE INSERT ON tracked_events
+		WHEN NEW.session_id = '%s' BEGIN SELECT RAISE(ABORT, 'refused by test'); END`, session)}
+	if Backend() == "postgres" {
+		stmts = []string{
+			fmt.Sprintf(`CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN
+				IF NEW.session_id = '%s' THEN RAISE EXCEPTION 'refused by test'; END IF;
+				RETURN NEW; END $$ LANGUAGE plpgsql`, session),
+			`CREATE TRIGGER refuse BEFORE INSERT ON tracked_events FOR EACH ROW EXECUTE FUNCTION refuse()`,
+		}
+	}
+	for _, s := range stmts {
+		if err := db.Exec(s).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

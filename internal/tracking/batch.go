@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/models"
 )
 
@@ -22,14 +21,6 @@ const (
 	unmarkInterval    = 100 * time.Millisecond
 	unmarkBatchMaxIDs = 2000
 )
-
-// unmarkChunk is the most ids one UPDATE that clears pending marks carries.
-func unmarkChunk(isPostgres bool) int {
-	if isPostgres {
-		return 2000
-	}
-	return 200
-}
 
 type commitRequest struct {
 	tenant  uint64
@@ -54,18 +45,6 @@ const (
 	reqAbandoned
 )
 
-// committers is how many batches may be in flight: one for SQLite (a single writer), two for
-// Postgres, so that one batch's commit overlaps the next one's. More is not better: a commit
-// is one round trip (copyEvents), and with four committers at one event a request each
-// batch held about one request, whose commit, append and settle then cost it alone: the api's
-// CPU per request grew by two thirds (docs/performance.md).
-func committers(isPostgres bool) int {
-	if isPostgres {
-		return 2
-	}
-	return 1
-}
-
 // startCommitters starts the loop that clears pending marks; the group-commit loops start
 // with the first commit (startCommitLoops), so a process that never ingests (the worker, the
 // CLI) runs none.
@@ -75,7 +54,7 @@ func (in *Ingestor) startCommitters() {
 }
 
 func (in *Ingestor) startCommitLoops() {
-	n := committers(database.IsPostgres(in.db))
+	n := in.events.Writers() // batches in flight at once
 	in.wg.Add(n)
 	for i := 0; i < n; i++ {
 		go in.commitLoop()
@@ -88,9 +67,7 @@ func (in *Ingestor) Close() {
 	in.closeOnce.Do(func() {
 		close(in.stop)
 		in.wg.Wait()
-		if in.sqlite != nil {
-			in.sqlite.close()
-		}
+		in.events.Close()
 	})
 }
 
@@ -204,11 +181,7 @@ func (in *Ingestor) store(ctx context.Context, reqs []*commitRequest, n int) err
 	}
 	pending, err := newPendingBatches(reqs)
 	if err == nil {
-		if in.sqlite != nil {
-			err = in.sqlite.insert(ctx, rows, pending)
-		} else {
-			err = copyEvents(ctx, in.db, rows, pending)
-		}
+		err = in.events.Insert(ctx, rows, pending)
 	}
 	if err != nil {
 		return fmt.Errorf("tracking: store events: %w", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/validate"
 	"github.com/eventq/eventq/models"
@@ -48,7 +49,7 @@ type Ingestor struct {
 	redact   *cache.Fallback[uint64, []string]   // tenants' redacted query parameters
 	erased   *cache.Fallback[erasedKey, *erased] // tenants' erased members
 	metrics  *metrics.Metrics
-	sqlite   *sqliteInserts // nil on Postgres, which takes a COPY
+	events   *eventstore.Store
 
 	// SpoolMax is the most events the ingestion spool holds (INGEST_SPOOL_MAX): requests the
 	// database cannot store go there (see spool.go). 0 turns the spool off. Set it before the
@@ -79,13 +80,14 @@ func NewIngestor(db *gorm.DB, queueing Flags, queue *eventqueue.Store, clk clock
 		redact:   cache.NewFallback[uint64, []string](privacyTTL, clk, database.LookupTimeout, database.ColdLookupTimeout, dbDown, database.Unavailable),
 		erased:   cache.NewFallback[erasedKey, *erased](privacyTTL, clk, database.LookupTimeout, database.ColdLookupTimeout, dbDown, database.Unavailable),
 		breaker:  &breaker.Breaker{Cooldown: breakerCooldown}, dbDown: dbDown,
+		events:   eventstore.New(db),
 		requests: make(chan *commitRequest, 4096), pushed: make(chan settlement, 1024), stop: make(chan struct{})}
-	if !database.IsPostgres(db) {
-		in.sqlite = &sqliteInserts{db: db}
-	}
 	in.startCommitters()
 	return in
 }
+
+// Events is the store the ingestor writes to.
+func (in *Ingestor) Events() *eventstore.Store { return in.events }
 
 // Site is what public ingestion needs of the tenant a site key names.
 type Site struct {

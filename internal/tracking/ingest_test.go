@@ -5,23 +5,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/eventq/eventq/internal/eventqueue/queuetest"
+	"github.com/eventq/eventq/internal/eventstore"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
-	"github.com/eventq/eventq/internal/held"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -79,32 +76,11 @@ func input(session string, seq int64) Input {
 	return Input{Type: "page_view", SessionID: session, URL: "https://shop.example/a", EventSequence: seq}
 }
 
-// refuseSession makes the database refuse any row whose session_id is session, the way a
-// constraint or an encoding error would.
-func refuseSession(t *testing.T, db *gorm.DB, session string) {
-	t.Helper()
-	stmts := []string{fmt.Sprintf(`CREATE TRIGGER refuse BEFORE INSERT ON tracked_events
-		WHEN NEW.session_id = '%s' BEGIN SELECT RAISE(ABORT, 'refused by test'); END`, session)}
-	if testenv.Backend() == "postgres" {
-		stmts = []string{
-			fmt.Sprintf(`CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN
-				IF NEW.session_id = '%s' THEN RAISE EXCEPTION 'refused by test'; END IF;
-				RETURN NEW; END $$ LANGUAGE plpgsql`, session),
-			`CREATE TRIGGER refuse BEFORE INSERT ON tracked_events FOR EACH ROW EXECUTE FUNCTION refuse()`,
-		}
-	}
-	for _, s := range stmts {
-		if err := db.Exec(s).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // A batch holding one request the database refuses fails that request alone: the others are
 // committed and queued.
 func TestABatchFailsOnlyTheRequestTheDatabaseRefuses(t *testing.T) {
 	e := startIngest(t)
-	refuseSession(t, e.DB, "poison")
+	testenv.RefuseSession(t, e.DB, "poison")
 	tenants := []uint64{testenv.MustTenant(t, e.DB, true).ID, testenv.MustTenant(t, e.DB, true).ID, testenv.MustTenant(t, e.DB, true).ID}
 
 	t.Run("in one batch", func(t *testing.T) {
@@ -184,7 +160,7 @@ func (e *ingestEnv) appendOnce(t *testing.T, tenant uint64, rows ...models.Track
 
 func (e *ingestEnv) pending(t *testing.T) int64 {
 	t.Helper()
-	n, err := held.Count(context.Background(), e.DB, 0)
+	n, err := eventstore.New(e.DB).Count(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,88 +357,4 @@ func TestCommitterWritesWhileThePreviousBatchIsPushed(t *testing.T) {
 	if err := <-answered; err != nil {
 		t.Fatalf("first request: %v (its events are committed; the append's failure leaves them pending)", err)
 	}
-}
-
-// A store of more rows than one statement carries (several INSERTs on SQLite) is one
-// transaction: a row refused in a later statement takes the rows of the earlier ones with it,
-// and the same rows without it are stored whole, each exactly once, read back as written.
-func TestAStoreOfManyStatementsIsAllOrNothing(t *testing.T) {
-	e := startIngest(t)
-	refuseSession(t, e.DB, "poison")
-	tenant := testenv.MustTenant(t, e.DB, false).ID
-	now := e.Clock.Now().UTC().Truncate(time.Microsecond) // what Postgres keeps
-	rows := make([]models.TrackedEvent, 2*sqliteInsertChunk+50)
-	for i := range rows {
-		rows[i] = newRow(uuid.Must(uuid.NewV7()).String(), tenant, input("s", int64(i)), Client{}, now)
-	}
-	rows[len(rows)-10].SessionID = "poison" // in the last statement
-	if err := storeRows(e.Ingest, rows); err == nil {
-		t.Fatal("store with a refused row succeeded")
-	}
-	if n := e.Rows(t, tenant); n != 0 {
-		t.Fatalf("%d rows stored by a refused store, want 0", n)
-	}
-	rows[len(rows)-10].SessionID = "s"
-	if err := storeRows(e.Ingest, rows); err != nil {
-		t.Fatal(err)
-	}
-	var got []models.TrackedEvent
-	testenv.Must(t, e.DB.Where("tenant_id = ?", tenant).Order("event_sequence").Find(&got).Error)
-	if len(got) != len(rows) {
-		t.Fatalf("%d rows stored, want %d", len(got), len(rows))
-	}
-	for i := range got {
-		got[i].CreatedAt = got[i].CreatedAt.UTC()
-		if !reflect.DeepEqual(got[i], rows[i]) {
-			t.Fatalf("row %d read back as %+v, want %+v", i, got[i], rows[i])
-		}
-	}
-}
-
-// Every kind of value a row holds is stored as written: an audience member and none, both
-// flags either way, text beyond ASCII, extreme sequence numbers, and a time with nanoseconds
-// (Postgres keeps microseconds, truncated; SQLite keeps the nanoseconds). On Postgres this is
-// the binary COPY's own encoding.
-func TestEveryKindOfValueIsStoredAsWritten(t *testing.T) {
-	e := startIngest(t)
-	tenant := testenv.MustTenant(t, e.DB, false).ID
-	at := time.Date(2026, 11, 26, 1, 2, 3, 999_999_999, time.UTC)
-	want := at
-	if testenv.Backend() == "postgres" {
-		want = at.Truncate(time.Microsecond)
-	}
-	member := "member-ü-😀"
-	var rows []models.TrackedEvent
-	for i, seq := range []int64{0, -1, math.MaxInt64, math.MinInt64} {
-		r := newRow(uuid.Must(uuid.NewV7()).String(), tenant, input("sé\tss\\ion,\"x\"", seq), Client{UserAgent: "ua «x»", IPAddress: "::1"}, at)
-		r.URL = "https://shop.example/ä?q=1&r=%00"
-		if i%2 == 0 {
-			r.AudienceMemberID = &member
-		}
-		r.Queued, r.QueuePending = i&1 == 1, i&2 == 2
-		rows = append(rows, r)
-	}
-	testenv.Must(t, storeRows(e.Ingest, rows))
-	var got []models.TrackedEvent
-	testenv.Must(t, e.DB.Where("tenant_id = ?", tenant).Find(&got).Error)
-	if len(got) != len(rows) {
-		t.Fatalf("%d rows stored, want %d", len(got), len(rows))
-	}
-	byID := map[string]models.TrackedEvent{}
-	for _, g := range got {
-		g.CreatedAt = g.CreatedAt.UTC()
-		byID[g.ID] = g
-	}
-	for _, r := range rows {
-		r.CreatedAt = want
-		if g := byID[r.ID]; !reflect.DeepEqual(g, r) {
-			t.Errorf("row read back as\n%+v\nwant\n%+v", g, r)
-		}
-	}
-}
-
-// storeRows stores rows of one tenant as the commit of one request that is not queued does:
-// without a pending batch, each row marked as it is.
-func storeRows(in *Ingestor, rows []models.TrackedEvent) error {
-	return in.store(context.Background(), []*commitRequest{{tenant: rows[0].TenantID, rows: rows}}, len(rows))
 }

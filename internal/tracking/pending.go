@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/held"
 	"github.com/eventq/eventq/models"
 )
@@ -109,15 +109,13 @@ func (in *Ingestor) settleBatches(batches []appendedBatch) {
 			continue
 		}
 		var gone bool
-		err := in.sqlite.writing(func() error {
-			return in.db.Transaction(func(tx *gorm.DB) error {
-				deleted, err := held.DeleteBatches(tx, []string{b.id})
-				if err != nil || len(deleted) == 0 {
-					return err
-				}
-				gone = true
-				return setPending(tx, b.held, true)
-			})
+		err := in.events.Update(context.Background(), func(tx eventstore.Tx) error {
+			deleted, err := tx.DeleteBatches([]string{b.id})
+			if err != nil || len(deleted) == 0 {
+				return err
+			}
+			gone = true
+			return setPending(tx, b.held, true)
 		})
 		if err != nil {
 			in.log.Warn("tracking: could not mark held events; the re-pusher claims their batch", "events", len(b.held), "err", err)
@@ -129,9 +127,9 @@ func (in *Ingestor) settleBatches(batches []appendedBatch) {
 	}
 	if len(whole) > 0 {
 		var deleted map[string]bool
-		err := in.sqlite.writing(func() error {
+		err := in.events.Write(func() error {
 			var err error
-			deleted, err = held.DeleteBatches(in.db, whole)
+			deleted, err = in.events.Pool(context.Background()).DeleteBatches(whole)
 			return err
 		})
 		if err != nil {
@@ -158,5 +156,5 @@ func (in *Ingestor) settleBatches(batches []appendedBatch) {
 
 // held is the Store of the ingestor's held events, its writes under the SQLite writer's lock.
 func (in *Ingestor) held() *held.Store {
-	return &held.Store{DB: in.db, Queue: in.queue, Write: in.sqlite.writing}
+	return &held.Store{Events: in.events, Queue: in.queue}
 }

@@ -172,7 +172,7 @@ func TestHeldEventsOfABatchAreMarked(t *testing.T) {
 // A refused commit leaves no pending batch behind, and the connection it used works on.
 func TestARefusedCommitLeavesNoPendingBatch(t *testing.T) {
 	e := startIngest(t)
-	refuseSession(t, e.DB, "poison")
+	testenv.RefuseSession(t, e.DB, "poison")
 	tenant := testenv.MustTenant(t, e.DB, true).ID
 	rows := []models.TrackedEvent{newRow(uuid.Must(uuid.NewV7()).String(), tenant, input("poison", 1), Client{}, time.Now().UTC())}
 	rows[0].Queued = true
@@ -190,29 +190,5 @@ func TestARefusedCommitLeavesNoPendingBatch(t *testing.T) {
 	r := e.storeQueued(t, tenant, 3)
 	if p := e.pending(t); p != 3 {
 		t.Fatalf("%d pending after a good commit, want 3 (batch %s)", p, r.pending)
-	}
-}
-
-// The pending batches' INSERT carries its values as literals: each is stored as written, a
-// quote in one included, and the times to the microsecond.
-func TestThePendingBatchInsertStoresItsLiteralsAsWritten(t *testing.T) {
-	db, _ := testenv.DB(t)
-	at := time.Date(2026, 11, 26, 1, 2, 3, 456_789_000, time.UTC)
-	want := []models.PendingBatch{
-		{ID: "it's", TenantID: 1<<62 + 5, EventIDs: "a,'b',c''", FirstAt: at, LastAt: at.Add(time.Second), CreatedAt: at},
-		{ID: uuid.Must(uuid.NewV7()).String(), TenantID: 7, EventIDs: "x", FirstAt: at, LastAt: at, CreatedAt: at.Add(-time.Hour)},
-	}
-	testenv.Must(t, db.Exec(pendingBatchInsert(want)).Error)
-	var got []models.PendingBatch
-	testenv.Must(t, db.Order("created_at DESC").Find(&got).Error)
-	if len(got) != len(want) {
-		t.Fatalf("%d batches stored, want %d", len(got), len(want))
-	}
-	for i := range want {
-		g, w := got[i], want[i]
-		if g.ID != w.ID || g.TenantID != w.TenantID || g.EventIDs != w.EventIDs ||
-			!g.FirstAt.Equal(w.FirstAt) || !g.LastAt.Equal(w.LastAt) || !g.CreatedAt.Equal(w.CreatedAt) {
-			t.Fatalf("batch %d read back as %+v, want %+v", i, g, w)
-		}
 	}
 }

@@ -4,11 +4,8 @@ import (
 	"context"
 	"time"
 
-	"gorm.io/gorm"
-
-	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/held"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/models"
 )
 
@@ -213,7 +210,7 @@ func (in *Ingestor) unmarkLoop() {
 	}
 	flush := func() {
 		for len(todo.marks) > 0 {
-			k := min(len(todo.marks), unmarkChunk(database.IsPostgres(in.db)))
+			k := min(len(todo.marks), in.events.MarkChunk())
 			in.settle(todo.marks[:k])
 			todo.marks = todo.marks[k:]
 		}
@@ -252,7 +249,7 @@ const settleBatchChunk = 500
 
 // settle clears the pending marks of appended events, then acknowledges them to the queue.
 func (in *Ingestor) settle(events []queuedEvent) {
-	err := in.sqlite.writing(func() error { return unmarkPending(in.db.WithContext(context.Background()), events) })
+	err := in.events.Write(func() error { return unmarkPending(in.events.Pool(context.Background()), events) })
 	if err != nil {
 		in.log.Warn("tracking: could not clear pending marks; Requeue will find them appended", "events", len(events), "err", err)
 		return
@@ -282,10 +279,12 @@ func (in *Ingestor) ack(events []queuedEvent) {
 }
 
 // unmarkPending clears the pending mark of events.
-func unmarkPending(tx *gorm.DB, events []queuedEvent) error { return setPending(tx, events, false) }
+func unmarkPending(tx eventstore.Tx, events []queuedEvent) error {
+	return setPending(tx, events, false)
+}
 
 // setPending sets the pending mark of events to pending.
-func setPending(tx *gorm.DB, events []queuedEvent, pending bool) error {
+func setPending(tx eventstore.Tx, events []queuedEvent, pending bool) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -295,5 +294,5 @@ func setPending(tx *gorm.DB, events []queuedEvent, pending bool) error {
 		ids[i] = e.id
 		first, last = earlier(first, e.at), later(last, e.at)
 	}
-	return held.Mark(tx, ids, first, last, pending)
+	return tx.Mark(ids, first, last, pending)
 }

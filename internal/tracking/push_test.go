@@ -102,7 +102,7 @@ func (e *ingestEnv) pendingRows(t *testing.T, tenant uint64, n int) []models.Tra
 		rows[i] = newRow(uuid.Must(uuid.NewV7()).String(), tenant, input("s", int64(i)), Client{}, e.Clock.Now().UTC())
 		rows[i].Queued, rows[i].QueuePending = true, true
 	}
-	if err := storeRows(e.Ingest, rows); err != nil {
+	if err := e.Ingest.Events().Insert(context.Background(), rows, nil); err != nil {
 		t.Fatal(err)
 	}
 	return rows
@@ -127,11 +127,11 @@ func TestUnmarkClearsExactlyTheGivenEvents(t *testing.T) {
 		row.Queued, row.QueuePending = true, true
 		rows = append(rows, row)
 	}
-	testenv.Must(t, storeRows(e.Ingest, rows))
+	testenv.Must(t, e.Ingest.Events().Insert(context.Background(), rows, nil))
 	cleared := map[string]bool{}
 	for i := 0; i < 50; i += 7 { // eight calls of seven, the odd ids among the first two
 		chunk := rows[i:min(i+7, 50)]
-		testenv.Must(t, unmarkPending(e.DB, appendQueued(nil, tenant, chunk)))
+		testenv.Must(t, unmarkPending(e.Ingest.Events().Pool(context.Background()), appendQueued(nil, tenant, chunk)))
 		for _, r := range chunk {
 			cleared[r.ID] = true
 		}

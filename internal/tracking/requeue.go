@@ -4,16 +4,12 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"time"
 
-	"gorm.io/gorm"
-
-	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/held"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/models"
 )
 
@@ -90,7 +86,7 @@ const heldDrainPoll = 50 * time.Millisecond
 // process at a time drains a tenant (the held-drain lock; another caller returns at once, or
 // with wait waits for the lock), and none while the tenant has spooled events, which are older
 // than every pending one. Its reads
-// wait for events a pass over every tenant has locked (see held.Oldest), so that a short read
+// wait for events a pass over every tenant has locked (see eventstore.Tx.Oldest), so that a short read
 // means the backlog's end.
 func (in *Ingestor) drainHeld(ctx context.Context, tenant uint64, full map[uint64]bool, wait bool) (int, error) {
 	if spooled, err := in.queue.Spooled(ctx, tenant); err != nil || spooled {
@@ -185,18 +181,12 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 	var pushErr error
 	var done []queuedEvent // pushed (or no longer wanted) and unmarked once run commits
 	var marked []uint64    // tenants found with a hold mark
-	// On Postgres the rows are locked (SKIP LOCKED) for the duration, so concurrent workers
-	// share the backlog. SQLite has one writer for the whole database: holding its write lock
-	// across Redis round trips would stall ingestion, so there the rows are read and unmarked
-	// in separate short statements (a second worker may then push a row again, which the
-	// queue's deduplication turns into a no-op).
-	run := in.db.WithContext(ctx).Transaction
-	if !database.IsPostgres(in.db) {
-		run = func(f func(*gorm.DB) error, _ ...*sql.TxOptions) error { return f(in.db.WithContext(ctx)) }
-	}
-	err = run(func(tx *gorm.DB) error {
+	// The rows read stay locked while they are pushed, where the store locks them
+	// (eventstore.Store.Locking), so concurrent workers share the backlog; where it does not, a
+	// second worker may push a row again, which the queue's deduplication turns into a no-op.
+	err = in.events.Locking(ctx, func(tx eventstore.Tx) error {
 		// A tenant is looked at before any of its events is read: a held tenant's events,
-		// locked here, would be skipped by its own drain (see held.Oldest).
+		// locked here, would be skipped by its own drain (see eventstore.Tx.Oldest).
 		skip := func(t uint64) bool {
 			if scope.full[t] || scope.skip[t] {
 				return true
@@ -210,7 +200,7 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 			}
 			return skip
 		}
-		rows, err := held.Oldest(tx, scope.cutoff, scope.tenant, skip, requeueBatch)
+		rows, err := tx.Oldest(scope.cutoff, scope.tenant, skip, requeueBatch)
 		if err != nil {
 			return fmt.Errorf("tracking: requeue: %w", err)
 		}

@@ -1,18 +1,12 @@
 package tracking
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
-	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/eventq/eventq/internal/apperr"
 	"github.com/eventq/eventq/internal/database"
@@ -156,7 +150,7 @@ func (in *Ingestor) drainTenantSpool(ctx context.Context, tenant uint64, owner s
 				appending = in.appendSpooled(ctx, tenant, step.rows)
 			}
 			st := storing{step, make(chan error, 1)}
-			go func() { st.done <- insertOnce(ctx, in.db, st.rows) }()
+			go func() { st.done <- in.events.InsertOnce(ctx, st.rows) }()
 			inflight, offset = append(inflight, st), offset+step.taken
 			step, err = in.readSpoolStep(ctx, tenant, offset, queued, gone)
 			continue
@@ -278,45 +272,3 @@ func (in *Ingestor) appendSpooled(ctx context.Context, tenant uint64, rows []mod
 	}
 	return res.Held == 0
 }
-
-// insertOnce inserts rows in one transaction, skipping those whose id (and created_at, the
-// partition key on Postgres) is stored already. On Postgres the rows go by one COPY, as the
-// api's commits do; if one of them is stored already (a drain repeated after a crash), by
-// COPY into a temporary table and from there into tracked_events with ON CONFLICT DO NOTHING
-// (COPY itself cannot skip a conflict).
-func insertOnce(ctx context.Context, db *gorm.DB, rows []models.TrackedEvent) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	if !database.IsPostgres(db) {
-		return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			return tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, 500).Error
-		})
-	}
-	var pgErr *pgconn.PgError
-	if err := copyEvents(ctx, db, rows, nil); !errors.As(err, &pgErr) || pgErr.Code != "23505" {
-		return err // stored, or failed otherwise
-	}
-	buf := encodeCopy(rows)
-	return withPgConn(ctx, db, func(pg *pgconn.PgConn) error {
-		err := pg.Exec(ctx, spoolTempTable).Close()
-		if err == nil {
-			_, err = pg.CopyFrom(ctx, bytes.NewReader(buf), spoolCopySQL)
-		}
-		if err == nil {
-			err = pg.Exec(ctx, spoolInsertSQL).Close()
-		}
-		if err != nil && !pg.IsClosed() { // the connection goes back to the pool: not in a transaction
-			pg.Exec(context.WithoutCancel(ctx), "ROLLBACK").Close()
-		}
-		return err
-	})
-}
-
-var (
-	spoolColumns   = `"` + strings.Join(trackedEventColumns, `", "`) + `"`
-	spoolTempTable = `BEGIN; CREATE TEMP TABLE spool_rows (LIKE tracked_events) ON COMMIT DROP`
-	spoolCopySQL   = `COPY spool_rows (` + spoolColumns + `) FROM STDIN BINARY`
-	spoolInsertSQL = `INSERT INTO tracked_events (` + spoolColumns + `) SELECT ` + spoolColumns +
-		` FROM spool_rows ON CONFLICT DO NOTHING; COMMIT`
-)

@@ -16,8 +16,8 @@ import (
 
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/features"
-	"github.com/eventq/eventq/internal/held"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
@@ -76,7 +76,7 @@ func TestSQLiteWritesOfTheIngestorTakeTurns(t *testing.T) {
 	if strings.Contains(logs.String(), "could not delete pending batches") {
 		t.Fatalf("a delete met the lock:\n%s", logs.String())
 	}
-	pending, err := held.Count(context.Background(), db, tenant)
+	pending, err := eventstore.New(db).Count(context.Background(), tenant)
 	testenv.Must(t, err)
 	if pending != 0 {
 		t.Fatalf("%d events still pending, want 0", pending)

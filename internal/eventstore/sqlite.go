@@ -1,4 +1,4 @@
-package tracking
+package eventstore
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/eventq/eventq/models"
 )
@@ -16,41 +17,66 @@ import (
 // a 1,000-row batch is cheapest on the pure-Go driver (go test -bench of the store).
 const sqliteInsertChunk = 100
 
-// sqliteInserts writes events to SQLite with prepared multi-row INSERTs, one statement for
-// each row count from 1 to sqliteInsertChunk, prepared on first use and kept: neither the
-// SQL text nor gorm's reflection is redone per batch.
+// sqliteWriter is the dialect of SQLite. It writes events with prepared multi-row INSERTs,
+// one statement for each row count from 1 to sqliteInsertChunk, prepared on first use and
+// kept: neither the SQL text nor gorm's reflection is redone per batch.
 //
-// It also keeps the process's writes to tracked_events one at a time (write): SQLite has a
+// It also keeps the process's writes to the stored events one at a time (write): SQLite has a
 // single writer, and a connection that finds the write lock taken sleeps in its busy handler
 // (1 ms, then 2, 5, … up to 100 ms a try) instead of being woken when the lock is free. The
-// committer's INSERTs and the statements that settle appended events (deleting pending
-// batches, clearing marks) met that way; all of them go through writing.
-type sqliteInserts struct {
-	db    *gorm.DB
-	mu    sync.Mutex
-	stmts [sqliteInsertChunk + 1]*sql.Stmt
-	write sync.Mutex
+// committer's INSERTs and the statements that settle appended events met that way; all of
+// them go through write.
+type sqliteWriter struct {
+	db      *gorm.DB
+	mu      sync.Mutex
+	stmts   [sqliteInsertChunk + 1]*sql.Stmt
+	writeMu sync.Mutex
 }
+
+func newSQLite(db *gorm.DB) *sqliteWriter { return &sqliteWriter{db: db} }
 
 // insert writes rows and their pending batches in one statement, or in one transaction when
-// they need more than one: all of them or none.
-func (s *sqliteInserts) insert(ctx context.Context, rows []models.TrackedEvent, pending []models.PendingBatch) error {
-	return s.writing(func() error { return s.insertLocked(ctx, rows, pending) })
+// they need more than one: all of them or none. Its caller holds the write lock.
+func (s *sqliteWriter) insert(ctx context.Context, _ *gorm.DB, rows []models.TrackedEvent, pending []models.PendingBatch) error {
+	return s.insertLocked(ctx, rows, pending)
 }
 
-// writing runs fn as the process's one writer to tracked_events. On Postgres, where s is nil
-// and writers do not exclude each other, it just runs fn.
-func (s *sqliteInserts) writing(fn func() error) error {
-	if s == nil {
-		return fn()
-	}
-	s.write.Lock()
-	defer s.write.Unlock()
+// insertOnce writes rows in one transaction, skipping those stored already.
+func (s *sqliteWriter) insertOnce(ctx context.Context, db *gorm.DB, rows []models.TrackedEvent) error {
+	return db.Transaction(func(tx *gorm.DB) error {
+		return tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, 500).Error
+	})
+}
+
+// write runs fn as the process's one writer to the stored events.
+func (s *sqliteWriter) write(fn func() error) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	return fn()
 }
 
+func (s *sqliteWriter) locking(db *gorm.DB, fn func(*gorm.DB) error) error { return fn(db) }
+
+// writers is one: SQLite has a single writer.
+func (s *sqliteWriter) writers() int   { return 1 }
+func (s *sqliteWriter) markChunk() int { return 200 }
+
+func (s *sqliteWriter) idIn(q *gorm.DB, ids []string) *gorm.DB { return q.Where("id IN ?", ids) }
+
+// lock locks nothing: a read in SQLite's transaction would hold the whole database's write lock.
+func (s *sqliteWriter) lock(q *gorm.DB, _ string) *gorm.DB { return q }
+
+// pendingFrom names models.PendingIndex: SQLite's planner would rather walk the
+// (tenant_id, created_at) index of every event.
+func (s *sqliteWriter) pendingFrom() string {
+	return "tracked_events INDEXED BY " + models.PendingIndex
+}
+
+// serial runs fn on the pool, not in a transaction, which on SQLite takes the write lock at once.
+func (s *sqliteWriter) serial(db *gorm.DB, fn func(*gorm.DB) error) error { return fn(db) }
+
 // insertLocked is insert, its caller holding the write lock.
-func (s *sqliteInserts) insertLocked(ctx context.Context, rows []models.TrackedEvent, pending []models.PendingBatch) error {
+func (s *sqliteWriter) insertLocked(ctx context.Context, rows []models.TrackedEvent, pending []models.PendingBatch) error {
 	if len(rows) <= sqliteInsertChunk && len(pending) == 0 { // one statement is atomic by itself: no BEGIN/COMMIT
 		st, err := s.stmt(ctx, len(rows))
 		if err != nil {
@@ -91,7 +117,7 @@ func (s *sqliteInserts) insertLocked(ctx context.Context, rows []models.TrackedE
 const insertPendingBatchSQL = insertPendingBatches + "(?, ?, ?, ?, ?, ?)"
 
 // stmt is the prepared INSERT of n rows.
-func (s *sqliteInserts) stmt(ctx context.Context, n int) (*sql.Stmt, error) {
+func (s *sqliteWriter) stmt(ctx context.Context, n int) (*sql.Stmt, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st := s.stmts[n]; st != nil {
@@ -113,7 +139,7 @@ func (s *sqliteInserts) stmt(ctx context.Context, n int) (*sql.Stmt, error) {
 }
 
 // close releases the prepared statements.
-func (s *sqliteInserts) close() {
+func (s *sqliteWriter) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, st := range s.stmts {

@@ -1,9 +1,11 @@
-package tracking
+package eventstore
 
 import (
 	"bytes"
 	"context"
+	"database/sql/driver"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,16 +14,58 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/eventq/eventq/models"
 )
 
 // trackedEventColumns are the columns both writers fill, in the order of appendCopyRow
-// (copyEvents) and appendValues (sqliteInserts).
+// (postgres.insert) and appendValues (sqliteWriter).
 var trackedEventColumns = []string{"id", "tenant_id", "type", "session_id", "audience_member_id", "url",
 	"page_hostname", "page_path", "user_agent", "ip_address", "event_sequence", "queued", "queue_pending", "created_at"}
 
-// copyEvents writes rows to Postgres with one COPY, without the parsing and per-parameter
+// postgres is the dialect of Postgres: writes do not exclude each other, rows are locked in
+// transactions, and tracked_events is partitioned by day (internal/database).
+type postgres struct{}
+
+func (postgres) write(fn func() error) error { return fn() }
+func (postgres) close()                      {}
+
+// writers is two: one batch's commit overlaps the next one's. More is not better: a commit is
+// one round trip, and with more committers each batch held fewer requests, whose commit, append
+// and settle then cost each of them alone (docs/performance.md).
+func (postgres) writers() int { return 2 }
+
+func (postgres) markChunk() int { return 2000 }
+
+func (postgres) locking(db *gorm.DB, fn func(*gorm.DB) error) error { return db.Transaction(fn) }
+
+// idIn passes the ids as one array parameter (id = ANY($1)), not one parameter each: the
+// statement is prepared once and cached, and Postgres keeps a generic plan after five runs.
+// For id IN ($1, …, $n) that plan scans the whole time range and compares every row with
+// every id, many times slower than ANY($1), whose plan probes the primary key.
+func (postgres) idIn(q *gorm.DB, ids []string) *gorm.DB {
+	return q.Where("id = ANY(?)", textArray(ids))
+}
+
+func (postgres) lock(q *gorm.DB, options string) *gorm.DB {
+	return q.Clauses(clause.Locking{Strength: "UPDATE", Options: options})
+}
+
+func (postgres) pendingFrom() string { return "tracked_events" }
+
+// serial runs fn on one core: Postgres would otherwise gather a long read with parallel
+// workers, taking both of a small machine's cores from ingestion while it runs.
+func (postgres) serial(db *gorm.DB, fn func(*gorm.DB) error) error {
+	return db.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec("SET LOCAL max_parallel_workers_per_gather = 0").Error; err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+// insert writes rows to Postgres with one COPY, without the parsing and per-parameter
 // work of a multi-row INSERT, and their pending batches with one INSERT, in one transaction.
 // The rows go in COPY's binary format, encoded here (appendCopyRow): pgx's own CopyFrom boxes
 // every value and encodes it through its type map, which took a seventh of the api's CPU at
@@ -33,7 +77,7 @@ var trackedEventColumns = []string{"id", "tenant_id", "type", "session_id", "aud
 // nothing to roll back. With one event a request a commit carries a few rows, and the
 // BEGIN, the INSERT and the COMMIT as round trips of their own cost the api and Postgres more
 // than the COPY did.
-func copyEvents(ctx context.Context, db *gorm.DB, rows []models.TrackedEvent, pending []models.PendingBatch) error {
+func (postgres) insert(ctx context.Context, db *gorm.DB, rows []models.TrackedEvent, pending []models.PendingBatch) error {
 	buf := encodeCopy(rows)
 	query := copySQL
 	if len(pending) > 0 {
@@ -69,7 +113,7 @@ func withPgConn(ctx context.Context, db *gorm.DB, f func(*pgconn.PgConn) error) 
 	return conn.Raw(func(driverConn any) error {
 		c, ok := driverConn.(*stdlib.Conn)
 		if !ok {
-			return fmt.Errorf("tracking: driver connection is %T, not pgx", driverConn)
+			return fmt.Errorf("eventstore: driver connection is %T, not pgx", driverConn)
 		}
 		return f(c.Conn().PgConn())
 	})
@@ -170,4 +214,61 @@ func appendCopyRow(b []byte, e *models.TrackedEvent) []byte {
 	b = boolean(b, e.Queued)
 	b = boolean(b, e.QueuePending)
 	return int8(b, e.CreatedAt.UnixMicro()-pgEpochMicros)
+}
+
+// insertOnce writes rows by one COPY, as insert does; if one of them is stored already (a
+// drain repeated after a crash), by COPY into a temporary table and from there into
+// tracked_events with ON CONFLICT DO NOTHING (COPY itself cannot skip a conflict).
+func (p postgres) insertOnce(ctx context.Context, db *gorm.DB, rows []models.TrackedEvent) error {
+	var pgErr *pgconn.PgError
+	if err := p.insert(ctx, db, rows, nil); !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		return err // stored, or failed otherwise
+	}
+	buf := encodeCopy(rows)
+	return withPgConn(ctx, db, func(pg *pgconn.PgConn) error {
+		err := pg.Exec(ctx, onceTempTable).Close()
+		if err == nil {
+			_, err = pg.CopyFrom(ctx, bytes.NewReader(buf), onceCopySQL)
+		}
+		if err == nil {
+			err = pg.Exec(ctx, onceInsertSQL).Close()
+		}
+		if err != nil && !pg.IsClosed() { // the connection goes back to the pool: not in a transaction
+			pg.Exec(context.WithoutCancel(ctx), "ROLLBACK").Close()
+		}
+		return err
+	})
+}
+
+var (
+	onceColumns   = `"` + strings.Join(trackedEventColumns, `", "`) + `"`
+	onceTempTable = `BEGIN; CREATE TEMP TABLE spool_rows (LIKE tracked_events) ON COMMIT DROP`
+	onceCopySQL   = `COPY spool_rows (` + onceColumns + `) FROM STDIN BINARY`
+	onceInsertSQL = `INSERT INTO tracked_events (` + onceColumns + `) SELECT ` + onceColumns +
+		` FROM spool_rows ON CONFLICT DO NOTHING; COMMIT`
+)
+
+// textArray is a Postgres text[] parameter: gorm would spread a plain []string into one
+// parameter per element.
+type textArray []string
+
+// Value writes the array's text form, every element quoted.
+func (a textArray) Value() (driver.Value, error) {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, s := range a {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		for _, r := range s {
+			if r == '"' || r == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteRune(r)
+		}
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String(), nil
 }

@@ -1,0 +1,17 @@
+package eventstore
+
+import (
+	"context"
+	"time"
+)
+
+// CreatedAt is Tx.createdAt on the pool.
+func (s *Store) CreatedAt(tenant uint64, id string) (time.Time, bool) {
+	return s.Pool(context.Background()).createdAt(tenant, id)
+}
+
+// SQLiteInsertChunk is sqliteInsertChunk.
+const SQLiteInsertChunk = sqliteInsertChunk
+
+// PendingBatchInsert is pendingBatchInsert.
+var PendingBatchInsert = pendingBatchInsert
