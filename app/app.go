@@ -20,13 +20,16 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/auth"
+	"github.com/eventq/eventq/internal/breaker"
 	"github.com/eventq/eventq/internal/changes"
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
 	"github.com/eventq/eventq/internal/consume"
 	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/delivery"
 	"github.com/eventq/eventq/internal/erasure"
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/export"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/members"
@@ -63,7 +66,11 @@ type App struct {
 	// Metrics are eventq's own metrics and asynq's queue figures.
 	Metrics *metrics.Metrics
 
-	// Ingest stores and queues tracked events.
+	// Events owns the stored events.
+	Events *eventstore.Store
+	// Delivery stores accepted events and queues them.
+	Delivery *delivery.Service
+	// Ingest is ingestion's front end: site keys, minimising, the hand-over to Delivery.
 	Ingest *tracking.Ingestor
 	// Waiter wakes long-polling reads when their tenant's queue gets events.
 	Waiter *eventqueue.Waiter
@@ -156,40 +163,45 @@ func (a *App) open() error {
 	a.Metrics = metrics.New()
 	a.Metrics.Registry.MustRegister(unchecked{asynqmetrics.NewQueueMetricsCollector(a.TaskInspector())})
 
-	a.Ingest = tracking.NewIngestor(db, a.Flags, a.Queue, a.Clock, a.Log, a.Metrics)
-	a.Ingest.SpoolMax = a.Config.Limits.IngestSpoolMax
-	a.Ingest.SpoolTenantMax, a.Ingest.SpoolMaxBytes = a.Config.Limits.IngestSpoolTenantMax, a.Config.Limits.IngestSpoolMaxBytes
+	a.Events = eventstore.New(db)
+	a.onClose("event store", func() error { a.Events.Close(); return nil })
+	dbDown := &breaker.Breaker{Cooldown: database.DownCooldown}
+	lim := a.Config.Limits
+	a.Delivery = delivery.New(delivery.Options{DB: db, Events: a.Events, Queue: a.Queue, Queueing: a.Flags, Clock: a.Clock,
+		Log: a.Log, Metrics: a.Metrics, DatabaseDown: dbDown,
+		Spool: eventqueue.SpoolLimits{Events: lim.IngestSpoolMax, TenantEvents: lim.IngestSpoolTenantMax, Bytes: lim.IngestSpoolMaxBytes}})
+	a.Ingest = tracking.New(tracking.Options{DB: db, Queueing: a.Flags, Queue: a.Queue, Delivery: a.Delivery, Clock: a.Clock, DatabaseDown: dbDown})
 	a.Metrics.SpoolLength(func() float64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
 		n, _ := a.Queue.SpoolEvents(ctx) // unreadable: 0 (the scrape still answers)
 		return float64(n)
 	})
-	a.onClose("ingestor", func() error { a.Ingest.Close(); return nil })
+	a.onClose("delivery", func() error { a.Delivery.Close(); return nil })
 	a.Waiter = eventqueue.NewWaiter(qc, a.Clock, a.Log)
 	a.onClose("waiter", func() error { a.Waiter.Close(); return nil })
 	a.Trims = consume.NewTrimLog(db, a.Clock, a.Log)
 	a.onClose("trim log", a.Trims.Close)
 
 	a.Consume = &consume.Service{
-		DB: db, Events: a.Ingest.Events(), Queue: a.Queue, Queueing: a.Flags, Waiter: a.Waiter, Trims: a.Trims, Held: a.Ingest, Clock: a.Clock,
+		DB: db, Events: a.Events, Queue: a.Queue, Queueing: a.Flags, Waiter: a.Waiter, Trims: a.Trims, Held: a.Delivery, Clock: a.Clock,
 		MaxDeliveries: a.Config.Limits.QueueMaxDeliveries, Metrics: a.Metrics,
 		Dead: eventqueue.DeadPolicy{Max: a.Config.Limits.QueueMaxDeadLetters, Retention: a.Config.Limits.DeadLetterRetention},
 	}
 	provider, events := psp.NewClient(a.Config.PSP.SecretKey, a.Config.PSP.APIBase), jobs.NewProviderEvents(a.Tasks)
 	a.Payments = &payments.Service{
 		DB: db, PSP: provider, Webhooks: psp.NewVerifier(a.Config.PSP.WebhookSecrets, a.Clock), Queue: events,
-		Queueing: a.Flags, Ingest: a.Ingest, Clock: a.Clock, AppURL: a.Config.AppURL, Log: a.Log, Metrics: a.Metrics,
+		Queueing: a.Flags, Ingest: a.Delivery, Clock: a.Clock, AppURL: a.Config.AppURL, Log: a.Log, Metrics: a.Metrics,
 		Returns: payments.NewReturns(a.Clock),
 	}
 	if a.Config.PSP.SecretKey != "" {
 		a.Reconciler = &payments.Reconciler{DB: db, PSP: provider, Queue: events, Clock: a.Clock, Log: a.Log, Metrics: a.Metrics}
 	}
-	a.Retention = &retention.Pruner{DB: db, Events: a.Ingest.Events(), Keep: a.Config.Retention.Keep, Clock: a.Clock, Log: a.Log, Metrics: a.Metrics}
+	a.Retention = &retention.Pruner{DB: db, Events: a.Events, Keep: a.Config.Retention.Keep, Clock: a.Clock, Log: a.Log, Metrics: a.Metrics}
 	a.Auth = auth.NewAuthenticator(db, a.Clock, a.Log)
 	a.onClose("token last-use writes", func() error { a.Auth.Close(); return nil }) // before the database closes
 	a.Tokens = auth.NewTokens(db, a.Clock)
-	a.Export = export.New(a.Ingest.Events())
+	a.Export = export.New(a.Events)
 	a.Tenants = tenants.New(db, a.Flags, a.Clock)
 	a.Changes = changes.NewFeed(rdb, a.Log)
 	a.Follower = changes.NewFollower(rdb, a.Clock, a.Log)
@@ -197,7 +209,7 @@ func (a *App) open() error {
 	a.Members = members.New(db, a.Clock, a.Changes, a.Follower)
 	a.Products = products.New(db, a.Clock)
 	a.Purchases = purchases.New(db, a.Clock, a.Follower)
-	a.Erasures = &erasure.Service{DB: db, Events: a.Ingest.Events(), Queue: a.Queue, Changes: a.Changes, Clock: a.Clock, Log: a.Log}
+	a.Erasures = &erasure.Service{DB: db, Events: a.Events, Queue: a.Queue, Changes: a.Changes, Clock: a.Clock, Log: a.Log}
 	a.Limiter = ratelimit.New(rdb, a.Clock, a.Metrics)
 	return nil
 }

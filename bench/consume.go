@@ -323,7 +323,7 @@ func benchRebuild(ctx context.Context, s *stack, database string, n int) (*Rebui
 	in := tracking.NewIngestor(s.db, features.New(s.db, clock.Real{}), store, clock.Real{}, slog.New(slog.DiscardHandler), metrics.New())
 	defer in.Close()
 	start := time.Now()
-	restored, err := (&consume.Service{DB: s.db, Events: in.Events(), Queue: store, Held: in}).Rebuild(ctx, t.ID)
+	restored, err := (&consume.Service{DB: s.db, Events: in.Events(), Queue: store, Held: in.Delivery()}).Rebuild(ctx, t.ID)
 	took := time.Since(start)
 	if err != nil {
 		return nil, err

@@ -54,9 +54,9 @@ func startEnv(t *testing.T) *env {
 	tasks := asynq.NewClientFromRedisClient(rdb)
 	queue := NewProviderEvents(tasks)
 	h := &Handlers{
-		Ingest: ingest, Log: log,
+		Delivery: ingest.Delivery(), Log: log,
 		Payments: &payments.Service{
-			DB: db, Queue: queue, Queueing: flags, Ingest: ingest, Clock: clock.Real{}, AppURL: "https://app.example", Log: log, Metrics: mx,
+			DB: db, Queue: queue, Queueing: flags, Ingest: ingest.Delivery(), Clock: clock.Real{}, AppURL: "https://app.example", Log: log, Metrics: mx,
 		},
 		Reconciler: &payments.Reconciler{
 			DB: db, PSP: psp.NewClient("sk_test_jobs", fake.URL), Queue: queue, Clock: clock.Real{}, Log: log, Metrics: mx,

@@ -10,15 +10,15 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/eventq/eventq/internal/delivery"
 	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/retention"
-	"github.com/eventq/eventq/internal/tracking"
 )
 
 // Handlers holds what the task handlers need.
 type Handlers struct {
-	// Ingest re-pushes events whose queue append failed.
-	Ingest *tracking.Ingestor
+	// Delivery re-pushes events whose queue append failed.
+	Delivery *delivery.Service
 	// Payments handles provider events and drains the webhook inbox.
 	Payments Payments
 	// Reconciler runs the periodic reconciliation; nil when no provider key is configured.

@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/eventq/eventq/internal/delivery"
 	"github.com/hibiken/asynq"
-
-	"github.com/eventq/eventq/internal/tracking"
 )
 
 // TypeRequeueEvents pushes stored events whose queue append failed (Redis was down, or the
@@ -18,7 +17,7 @@ func NewRequeueEventsTask() *asynq.Task { return asynq.NewTask(TypeRequeueEvents
 
 // RequeueEvents handles TypeRequeueEvents. It is safe to run concurrently with itself.
 func (h *Handlers) RequeueEvents(ctx context.Context, _ *asynq.Task) error {
-	n, err := h.Ingest.Requeue(ctx, tracking.RequeueMinAge)
+	n, err := h.Delivery.Requeue(ctx, delivery.RequeueMinAge)
 	if n > 0 {
 		h.Log.Info("requeued pending events", "events", n)
 	}

@@ -20,8 +20,8 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/eventq/eventq/internal/delivery"
 	"github.com/eventq/eventq/internal/testenv"
-	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/models"
 )
 
@@ -259,11 +259,11 @@ func waitEvents(t *testing.T, e *apiEnv, tn tenant, n int) []models.QueueEvent {
 		// (tracking's spoolAfter) and the tenant's later events are held behind it until the
 		// worker drains the spool; and a push to Redis that fails leaves its events for the
 		// worker's re-pusher. No worker runs here: the test does both as the worker would.
-		d, err := e.Main.App.Ingest.DrainSpool(context.Background(), "browser test")
+		d, err := e.Main.App.Ingest.Delivery().DrainSpool(context.Background(), "browser test")
 		if err != nil {
 			t.Fatalf("drain the spool: %v", err)
 		}
-		r, err := e.Main.App.Ingest.Requeue(context.Background(), tracking.RequeueMinAge)
+		r, err := e.Main.App.Ingest.Delivery().Requeue(context.Background(), delivery.RequeueMinAge)
 		if err != nil {
 			t.Fatalf("requeue: %v", err)
 		}

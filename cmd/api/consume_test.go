@@ -276,7 +276,7 @@ func TestRebuildAfterAnEmptyRedisRestart(t *testing.T) {
 	}
 	in := tracking.NewIngestor(e.DB, features.New(e.DB, clock.Real{}), e.Queue, clock.Real{}, slog.New(slog.DiscardHandler), metrics.New())
 	defer in.Close()
-	restored, err := (&consume.Service{DB: e.DB, Events: in.Events(), Queue: e.Queue, Held: in}).Rebuild(context.Background(), tn.ID)
+	restored, err := (&consume.Service{DB: e.DB, Events: in.Events(), Queue: e.Queue, Held: in.Delivery()}).Rebuild(context.Background(), tn.ID)
 	if err != nil || restored[tn.ID] != 6 {
 		t.Fatalf("rebuild: %v %v", restored, err)
 	}

@@ -80,7 +80,7 @@ func TestTheAPIThroughAPostgresOutage(t *testing.T) {
 	// As the worker does: until it succeeds (the first statements after the restart may meet
 	// connections the restart closed).
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		_, err := e.Main.App.Ingest.DrainSpool(context.Background(), "test")
+		_, err := e.Main.App.Ingest.Delivery().DrainSpool(context.Background(), "test")
 		left, _ := e.Main.App.Queue.SpoolEvents(context.Background())
 		if err == nil && left == 0 {
 			break

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/delivery"
 	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/internal/tracking"
@@ -173,7 +174,7 @@ func TestEventTrackedWhileRedisIsDownReachesTheQueueLater(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ingest := tracking.NewIngestor(e.DB, e.Main.App.Flags, e.Queue, fake, log, nil)
 	t.Cleanup(ingest.Close)
-	h := &jobs.Handlers{Ingest: ingest, Log: log}
+	h := &jobs.Handlers{Delivery: ingest.Delivery(), Log: log}
 
 	t.Run("not before the minimum age", func(t *testing.T) {
 		if err := h.RequeueEvents(context.Background(), jobs.NewRequeueEventsTask()); err != nil {
@@ -184,7 +185,7 @@ func TestEventTrackedWhileRedisIsDownReachesTheQueueLater(t *testing.T) {
 		}
 	})
 	t.Run("pushed once old enough, exactly once", func(t *testing.T) {
-		fake.Advance(tracking.RequeueMinAge + time.Second)
+		fake.Advance(delivery.RequeueMinAge + time.Second)
 		for i := 0; i < 2; i++ {
 			if err := h.RequeueEvents(context.Background(), jobs.NewRequeueEventsTask()); err != nil {
 				t.Fatal(err)

@@ -73,7 +73,7 @@ func (m *Main) Open() (err error) {
 	}
 	m.mux = asynq.NewServeMux()
 	jobs.Register(m.mux, &jobs.Handlers{
-		Ingest: a.Ingest, Payments: a.Payments, Reconciler: a.Reconciler, Retention: a.Retention, Log: m.Log,
+		Delivery: a.Delivery, Payments: a.Payments, Reconciler: a.Reconciler, Retention: a.Retention, Log: m.Log,
 		DeadLetters: a.Consume,
 	})
 	m.reconcile = a.Reconciler != nil && m.Config.PSP.ReconcileInterval > 0
@@ -124,7 +124,7 @@ func (m *Main) Run(ctx context.Context) error {
 	default:
 		m.Log.Info("worker: reconciliation with the provider is off (PSP_RECONCILE_INTERVAL=off)")
 	}
-	jobs.RunLoops(ctx, jobs.Loops(jobs.LoopDeps{Tasks: m.App.Tasks, Clock: m.Clock, Log: m.Log, Spool: m.App.Ingest,
+	jobs.RunLoops(ctx, jobs.Loops(jobs.LoopDeps{Tasks: m.App.Tasks, Clock: m.Clock, Log: m.Log, Spool: m.App.Delivery,
 		Erasures: m.App.Erasures, Prune: m.Config.Retention.PruneInterval, Reconcile: reconcile}))
 	return m.Close()
 }

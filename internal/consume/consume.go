@@ -13,10 +13,10 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/delivery"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/features"
-	"github.com/eventq/eventq/internal/held"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/models"
 )
@@ -151,7 +151,7 @@ type Stats struct {
 	DeadLetters int64 `json:"dead_letters"`
 }
 
-// Stats returns tenantID's queue statistics; HeldBack is held.Store.Back's count.
+// Stats returns tenantID's queue statistics; HeldBack is delivery.Held.Back's count.
 func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 	out := Stats{TenantID: models.FormatID(tenantID)}
 	var err error
@@ -169,4 +169,4 @@ func (s *Service) Stats(ctx context.Context, tenantID uint64) (Stats, error) {
 }
 
 // held is the Store of the service's held events.
-func (s *Service) held() *held.Store { return &held.Store{Events: s.Events, Queue: s.Queue} }
+func (s *Service) held() *delivery.Held { return &delivery.Held{Events: s.Events, Queue: s.Queue} }

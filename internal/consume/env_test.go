@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/delivery"
 	"github.com/eventq/eventq/internal/eventqueue/queuetest"
 	"github.com/eventq/eventq/internal/eventstore"
 
@@ -43,7 +44,7 @@ func startConsume(t *testing.T) *consumeEnv {
 	e.Ingest = tracking.NewIngestor(db, e.Flags, e.Queue, e.Clock, log, nil)
 	t.Cleanup(e.Ingest.Close)
 	t.Cleanup(e.Queue.Close)
-	e.Consume = &Service{DB: db, Events: e.Ingest.Events(), Queue: e.Queue, Queueing: e.Flags, Held: e.Ingest, Clock: e.Clock}
+	e.Consume = &Service{DB: db, Events: e.Ingest.Events(), Queue: e.Queue, Queueing: e.Flags, Held: e.Ingest.Delivery(), Clock: e.Clock}
 	return e
 }
 
@@ -115,7 +116,7 @@ func (e *consumeEnv) pending(t *testing.T) int64 {
 
 func (e *consumeEnv) mustRequeue(t *testing.T) int {
 	t.Helper()
-	n, err := e.Ingest.Requeue(context.Background(), tracking.RequeueMinAge)
+	n, err := e.Ingest.Delivery().Requeue(context.Background(), delivery.RequeueMinAge)
 	if err != nil {
 		t.Fatal(err)
 	}

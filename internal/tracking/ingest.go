@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/cache"
+	"github.com/eventq/eventq/internal/delivery"
+	"github.com/eventq/eventq/internal/erasure"
 
 	"github.com/eventq/eventq/internal/apperr"
 	"github.com/eventq/eventq/internal/breaker"
@@ -38,56 +39,66 @@ type Client struct {
 	IPAddress string
 }
 
-// Ingestor stores tracked events and feeds tenant queues. It is safe for concurrent use.
+// Ingestor is ingestion's front end: it resolves site keys, minimises validated events into
+// rows and hands them to delivery, which stores and queues them. It is safe for concurrent use.
 type Ingestor struct {
 	db       *gorm.DB
 	queueing Flags
-	queue    *eventqueue.Store
+	queue    *eventqueue.Store // the tenants' erasure counts
+	delivery *delivery.Service
 	clock    clock.Clock
-	log      *slog.Logger
-	siteKeys *cache.Fallback[string, Site]       // opens dbDown
-	redact   *cache.Fallback[uint64, []string]   // tenants' redacted query parameters
-	erased   *cache.Fallback[erasedKey, *erased] // tenants' erased members
-	metrics  *metrics.Metrics
-	events   *eventstore.Store
-
-	// SpoolMax is the most events the ingestion spool holds (INGEST_SPOOL_MAX): requests the
-	// database cannot store go there (see spool.go). 0 turns the spool off. Set it before the
-	// first Ingest.
-	SpoolMax int64
-	// SpoolTenantMax is the most spooled events of one tenant (INGEST_SPOOL_TENANT_MAX), and
-	// SpoolMaxBytes the most bytes of spooled entries (INGEST_SPOOL_MAX_BYTES): past either a
-	// request that would spool is refused (503). 0 bounds nothing. Set them before the first
-	// Ingest.
-	SpoolTenantMax, SpoolMaxBytes int64
-
-	requests   chan *commitRequest
-	pushed     chan settlement
-	breaker    *breaker.Breaker
-	dbDown     *breaker.Breaker // open while the database was found unavailable: lookups answer from memory, requests spool
-	stop       chan struct{}
-	closeOnce  sync.Once
-	commitOnce sync.Once // starts the group-commit loops on the first commit
-	wg         sync.WaitGroup
+	siteKeys *cache.Fallback[string, Site]               // answers from memory while dbDown is open
+	redact   *cache.Fallback[uint64, []string]           // tenants' redacted query parameters
+	erased   *cache.Fallback[erasedKey, *erasure.Erased] // tenants' erased members
 }
 
-// NewIngestor wires an Ingestor; its group-commit goroutines start with the first commit and
-// Close stops them. queueing says which tenants' events are queued; m may be nil.
+// Options are what an Ingestor is built from.
+type Options struct {
+	DB       *gorm.DB
+	Queueing Flags
+	Queue    *eventqueue.Store
+	Delivery *delivery.Service
+	Clock    clock.Clock
+	// DatabaseDown is open while the database was found unavailable (delivery opens it): the
+	// lookups answer from memory meanwhile.
+	DatabaseDown *breaker.Breaker
+}
+
+// New returns an Ingestor.
+func New(o Options) *Ingestor {
+	down, clk := o.DatabaseDown, o.Clock
+	return &Ingestor{db: o.DB, queueing: o.Queueing, queue: o.Queue, delivery: o.Delivery, clock: clk,
+		siteKeys: cache.NewFallback[string, Site](siteKeyTTL, clk, database.LookupTimeout, database.ColdLookupTimeout, down, database.Unavailable),
+		redact:   cache.NewFallback[uint64, []string](privacyTTL, clk, database.LookupTimeout, database.ColdLookupTimeout, down, database.Unavailable),
+		erased:   cache.NewFallback[erasedKey, *erasure.Erased](privacyTTL, clk, database.LookupTimeout, database.ColdLookupTimeout, down, database.Unavailable),
+	}
+}
+
+// NewIngestor returns an Ingestor on db with a delivery of its own that does not spool, for
+// the tools and tests that need nothing else; m may be nil. Close closes its delivery.
 func NewIngestor(db *gorm.DB, queueing Flags, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger, m *metrics.Metrics) *Ingestor {
-	dbDown := &breaker.Breaker{Cooldown: database.DownCooldown}
-	in := &Ingestor{db: db, queueing: queueing, queue: queue, clock: clk, log: log, metrics: m,
-		siteKeys: cache.NewFallback[string, Site](siteKeyTTL, clk, database.LookupTimeout, database.ColdLookupTimeout, dbDown, database.Unavailable),
-		redact:   cache.NewFallback[uint64, []string](privacyTTL, clk, database.LookupTimeout, database.ColdLookupTimeout, dbDown, database.Unavailable),
-		erased:   cache.NewFallback[erasedKey, *erased](privacyTTL, clk, database.LookupTimeout, database.ColdLookupTimeout, dbDown, database.Unavailable),
-		breaker:  &breaker.Breaker{Cooldown: breakerCooldown}, dbDown: dbDown,
-		events:   eventstore.New(db),
-		requests: make(chan *commitRequest, 4096), pushed: make(chan settlement, 1024), stop: make(chan struct{})}
-	in.startCommitters()
-	return in
+	return NewSpooling(db, queueing, queue, clk, log, m, eventqueue.SpoolLimits{})
 }
 
-// Events is the store the ingestor writes to.
-func (in *Ingestor) Events() *eventstore.Store { return in.events }
+// NewSpooling is NewIngestor with a spool bounded by limits.
+func NewSpooling(db *gorm.DB, queueing Flags, queue *eventqueue.Store, clk clock.Clock, log *slog.Logger, m *metrics.Metrics, limits eventqueue.SpoolLimits) *Ingestor {
+	down := &breaker.Breaker{Cooldown: database.DownCooldown}
+	d := delivery.New(delivery.Options{DB: db, Events: eventstore.New(db), Queue: queue, Queueing: queueing, Clock: clk, Log: log,
+		Metrics: m, DatabaseDown: down, Spool: limits})
+	return New(Options{DB: db, Queueing: queueing, Queue: queue, Delivery: d, Clock: clk, DatabaseDown: down})
+}
+
+// Delivery is the delivery the ingestor hands its rows to.
+func (in *Ingestor) Delivery() *delivery.Service { return in.delivery }
+
+// Events is the store the ingestor's delivery writes to.
+func (in *Ingestor) Events() *eventstore.Store { return in.delivery.Events() }
+
+// Close closes the ingestor's delivery: only for an Ingestor made by NewIngestor, which owns it.
+func (in *Ingestor) Close() {
+	in.delivery.Close()
+	in.delivery.Events().Close()
+}
 
 // Site is what public ingestion needs of the tenant a site key names.
 type Site struct {
@@ -114,19 +125,11 @@ func (in *Ingestor) SiteByKey(ctx context.Context, siteKey string) (Site, error)
 	return site, err
 }
 
-// Ingest commits events to the database and, when the tenant's UseQueueEvents is active,
-// appends them to its queue in the given order. It returns the new ids once both are done
-// (a commit that lands only after spoolAfter, as its pusher takes it: the append follows).
-// If the append fails after the commit, the events stay pending and Requeue pushes
-// them later: no committed event is lost. If the database cannot be reached (or does not
-// answer within spoolAfter), the events go to the spool instead and the ids are returned
-// once they are there; DrainSpool stores them later.
+// Ingest minimises events into rows and delivers them (delivery.Service.Deliver): stored,
+// and appended to the tenant's queue when its UseQueueEvents is active, or spooled while the
+// database is down. It returns the new ids once that is done.
 func (in *Ingestor) Ingest(ctx context.Context, tenantID uint64, inputs []Input, client Client) ([]string, error) {
-	queued, err := in.queueing.Queues(ctx, tenantID)
-	spoolNow := err != nil && in.spoolable(err) // the flags cannot be read: no commit either
-	if err != nil && !spoolNow {
-		return nil, err
-	}
+	queued, flagErr := in.queueing.Queues(ctx, tenantID)
 	priv := in.privacyOf(ctx, tenantID, namesMembers(inputs))
 	now := in.clock.Now().UTC()
 	rows := make([]models.TrackedEvent, len(inputs))
@@ -141,17 +144,7 @@ func (in *Ingestor) Ingest(ctx context.Context, tenantID uint64, inputs []Input,
 		rows[i].Queued = queued // not marked pending: a pending batch stands for the marks
 		ids[i] = rows[i].ID
 	}
-	if !spoolNow && in.SpoolMax > 0 && !in.dbDown.Allow(in.clock.Now()) {
-		spoolNow, err = true, errCommitSlow // the database was just found down: no commit to wait for
-	}
-	if !spoolNow {
-		err = in.commit(ctx, tenantID, rows, queued)
-	}
-	if err != nil && in.spoolable(err) {
-		in.dbDown.Fail(in.clock.Now())
-		err = in.spool(ctx, tenantID, rows, err)
-	}
-	if err != nil {
+	if err := in.delivery.Deliver(ctx, tenantID, rows, queued, flagErr); err != nil {
 		return nil, err
 	}
 	return ids, nil

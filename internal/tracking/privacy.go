@@ -11,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/internal/erasure"
 	"github.com/eventq/eventq/models"
 )
 
@@ -27,21 +28,15 @@ const privacyTTL = 500 * time.Millisecond
 
 // privacy is what a tenant asks ingestion to keep less of.
 type privacy struct {
-	anonymize bool     // AnonymizeIp: addresses shortened
-	redact    []string // query parameters whose values are replaced, lower case
-	erased    *erased  // members erased: events naming them are stored without them
+	anonymize bool            // AnonymizeIp: addresses shortened
+	redact    []string        // query parameters whose values are replaced, lower case
+	erased    *erasure.Erased // members erased: events naming them are stored without them
 	// taken reports whether a live member has an external id now; nil: none has.
 	taken    func(external string) bool
 	tenantID uint64
 	// The last address minimise shortened, and what it became: one request's events share it.
 	lastIP, lastShort string
 	shortened         bool // lastIP and lastShort are set
-}
-
-// erased are a tenant's erased members: their ids, and the hashes of their former external
-// ids (models.ExternalHash).
-type erased struct {
-	ids, hashes map[string]bool
 }
 
 // erasedKey keys the cache of a tenant's erased members by the tenant's erasure count when it
@@ -66,10 +61,10 @@ func (in *Ingestor) privacyOf(ctx context.Context, tenantID uint64, members bool
 		if err != nil {
 			count = -1
 		}
-		p.erased, _ = in.erased.Get(ctx, erasedKey{tenantID, count}, func(ctx context.Context) (*erased, error) {
-			return in.loadErased(ctx, tenantID)
+		p.erased, _ = in.erased.Get(ctx, erasedKey{tenantID, count}, func(ctx context.Context) (*erasure.Erased, error) {
+			return erasure.LoadErased(ctx, in.db, tenantID)
 		})
-		p.taken = func(external string) bool { return in.externalTaken(ctx, tenantID, external) }
+		p.taken = func(external string) bool { return erasure.ExternalTaken(ctx, in.db, tenantID, external) }
 	}
 	p.redact, _ = in.redact.Get(ctx, tenantID, func(ctx context.Context) ([]string, error) {
 		var t models.Tenant
@@ -89,34 +84,6 @@ func (in *Ingestor) privacyOf(ctx context.Context, tenantID uint64, members bool
 	return p
 }
 
-// loadErased reads tenantID's erased members.
-func (in *Ingestor) loadErased(ctx context.Context, tenantID uint64) (*erased, error) {
-	var rows []models.MemberErasure
-	err := in.db.WithContext(ctx).Select("member_id", "external_hash").Where("tenant_id = ?", tenantID).Find(&rows).Error
-	if err != nil {
-		return nil, fmt.Errorf("tracking: erased members: %w", err)
-	}
-	out := &erased{ids: map[string]bool{}, hashes: map[string]bool{}}
-	for _, r := range rows {
-		out.ids[models.FormatID(r.MemberID)] = true
-		if r.ExternalHash != "" {
-			out.hashes[r.ExternalHash] = true
-		}
-	}
-	return out, nil
-}
-
-// externalTaken reports whether a member of tenantID (not erased) has the external id now: a
-// former external id of an erased member names that member once another has taken it. It is
-// asked only of events naming an erased member's former external id; when the database
-// cannot answer, the id counts as not taken (the event is stored without a member).
-func (in *Ingestor) externalTaken(ctx context.Context, tenantID uint64, external string) bool {
-	var n int64
-	err := in.db.WithContext(ctx).Model(&models.AudienceMember{}).
-		Where("tenant_id = ? AND external_id = ? AND erased_at IS NULL", tenantID, external).Count(&n).Error
-	return err == nil && n > 0
-}
-
 // minimise applies p to a row before it is written anywhere: the address shortened, the
 // URL's fragment dropped and its redacted parameters' values replaced.
 func (p *privacy) minimise(row *models.TrackedEvent) {
@@ -128,22 +95,9 @@ func (p *privacy) minimise(row *models.TrackedEvent) {
 		row.IPAddress = p.lastShort
 	}
 	row.URL = RedactURL(row.URL, p.redact)
-	if m := row.AudienceMemberID; m != nil && p.erased != nil && len(p.erased.ids)+len(p.erased.hashes) > 0 && p.namesErased(*m) {
+	if m := row.AudienceMemberID; m != nil && p.erased.Names(*m, p.taken) {
 		row.AudienceMemberID = nil
 	}
-}
-
-// namesErased reports whether an event's audience_member_id names an erased member: its id,
-// or "external:" and its former external id while no other member has taken it.
-func (p *privacy) namesErased(m string) bool {
-	ref, ok := models.ParseMemberRef(m)
-	switch {
-	case !ok:
-		return false
-	case ref.ID != 0:
-		return p.erased.ids[m]
-	}
-	return p.erased.hashes[models.ExternalHash(p.tenantID, ref.External)] && (p.taken == nil || !p.taken(ref.External))
 }
 
 // AnonymizeIP shortens an address: an IPv4 address's last octet zeroed (203.0.113.7 →

@@ -1,16 +1,9 @@
-package tracking
+package delivery
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
-	"time"
-
-	"github.com/eventq/eventq/internal/eventqueue/queuetest"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -19,37 +12,6 @@ import (
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
-
-// queueIDs reads the ids in tenant's queue, front first.
-func (e *ingestEnv) queueIDs(t *testing.T, tenant uint64) []string {
-	t.Helper()
-	raw, err := queuetest.Read(context.Background(), e.Queue, tenant)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := make([]string, len(raw))
-	for i, r := range raw {
-		var ev models.QueueEvent
-		if err := json.Unmarshal([]byte(r), &ev); err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = ev.ID
-	}
-	return ids
-}
-
-func (e *ingestEnv) mustIngest(t *testing.T, tenant uint64, n int) []string {
-	t.Helper()
-	in := make([]Input, n)
-	for i := range in {
-		in[i] = input("s", int64(i))
-	}
-	ids, err := e.Ingest.Ingest(context.Background(), tenant, in, Client{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ids
-}
 
 // A full queue holds back what does not fit; the held events enter in acceptance order as the
 // consumer trims, none overtaken by a newer one, and each arrives once.
@@ -112,18 +74,17 @@ func TestTwoProcessesCannotOvershootTheCap(t *testing.T) {
 	e.Queue.MaxLength = 50
 	second := eventqueue.New(e.Redis.Client())
 	second.MaxLength = 50
-	other := NewIngestor(e.DB, e.Flags, second, e.Clock, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	t.Cleanup(other.Close)
+	other := e.newIngester(t, Options{Queue: second})
 	tenant := testenv.MustTenant(t, e.DB, true).ID
 	var wg sync.WaitGroup
 	for i := 0; i < 40; i++ {
 		wg.Add(1)
-		go func(in *Ingestor) {
+		go func(in ingester) {
 			defer wg.Done()
 			if _, err := in.Ingest(context.Background(), tenant, []Input{input("a", 1), input("b", 2), input("c", 3)}, Client{}); err != nil {
 				t.Error(err)
 			}
-		}([]*Ingestor{e.Ingest, other}[i%2])
+		}([]ingester{e.Ingest, other}[i%2])
 	}
 	wg.Wait()
 	if n := e.QueueLen(t, tenant); n != 50 {
@@ -132,20 +93,12 @@ func TestTwoProcessesCannotOvershootTheCap(t *testing.T) {
 	waitPending(t, e, 70)
 }
 
-// waitPending waits until n events are pending (the marks of the appended ones
-// are cleared in the background).
-func waitPending(t *testing.T, e *ingestEnv, n int64) {
-	t.Helper()
-	testenv.Eventually(t, 5*time.Second, fmt.Sprintf("%d events are pending", n), func() bool { return e.pending(t) == n })
-}
-
 // The worker reports the queue length of each tenant whose queue is full, and only of those.
 func TestFullQueuesAreReportedAndOnlyThey(t *testing.T) {
 	e := startIngest(t)
 	e.Queue.MaxLength = 3
 	m := metrics.New()
-	e.Ingest = NewIngestor(e.DB, e.Flags, e.Queue, e.Clock, slog.New(slog.NewTextHandler(io.Discard, nil)), m)
-	t.Cleanup(e.Ingest.Close)
+	e.Ingest = e.newIngester(t, Options{Metrics: m})
 	full, fine := testenv.MustTenant(t, e.DB, true).ID, testenv.MustTenant(t, e.DB, true).ID
 	e.mustIngest(t, full, 5)
 	e.mustIngest(t, fine, 2)

@@ -1,4 +1,4 @@
-package tracking
+package delivery
 
 import (
 	"context"
@@ -108,7 +108,7 @@ func TestALateSettleLeavesAClaimedBatchAlone(t *testing.T) {
 		t.Fatalf("append left %+v, want two appended and two held", settled)
 	}
 	e.Queue.MaxLength = 0
-	if _, err := e.Ingest.DrainHeld(context.Background(), tenant); err != nil {
+	if _, err := e.Ingest.Delivery().DrainHeld(context.Background(), tenant); err != nil {
 		t.Fatal(err)
 	}
 	if p := e.pending(t); p != 0 {
@@ -128,7 +128,7 @@ func TestALateSettleLeavesAClaimedBatchAlone(t *testing.T) {
 
 	t.Run("an append after the claim skips the batch", func(t *testing.T) {
 		late := e.storeQueued(t, tenant, 3)
-		if _, err := e.Ingest.DrainHeld(context.Background(), tenant); err != nil { // claims it, pushes it
+		if _, err := e.Ingest.Delivery().DrainHeld(context.Background(), tenant); err != nil { // claims it, pushes it
 			t.Fatal(err)
 		}
 		if s := e.appendPending(t, late); s != nil {
@@ -161,7 +161,7 @@ func TestHeldEventsOfABatchAreMarked(t *testing.T) {
 	if _, err := e.Queue.Trim(context.Background(), tenant, 3, -1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Ingest.DrainHeld(context.Background(), tenant); err != nil {
+	if _, err := e.Ingest.Delivery().DrainHeld(context.Background(), tenant); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.queueIDs(t, tenant); !slices.Equal(got, ids[3:]) {

@@ -1,4 +1,4 @@
-package held_test
+package delivery_test
 
 import (
 	"context"
@@ -10,22 +10,23 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/delivery"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/features"
-	"github.com/eventq/eventq/internal/held"
+
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/models"
 )
 
-// heldEnv is a held.Store and the Ingestor that fills its queues, on a fresh database and a
+// heldEnv is a delivery.Held and the Ingestor that fills its queues, on a fresh database and a
 // redis-server of their own.
 type heldEnv struct {
 	DB     *gorm.DB
 	Queue  *eventqueue.Store
 	Clock  *clock.Fake
 	Ingest *tracking.Ingestor
-	Held   *held.Store
+	Held   *delivery.Held
 }
 
 func startHeld(t testing.TB) *heldEnv {
@@ -37,7 +38,7 @@ func startHeld(t testing.TB) *heldEnv {
 	e.Ingest = tracking.NewIngestor(db, features.New(db, clock.Real{}), e.Queue, e.Clock, log, nil)
 	t.Cleanup(e.Ingest.Close)
 	t.Cleanup(e.Queue.Close)
-	e.Held = &held.Store{Events: e.Ingest.Events(), Queue: e.Queue}
+	e.Held = &delivery.Held{Events: e.Ingest.Events(), Queue: e.Queue}
 	return e
 }
 

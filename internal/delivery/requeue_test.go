@@ -1,4 +1,4 @@
-package tracking
+package delivery
 
 import (
 	"context"
@@ -107,7 +107,7 @@ type drainOutcome struct {
 func (e *ingestEnv) drainHeldAsync(ctx context.Context, tenant uint64) <-chan drainOutcome {
 	done := make(chan drainOutcome, 1)
 	go func() {
-		n, err := e.Ingest.DrainHeld(ctx, tenant)
+		n, err := e.Ingest.Delivery().DrainHeld(ctx, tenant)
 		done <- drainOutcome{n, err}
 	}()
 	return done

@@ -1,4 +1,4 @@
-package tracking
+package delivery
 
 import (
 	"context"
@@ -37,8 +37,10 @@ func TestSQLiteWritesOfTheIngestorTakeTurns(t *testing.T) {
 	r := testenv.StartRedis(t)
 	var logs strings.Builder
 	var logMu sync.Mutex
-	in := NewIngestor(db, features.New(db, clock.Real{}), eventqueue.New(r.Client()), clock.Real{}, slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil)), nil)
-	t.Cleanup(in.Close)
+	events := eventstore.New(db)
+	in := New(Options{DB: db, Events: events, Queue: eventqueue.New(r.Client()), Queueing: features.New(db, clock.Real{}), Clock: clock.Real{},
+		Log: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))})
+	t.Cleanup(func() { in.Close(); events.Close() })
 	tenant := testenv.MustTenant(t, db, true).ID
 
 	stored := make(chan appendedBatch, 64)

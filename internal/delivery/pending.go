@@ -1,4 +1,4 @@
-package tracking
+package delivery
 
 import (
 	"context"
@@ -9,11 +9,10 @@ import (
 
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/eventstore"
-	"github.com/eventq/eventq/internal/held"
 	"github.com/eventq/eventq/models"
 )
 
-// Pending batches (see internal/held): the committer writes one per tenant of a batch, in the
+// Pending batches (see the package doc): the committer writes one per tenant of a batch, in the
 // same transaction as the rows, and settles it once the events are in their queue.
 
 // newPendingBatches returns one pending batch for each tenant of the queued requests, and
@@ -32,7 +31,7 @@ func newPendingBatches(reqs []*commitRequest) ([]models.PendingBatch, error) {
 		if !ok {
 			id, err := uuid.NewV7()
 			if err != nil {
-				return nil, fmt.Errorf("tracking: pending batch id: %w", err)
+				return nil, fmt.Errorf("delivery: pending batch id: %w", err)
 			}
 			i = len(out)
 			byTenant[r.tenant] = i
@@ -100,7 +99,7 @@ type appendedBatch struct {
 // deleted, and then lets the queue forget the batches it deleted (eventqueue.ForgetPending). A
 // batch already gone was claimed by someone else, who marked the events not appended and
 // pushes them.
-func (in *Ingestor) settleBatches(batches []appendedBatch) {
+func (d *Service) settleBatches(batches []appendedBatch) {
 	owned := map[uint64][]string{} // tenant -> the batches deleted here
 	var whole []string             // ids of the batches appended whole
 	for _, b := range batches {
@@ -109,7 +108,7 @@ func (in *Ingestor) settleBatches(batches []appendedBatch) {
 			continue
 		}
 		var gone bool
-		err := in.events.Update(context.Background(), func(tx eventstore.Tx) error {
+		err := d.events.Update(context.Background(), func(tx eventstore.Tx) error {
 			deleted, err := tx.DeleteBatches([]string{b.id})
 			if err != nil || len(deleted) == 0 {
 				return err
@@ -118,7 +117,7 @@ func (in *Ingestor) settleBatches(batches []appendedBatch) {
 			return setPending(tx, b.held, true)
 		})
 		if err != nil {
-			in.log.Warn("tracking: could not mark held events; the re-pusher claims their batch", "events", len(b.held), "err", err)
+			d.log.Warn("delivery: could not mark held events; the re-pusher claims their batch", "events", len(b.held), "err", err)
 			continue
 		}
 		if gone {
@@ -127,13 +126,13 @@ func (in *Ingestor) settleBatches(batches []appendedBatch) {
 	}
 	if len(whole) > 0 {
 		var deleted map[string]bool
-		err := in.events.Write(func() error {
+		err := d.events.Write(func() error {
 			var err error
-			deleted, err = in.events.Pool(context.Background()).DeleteBatches(whole)
+			deleted, err = d.events.Pool(context.Background()).DeleteBatches(whole)
 			return err
 		})
 		if err != nil {
-			in.log.Warn("tracking: could not delete pending batches; the re-pusher claims them", "batches", len(whole), "err", err)
+			d.log.Warn("delivery: could not delete pending batches; the re-pusher claims them", "batches", len(whole), "err", err)
 		}
 		for _, b := range batches {
 			if deleted[b.id] {
@@ -141,20 +140,15 @@ func (in *Ingestor) settleBatches(batches []appendedBatch) {
 			}
 		}
 	}
-	if len(owned) == 0 || !in.breaker.Allow(in.clock.Now()) {
+	if len(owned) == 0 || !d.breaker.Allow(d.clock.Now()) {
 		return // the records lapse after eventqueue.Retention
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), eventqueue.AppendTimeout)
 	defer cancel()
 	for tenant, ids := range owned {
-		if err := in.queue.ForgetPending(ctx, tenant, ids); err != nil {
-			in.log.Warn("tracking: could not forget settled pending batches; they lapse", "tenant_id", tenant, "batches", len(ids), "err", err)
+		if err := d.queue.ForgetPending(ctx, tenant, ids); err != nil {
+			d.log.Warn("delivery: could not forget settled pending batches; they lapse", "tenant_id", tenant, "batches", len(ids), "err", err)
 			return
 		}
 	}
-}
-
-// held is the Store of the ingestor's held events, its writes under the SQLite writer's lock.
-func (in *Ingestor) held() *held.Store {
-	return &held.Store{Events: in.events, Queue: in.queue}
 }

@@ -1,4 +1,4 @@
-package held_test
+package tracking
 
 import (
 	"testing"

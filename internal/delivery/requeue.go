@@ -1,4 +1,4 @@
-package tracking
+package delivery
 
 import (
 	"cmp"
@@ -34,34 +34,34 @@ const requeueBatch = 500
 // push. Events already in their queue (the process that appended them died before clearing the
 // mark) are not appended again. Concurrent callers on Postgres skip each other's rows. It
 // returns how many events it pushed.
-func (in *Ingestor) Requeue(ctx context.Context, minAge time.Duration) (int, error) {
+func (d *Service) Requeue(ctx context.Context, minAge time.Duration) (int, error) {
 	total := 0
 	full := map[uint64]bool{} // tenants whose queue filled up during this call
 	// Pending batches as old are those whose pusher died or failed: their events are marked
 	// and pushed below, with the marked events of the same age.
-	if err := in.held().Claim(ctx, 0, in.clock.Now().UTC().Add(-minAge)); err != nil {
+	if err := d.Held().Claim(ctx, 0, d.clock.Now().UTC().Add(-minAge)); err != nil {
 		return 0, err
 	}
-	held, err := in.queue.HeldTenants(ctx)
+	held, err := d.queue.HeldTenants(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("tracking: requeue: %w", err)
+		return 0, fmt.Errorf("delivery: requeue: %w", err)
 	}
 	lengths := map[string]int64{}
 	for _, t := range held {
-		n, err := in.drainHeld(ctx, t, full, false)
+		n, err := d.drainHeld(ctx, t, full, false)
 		total += n
 		if err != nil {
 			return total, err
 		}
 		if full[t] {
-			if lengths[models.FormatID(t)], err = in.queue.Len(ctx, t); err != nil {
+			if lengths[models.FormatID(t)], err = d.queue.Len(ctx, t); err != nil {
 				return total, err
 			}
 		}
 	}
-	in.metrics.HeldQueues(lengths)
+	d.metrics.HeldQueues(lengths)
 	for {
-		n, more, err := in.requeueBatch(ctx, requeueScope{cutoff: in.clock.Now().UTC().Add(-minAge), full: full, skip: map[uint64]bool{}})
+		n, more, err := d.requeueBatch(ctx, requeueScope{cutoff: d.clock.Now().UTC().Add(-minAge), full: full, skip: map[uint64]bool{}})
 		total += n
 		if err != nil || !more {
 			return total, err
@@ -74,8 +74,8 @@ func (in *Ingestor) Requeue(ctx context.Context, minAge time.Duration) (int, err
 // re-pusher), it waits for that drain to end and then drains what is left, so that when it
 // returns the tenant's backlog is in its queue as far as the queue has room. A rebuild ends
 // with it. It returns how many it pushed.
-func (in *Ingestor) DrainHeld(ctx context.Context, tenant uint64) (int, error) {
-	return in.drainHeld(ctx, tenant, map[uint64]bool{}, true)
+func (d *Service) DrainHeld(ctx context.Context, tenant uint64) (int, error) {
+	return d.drainHeld(ctx, tenant, map[uint64]bool{}, true)
 }
 
 // heldDrainPoll is how often a drain that waits for another process's looks at its lock.
@@ -88,13 +88,13 @@ const heldDrainPoll = 50 * time.Millisecond
 // than every pending one. Its reads
 // wait for events a pass over every tenant has locked (see eventstore.Tx.Oldest), so that a short read
 // means the backlog's end.
-func (in *Ingestor) drainHeld(ctx context.Context, tenant uint64, full map[uint64]bool, wait bool) (int, error) {
-	if spooled, err := in.queue.Spooled(ctx, tenant); err != nil || spooled {
+func (d *Service) drainHeld(ctx context.Context, tenant uint64, full map[uint64]bool, wait bool) (int, error) {
+	if spooled, err := d.queue.Spooled(ctx, tenant); err != nil || spooled {
 		return 0, err
 	}
 	owner := newOwner()
 	for {
-		ok, err := in.queue.LockHeldDrain(ctx, tenant, owner, heldDrainLockTTL)
+		ok, err := d.queue.LockHeldDrain(ctx, tenant, owner, heldDrainLockTTL)
 		if err != nil || (!ok && !wait) {
 			return 0, err
 		}
@@ -107,20 +107,20 @@ func (in *Ingestor) drainHeld(ctx context.Context, tenant uint64, full map[uint6
 			return 0, ctx.Err()
 		}
 	}
-	defer in.queue.UnlockHeldDrain(context.WithoutCancel(ctx), tenant, owner)
+	defer d.queue.UnlockHeldDrain(context.WithoutCancel(ctx), tenant, owner)
 	total := 0
 	for round := 0; round < heldDrainRounds; round++ {
-		mark, err := in.queue.HoldMark(ctx, tenant) // read before the rows: see ReleaseHold
+		mark, err := d.queue.HoldMark(ctx, tenant) // read before the rows: see ReleaseHold
 		if err != nil {
-			return total, fmt.Errorf("tracking: requeue: %w", err)
+			return total, fmt.Errorf("delivery: requeue: %w", err)
 		}
 		// Every pending batch of the tenant, whatever its age, so that its events go in in
 		// order with the marked ones, and no pusher marks them again once they are drained.
-		if err := in.held().Claim(ctx, tenant, in.clock.Now().UTC().Add(time.Hour)); err != nil {
+		if err := d.Held().Claim(ctx, tenant, d.clock.Now().UTC().Add(time.Hour)); err != nil {
 			return total, err
 		}
 		for {
-			n, more, err := in.requeueBatch(ctx, requeueScope{cutoff: in.clock.Now().UTC().Add(time.Hour), tenant: tenant, full: full, skip: map[uint64]bool{}})
+			n, more, err := d.requeueBatch(ctx, requeueScope{cutoff: d.clock.Now().UTC().Add(time.Hour), tenant: tenant, full: full, skip: map[uint64]bool{}})
 			total += n
 			if err != nil || full[tenant] {
 				return total, err
@@ -129,14 +129,14 @@ func (in *Ingestor) drainHeld(ctx context.Context, tenant uint64, full map[uint6
 				break
 			}
 		}
-		released, err := in.queue.ReleaseHold(ctx, tenant, mark)
+		released, err := d.queue.ReleaseHold(ctx, tenant, mark)
 		if err != nil {
-			return total, fmt.Errorf("tracking: requeue: %w", err)
+			return total, fmt.Errorf("delivery: requeue: %w", err)
 		}
 		if released {
 			break
 		}
-		in.queue.LockHeldDrain(ctx, tenant, owner, heldDrainLockTTL) // extended
+		d.queue.LockHeldDrain(ctx, tenant, owner, heldDrainLockTTL) // extended
 	}
 	return total, nil
 }
@@ -166,32 +166,32 @@ type requeueScope struct {
 
 // skipRequeue reports whether tenant's pending events must wait: it has spooled events, or
 // (with heldToo) a hold mark, whose events drainHeld alone appends, in order.
-func (in *Ingestor) skipRequeue(ctx context.Context, tenant uint64, heldToo bool) (skip, held bool, err error) {
-	if spooled, err := in.queue.Spooled(ctx, tenant); err != nil || spooled {
+func (d *Service) skipRequeue(ctx context.Context, tenant uint64, heldToo bool) (skip, held bool, err error) {
+	if spooled, err := d.queue.Spooled(ctx, tenant); err != nil || spooled {
 		return true, false, err
 	}
 	if !heldToo {
 		return false, false, nil
 	}
-	held, err = in.queue.Held(ctx, tenant)
+	held, err = d.queue.Held(ctx, tenant)
 	return held || err != nil, held, err
 }
 
-func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushed int, more bool, err error) {
+func (d *Service) requeueBatch(ctx context.Context, scope requeueScope) (pushed int, more bool, err error) {
 	var pushErr error
 	var done []queuedEvent // pushed (or no longer wanted) and unmarked once run commits
 	var marked []uint64    // tenants found with a hold mark
 	// The rows read stay locked while they are pushed, where the store locks them
 	// (eventstore.Store.Locking), so concurrent workers share the backlog; where it does not, a
 	// second worker may push a row again, which the queue's deduplication turns into a no-op.
-	err = in.events.Locking(ctx, func(tx eventstore.Tx) error {
+	err = d.events.Locking(ctx, func(tx eventstore.Tx) error {
 		// A tenant is looked at before any of its events is read: a held tenant's events,
 		// locked here, would be skipped by its own drain (see eventstore.Tx.Oldest).
 		skip := func(t uint64) bool {
 			if scope.full[t] || scope.skip[t] {
 				return true
 			}
-			skip, isHeld, err := in.skipRequeue(ctx, t, scope.tenant == 0)
+			skip, isHeld, err := d.skipRequeue(ctx, t, scope.tenant == 0)
 			if skip {
 				scope.skip[t], pushErr = true, cmp.Or(err, pushErr)
 				if isHeld {
@@ -202,7 +202,7 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 		}
 		rows, err := tx.Oldest(scope.cutoff, scope.tenant, skip, requeueBatch)
 		if err != nil {
-			return fmt.Errorf("tracking: requeue: %w", err)
+			return fmt.Errorf("delivery: requeue: %w", err)
 		}
 		appendCtx, cancel := context.WithTimeout(ctx, requeueAppendBy)
 		defer cancel()
@@ -219,20 +219,20 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 		// Each tenant's events are pushed and unmarked together; a tenant whose push fails
 		// stays pending without undoing the others (which would push those twice).
 		for _, t := range order {
-			active, err := in.queueing.Queues(ctx, t)
+			active, err := d.queueing.Queues(ctx, t)
 			if err != nil {
 				pushErr = err
 				continue
 			}
 			keep := byTenant[t]
 			if active {
-				res := in.queue.Drain(appendCtx, in.clock.Now(), batchOf(t, keep))
+				res := d.queue.Drain(appendCtx, d.clock.Now(), batchOf(t, keep))
 				if res.Err != nil {
 					pushErr = res.Err
 					continue
 				}
 				pushed += res.Appended
-				in.metrics.Queued(res.Appended)
+				d.metrics.Queued(res.Appended)
 				keep = keep[:len(keep)-res.Held] // the held ones stay pending
 				if res.Held > 0 {
 					scope.full[t] = true
@@ -244,7 +244,7 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 			done = appendQueued(done, t, keep)
 		}
 		if err := unmarkPending(tx, done); err != nil {
-			return fmt.Errorf("tracking: requeue: unmark: %w", err)
+			return fmt.Errorf("delivery: requeue: unmark: %w", err)
 		}
 		if pushErr != nil {
 			more = false
@@ -252,12 +252,12 @@ func (in *Ingestor) requeueBatch(ctx context.Context, scope requeueScope) (pushe
 		return nil
 	})
 	if err == nil {
-		in.ack(done)
+		d.ack(done)
 		err = pushErr
 	}
 	if len(marked) > 0 { // a mark whose tenant was not recorded (a crash between the two)
-		if nerr := in.queue.NoteHeld(ctx, marked...); nerr != nil && err == nil {
-			err = fmt.Errorf("tracking: requeue: %w", nerr)
+		if nerr := d.queue.NoteHeld(ctx, marked...); nerr != nil && err == nil {
+			err = fmt.Errorf("delivery: requeue: %w", nerr)
 		}
 	}
 	return pushed, more, err

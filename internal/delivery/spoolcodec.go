@@ -1,4 +1,4 @@
-package tracking
+package delivery
 
 import (
 	"encoding/binary"
@@ -16,7 +16,7 @@ import (
 
 const spoolCodecVersion = 1
 
-var errSpoolEntry = errors.New("tracking: spool: malformed entry")
+var errSpoolEntry = errors.New("delivery: spool: malformed entry")
 
 // encodeSpoolEntry appends the encoding of rows to b.
 func encodeSpoolEntry(b []byte, rows []models.TrackedEvent) []byte {

@@ -1,4 +1,4 @@
-package tracking
+package delivery
 
 import (
 	"context"
@@ -69,7 +69,7 @@ func startGatedIngest(t *testing.T, g *gate) *ingestEnv {
 	t.Cleanup(func() { rdb.Close() })
 	rdb.AddHook(g)
 	e := newIngestEnv(t, db, r, rdb)
-	e.Ingest.SpoolMax = 1000
+	e.Ingest.limits.Events = 1000
 	return e
 }
 
@@ -136,10 +136,10 @@ func TestASlowCommitThatLandsBeforeItsSpoolIsQueuedOnce(t *testing.T) {
 		t.Fatal(a.err)
 	}
 
-	if _, err := e.Ingest.DrainSpool(ctx, "test"); err != nil {
+	if _, err := e.Ingest.Delivery().DrainSpool(ctx, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Ingest.DrainHeld(ctx, tenant); err != nil {
+	if _, err := e.Ingest.Delivery().DrainHeld(ctx, tenant); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.queueIDs(t, tenant); !slices.Equal(got, a.ids) {
@@ -192,7 +192,7 @@ func TestACommitWhoseAppendIsSlowIsNotSpooled(t *testing.T) {
 		return e.QueueLen(t, tenant) >= 3
 	})
 	e.mustRequeue(t)
-	if _, err := e.Ingest.DrainSpool(ctx, "test"); err != nil {
+	if _, err := e.Ingest.Delivery().DrainSpool(ctx, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.queueIDs(t, tenant); !slices.Equal(got, a.ids) {

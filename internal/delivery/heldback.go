@@ -1,4 +1,4 @@
-package held
+package delivery
 
 import (
 	"context"
@@ -26,7 +26,7 @@ const heldPage = 5000
 // counted through its marks, one settled after the marks were read through itself, and one
 // settled between the two readings is counted through itself, its events then skipped among
 // the marks. (Read the other way round, a batch settled in between was counted nowhere.)
-func (s *Store) Back(ctx context.Context, tenantID uint64) (int64, error) {
+func (s *Held) Back(ctx context.Context, tenantID uint64) (int64, error) {
 	inBatches, counted, err := s.inBatches(ctx, tenantID)
 	if err != nil {
 		return 0, err
@@ -43,7 +43,7 @@ func (s *Store) Back(ctx context.Context, tenantID uint64) (int64, error) {
 
 // inBatches counts the events of tenantID's pending batches that are not in the queue, and
 // returns the ids of the events of the batches it counted.
-func (s *Store) inBatches(ctx context.Context, tenantID uint64) (int64, map[string]bool, error) {
+func (s *Held) inBatches(ctx context.Context, tenantID uint64) (int64, map[string]bool, error) {
 	var held int64
 	counted := map[string]bool{}
 	count := func(b *models.PendingBatch, n int64) {
@@ -56,7 +56,7 @@ func (s *Store) inBatches(ctx context.Context, tenantID uint64) (int64, map[stri
 	for {
 		batches, err := s.Events.Pool(ctx).Batches(tenantID, time.Time{}, after, heldPage/100)
 		if err != nil {
-			return 0, nil, fmt.Errorf("held: count held back events: %w", err)
+			return 0, nil, fmt.Errorf("delivery: held: count held back events: %w", err)
 		}
 		ids := make([]string, len(batches))
 		for i, b := range batches {
@@ -81,7 +81,7 @@ func (s *Store) inBatches(ctx context.Context, tenantID uint64) (int64, map[stri
 		if len(unrecorded) > 0 { // a batch settled meanwhile was deleted before its record
 			still, err := s.Events.Pool(ctx).StillPending(slices.Collect(maps.Keys(unrecorded)))
 			if err != nil {
-				return 0, nil, fmt.Errorf("held: count held back events: %w", err)
+				return 0, nil, fmt.Errorf("delivery: held: count held back events: %w", err)
 			}
 			for _, id := range still {
 				b := unrecorded[id]
@@ -97,7 +97,7 @@ func (s *Store) inBatches(ctx context.Context, tenantID uint64) (int64, map[stri
 
 // marked counts tenantID's events marked pending that are not in the queue, but for those
 // in skip.
-func (s *Store) marked(ctx context.Context, tenantID uint64, skip map[string]bool) (int64, error) {
+func (s *Held) marked(ctx context.Context, tenantID uint64, skip map[string]bool) (int64, error) {
 	page := s.markPage
 	if page == 0 {
 		page = heldPage
@@ -107,7 +107,7 @@ func (s *Store) marked(ctx context.Context, tenantID uint64, skip map[string]boo
 	for {
 		rows, err := s.Events.Pool(ctx).MarkedPage(tenantID, after, page)
 		if err != nil {
-			return 0, fmt.Errorf("held: count held back events: %w", err)
+			return 0, fmt.Errorf("delivery: held: count held back events: %w", err)
 		}
 		if len(rows) == 0 {
 			return held, nil

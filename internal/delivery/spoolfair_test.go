@@ -1,4 +1,4 @@
-package tracking
+package delivery
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestTheSpoolIsSharedFairly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.Ingest.SpoolTenantMax = 4
+	e.Ingest.limits.TenantEvents = 4
 	two := []Input{input("s", 1), input("s", 2)}
 	pg.Halt()
 	for i := 0; i < 2; i++ {
@@ -40,15 +40,15 @@ func TestTheSpoolIsSharedFairly(t *testing.T) {
 		t.Fatalf("spool count %d, want 6 (the refused request not counted)", n)
 	}
 	t.Run("past the bytes, every tenant is refused", func(t *testing.T) {
-		e.Ingest.SpoolMaxBytes = 1 // less than what is spooled already
-		defer func() { e.Ingest.SpoolMaxBytes = 0 }()
+		e.Ingest.limits.Bytes = 1 // less than what is spooled already
+		defer func() { e.Ingest.limits.Bytes = 0 }()
 		if _, err := e.Ingest.Ingest(ctx, quiet, []Input{input("s", 3)}, Client{}); err != errSpoolFull {
 			t.Fatalf("past the bytes: %v, want errSpoolFull", err)
 		}
 	})
 	pg.Resume()
 	testenv.Eventually(t, 10*time.Second, "the spool drained", func() bool {
-		_, err := e.Ingest.DrainSpool(ctx, "test")
+		_, err := e.Ingest.Delivery().DrainSpool(ctx, "test")
 		return err == nil && e.Rows(t, flood) == 4 && e.Rows(t, quiet) == 2
 	})
 	rdb := e.Redis.Client()
@@ -95,7 +95,7 @@ func TestSpooledEventsOfAnErasedMemberAreDropped(t *testing.T) {
 	testenv.Must(t, e.DB.Model(&models.AudienceMember{}).Where("id = ?", sh.Member.ID).Update("erased_at", now).Error)
 	testenv.Must(t, e.DB.Create(&models.MemberErasure{TenantID: tenant, MemberID: sh.Member.ID, Status: models.ErasurePending, RequestedAt: now}).Error)
 
-	if _, err := e.Ingest.DrainSpool(ctx, "test"); err != nil {
+	if _, err := e.Ingest.Delivery().DrainSpool(ctx, "test"); err != nil {
 		t.Fatal(err)
 	}
 	var stored []models.TrackedEvent

@@ -1,4 +1,4 @@
-package tracking
+package delivery
 
 import (
 	"context"
@@ -48,43 +48,42 @@ const (
 // startCommitters starts the loop that clears pending marks; the group-commit loops start
 // with the first commit (startCommitLoops), so a process that never ingests (the worker, the
 // CLI) runs none.
-func (in *Ingestor) startCommitters() {
-	in.wg.Add(1)
-	go in.unmarkLoop()
+func (d *Service) startCommitters() {
+	d.wg.Add(1)
+	go d.unmarkLoop()
 }
 
-func (in *Ingestor) startCommitLoops() {
-	n := in.events.Writers() // batches in flight at once
-	in.wg.Add(n)
+func (d *Service) startCommitLoops() {
+	n := d.events.Writers() // batches in flight at once
+	d.wg.Add(n)
 	for i := 0; i < n; i++ {
-		go in.commitLoop()
+		go d.commitLoop()
 	}
 }
 
 // Close stops the committers after the requests already handed to them, and clears the
 // pending marks collected so far. Ingest must not be called after Close.
-func (in *Ingestor) Close() {
-	in.closeOnce.Do(func() {
-		close(in.stop)
-		in.wg.Wait()
-		in.events.Close()
+func (d *Service) Close() {
+	d.closeOnce.Do(func() {
+		close(d.stop)
+		d.wg.Wait()
 	})
 }
 
 // commit hands rows to a committer and waits for the outcome; with the spool on, for
 // spoolAfter at most (errCommitSlow: the rows may still be committed, and are then queued
 // by id; see reqAbandoned).
-func (in *Ingestor) commit(ctx context.Context, tenant uint64, rows []models.TrackedEvent, queued bool) error {
+func (d *Service) commit(ctx context.Context, tenant uint64, rows []models.TrackedEvent, queued bool) error {
 	req := &commitRequest{tenant: tenant, rows: rows, queued: queued, done: make(chan error, 1)}
-	in.commitOnce.Do(in.startCommitLoops)
+	d.commitOnce.Do(d.startCommitLoops)
 	select {
-	case in.requests <- req:
-	case <-in.stop:
-		return fmt.Errorf("tracking: ingestor closed")
+	case d.requests <- req:
+	case <-d.stop:
+		return fmt.Errorf("delivery: ingestor closed")
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if in.SpoolMax <= 0 {
+	if d.limits.Events <= 0 {
 		return <-req.done // always answered, even if ctx ends: the rows may be committed
 	}
 	t := time.NewTimer(spoolAfter)
@@ -104,30 +103,30 @@ func (in *Ingestor) commit(ctx context.Context, tenant uint64, rows []models.Tra
 // hands the batch to its own pusher (pushLoop), which appends it to Redis and answers its
 // requests while the committer writes the next batch. The two stages overlap, and batches
 // still reach Redis in the order they were committed.
-func (in *Ingestor) commitLoop() {
-	defer in.wg.Done()
+func (d *Service) commitLoop() {
+	defer d.wg.Done()
 	pushes := make(chan pushJob) // unbuffered: the committer is at most one batch ahead
-	in.wg.Add(1)
-	go in.pushLoop(pushes)
+	d.wg.Add(1)
+	go d.pushLoop(pushes)
 	defer close(pushes)
 	for {
 		var first *commitRequest
 		select {
-		case first = <-in.requests:
-		case <-in.stop:
+		case first = <-d.requests:
+		case <-d.stop:
 			return
 		}
 		batch, rows := []*commitRequest{first}, len(first.rows)
 	drain:
 		for rows < maxBatchRows {
 			select {
-			case r := <-in.requests:
+			case r := <-d.requests:
 				batch, rows = append(batch, r), rows+len(r.rows)
 			default:
 				break drain
 			}
 		}
-		pushes <- pushJob{batch: batch, stored: in.commitBatch(batch, rows)}
+		pushes <- pushJob{batch: batch, stored: d.commitBatch(batch, rows)}
 	}
 }
 
@@ -138,10 +137,10 @@ type pushJob struct {
 
 // pushLoop appends each committed batch's queued rows to Redis, in the order the batches come,
 // then answers the batch's requests.
-func (in *Ingestor) pushLoop(pushes <-chan pushJob) {
-	defer in.wg.Done()
+func (d *Service) pushLoop(pushes <-chan pushJob) {
+	defer d.wg.Done()
 	for job := range pushes {
-		in.push(context.Background(), job.stored)
+		d.push(context.Background(), job.stored)
 		for _, r := range job.batch {
 			r.done <- r.err
 		}
@@ -152,18 +151,18 @@ func (in *Ingestor) pushLoop(pushes <-chan pushJob) {
 // returns the requests whose rows are committed, for the pusher. If the database refuses the
 // batch, each request is written again alone, so that only the request whose rows were refused
 // fails (its err is set) and every other one succeeds.
-func (in *Ingestor) commitBatch(batch []*commitRequest, n int) (stored []*commitRequest) {
+func (d *Service) commitBatch(batch []*commitRequest, n int) (stored []*commitRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := in.store(ctx, batch, n); err != nil {
+	if err := d.store(ctx, batch, n); err != nil {
 		if len(batch) == 1 {
 			batch[0].err = err
 			return nil
 		}
-		in.log.Warn("tracking: batch refused; writing its requests one by one", "requests", len(batch), "err", err)
+		d.log.Warn("delivery: batch refused; writing its requests one by one", "requests", len(batch), "err", err)
 		stored = make([]*commitRequest, 0, len(batch))
 		for _, r := range batch {
-			if r.err = in.store(ctx, []*commitRequest{r}, len(r.rows)); r.err == nil {
+			if r.err = d.store(ctx, []*commitRequest{r}, len(r.rows)); r.err == nil {
 				stored = append(stored, r)
 			}
 		}
@@ -174,18 +173,18 @@ func (in *Ingestor) commitBatch(batch []*commitRequest, n int) (stored []*commit
 
 // store writes the n rows of reqs, with a pending batch for each tenant whose rows are queued,
 // in one atomic statement or transaction: all of them or none.
-func (in *Ingestor) store(ctx context.Context, reqs []*commitRequest, n int) error {
+func (d *Service) store(ctx context.Context, reqs []*commitRequest, n int) error {
 	rows := make([]models.TrackedEvent, 0, n)
 	for _, r := range reqs {
 		rows = append(rows, r.rows...)
 	}
 	pending, err := newPendingBatches(reqs)
 	if err == nil {
-		err = in.events.Insert(ctx, rows, pending)
+		err = d.events.Insert(ctx, rows, pending)
 	}
 	if err != nil {
-		return fmt.Errorf("tracking: store events: %w", err)
+		return fmt.Errorf("delivery: store events: %w", err)
 	}
-	in.metrics.Ingested(len(rows))
+	d.metrics.Ingested(len(rows))
 	return nil
 }

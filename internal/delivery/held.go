@@ -1,4 +1,4 @@
-package held
+package delivery
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 // claimChunk is how many pending batches a claim reads at a time.
 const claimChunk = 100
 
-// Store claims, counts and re-marks held events: the steps that need the database and the
+// Held claims, counts and re-marks held events: the steps that need the database and the
 // queue together.
-type Store struct {
+type Held struct {
 	Events *eventstore.Store
 	Queue  *eventqueue.Store
 
@@ -27,12 +27,12 @@ type Store struct {
 // claimed in Redis (eventqueue.Store.ClaimPending), which says how many of its events an append
 // put in, and from then on keeps any append of it out; then, in one transaction, whoever
 // deletes the batch marks the rest.
-func (s *Store) Claim(ctx context.Context, tenant uint64, cutoff time.Time) error {
+func (s *Held) Claim(ctx context.Context, tenant uint64, cutoff time.Time) error {
 	after := ""
 	for {
 		batches, err := s.Events.Pool(ctx).Batches(tenant, cutoff, after, claimChunk)
 		if err != nil {
-			return fmt.Errorf("held: claim: %w", err)
+			return fmt.Errorf("delivery: held: claim: %w", err)
 		}
 		if len(batches) == 0 {
 			return nil
@@ -41,7 +41,7 @@ func (s *Store) Claim(ctx context.Context, tenant uint64, cutoff time.Time) erro
 		for i, b := range batches {
 			n, err := s.Queue.ClaimPending(ctx, b.TenantID, b.ID)
 			if err != nil {
-				return fmt.Errorf("held: %w", err)
+				return fmt.Errorf("delivery: held: %w", err)
 			}
 			appended[i] = max(n, 0)
 		}
@@ -56,7 +56,7 @@ func (s *Store) Claim(ctx context.Context, tenant uint64, cutoff time.Time) erro
 					continue
 				}
 				if err := tx.Mark(events[appended[i]:], b.FirstAt, b.LastAt, true); err != nil {
-					return fmt.Errorf("held: claim pending batches: %w", err)
+					return fmt.Errorf("delivery: held: claim pending batches: %w", err)
 				}
 			}
 			return nil

@@ -1,4 +1,4 @@
-package tracking
+package delivery
 
 import (
 	"context"
@@ -31,8 +31,8 @@ type queuedEvent struct {
 // PushPending appends committed rows marked QueuePending to the tenant's queue, in order, and
 // clears their mark. If the append fails the rows stay marked and Requeue pushes them later;
 // the failure is logged, not returned, because the events are safe in the database.
-func (in *Ingestor) PushPending(ctx context.Context, tenantID uint64, rows []models.TrackedEvent) {
-	in.push(ctx, []*commitRequest{{tenant: tenantID, rows: rows, queued: true}})
+func (d *Service) PushPending(ctx context.Context, tenantID uint64, rows []models.TrackedEvent) {
+	d.push(ctx, []*commitRequest{{tenant: tenantID, rows: rows, queued: true}})
 }
 
 // push appends the queued rows of the stored requests to their tenants' queues, one atomic
@@ -40,7 +40,7 @@ func (in *Ingestor) PushPending(ctx context.Context, tenantID uint64, rows []mod
 // batch's order, so that requests of one tenant cost Redis one script call rather than one
 // each. It schedules clearing the marks of those appended. Rows held back (their queue is
 // full) stay pending: Requeue appends them as the queue drains.
-func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
+func (d *Service) push(ctx context.Context, stored []*commitRequest) {
 	var batches []eventqueue.Batch
 	var reqs [][]*commitRequest  // reqs[i] are the requests of batches[i], in order
 	byTenant := map[uint64]int{} // tenant -> its index in batches
@@ -75,8 +75,8 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 	if len(batches) == 0 {
 		return
 	}
-	now := in.clock.Now()
-	if !in.breaker.Allow(now) {
+	now := d.clock.Now()
+	if !d.breaker.Allow(now) {
 		return // Redis failed a moment ago: the events stay pending for Requeue
 	}
 	ctx, cancel := context.WithTimeout(ctx, eventqueue.AppendTimeout)
@@ -84,11 +84,11 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 	var done settlement
 	var heldTenants []uint64
 	failed, appended, held := 0, 0, 0
-	for i, res := range in.queue.AppendOnce(ctx, now, batches) {
+	for i, res := range d.queue.AppendOnce(ctx, now, batches) {
 		b := batches[i]
 		if res.Err != nil {
 			failed += len(b.Events)
-			in.log.Warn("tracking: queue append failed; the worker will push the events", "tenant_id", b.TenantID, "events", len(b.Events), "err", res.Err)
+			d.log.Warn("delivery: queue append failed; the worker will push the events", "tenant_id", b.TenantID, "events", len(b.Events), "err", res.Err)
 			continue
 		}
 		appended += res.Appended
@@ -99,17 +99,17 @@ func (in *Ingestor) push(ctx context.Context, stored []*commitRequest) {
 		done.add(b.TenantID, reqs[i], res)
 	}
 	if failed > 0 {
-		in.breaker.Fail(in.clock.Now())
+		d.breaker.Fail(d.clock.Now())
 	}
-	in.metrics.Queued(appended)
-	in.metrics.Held(held)
+	d.metrics.Queued(appended)
+	d.metrics.Held(held)
 	if len(heldTenants) > 0 {
-		if err := in.queue.NoteHeld(ctx, heldTenants...); err != nil {
-			in.log.Warn("tracking: could not record held tenants; the worker finds them later", "err", err)
+		if err := d.queue.NoteHeld(ctx, heldTenants...); err != nil {
+			d.log.Warn("delivery: could not record held tenants; the worker finds them later", "err", err)
 		}
 	}
 	if len(done.marks) > 0 || len(done.batches) > 0 {
-		in.unmark(done)
+		d.unmark(done)
 	}
 }
 
@@ -190,15 +190,15 @@ func appendQueued(done []queuedEvent, tenant uint64, rows []models.TrackedEvent)
 // unmark schedules settling appended events (clearing their marks, deleting their pending
 // batches), batched and off the request path. If the process dies first, Requeue finds them
 // pending and AppendOnce skips them.
-func (in *Ingestor) unmark(s settlement) {
+func (d *Service) unmark(s settlement) {
 	select {
-	case in.pushed <- s:
-	case <-in.stop:
+	case d.pushed <- s:
+	case <-d.stop:
 	}
 }
 
-func (in *Ingestor) unmarkLoop() {
-	defer in.wg.Done()
+func (d *Service) unmarkLoop() {
+	defer d.wg.Done()
 	ticker := time.NewTicker(unmarkInterval)
 	defer ticker.Stop()
 	var todo settlement
@@ -210,30 +210,30 @@ func (in *Ingestor) unmarkLoop() {
 	}
 	flush := func() {
 		for len(todo.marks) > 0 {
-			k := min(len(todo.marks), in.events.MarkChunk())
-			in.settle(todo.marks[:k])
+			k := min(len(todo.marks), d.events.MarkChunk())
+			d.settle(todo.marks[:k])
 			todo.marks = todo.marks[k:]
 		}
 		for len(todo.batches) > 0 {
 			k := min(len(todo.batches), settleBatchChunk)
-			in.settleBatches(todo.batches[:k])
+			d.settleBatches(todo.batches[:k])
 			todo.batches = todo.batches[k:]
 		}
 		n = 0
 	}
 	for {
 		select {
-		case s := <-in.pushed:
+		case s := <-d.pushed:
 			add(s)
 			if n >= unmarkBatchMaxIDs {
 				flush()
 			}
 		case <-ticker.C:
 			flush()
-		case <-in.stop:
+		case <-d.stop:
 			for {
 				select {
-				case s := <-in.pushed:
+				case s := <-d.pushed:
 					add(s)
 				default:
 					flush()
@@ -248,20 +248,20 @@ func (in *Ingestor) unmarkLoop() {
 const settleBatchChunk = 500
 
 // settle clears the pending marks of appended events, then acknowledges them to the queue.
-func (in *Ingestor) settle(events []queuedEvent) {
-	err := in.events.Write(func() error { return unmarkPending(in.events.Pool(context.Background()), events) })
+func (d *Service) settle(events []queuedEvent) {
+	err := d.events.Write(func() error { return unmarkPending(d.events.Pool(context.Background()), events) })
 	if err != nil {
-		in.log.Warn("tracking: could not clear pending marks; Requeue will find them appended", "events", len(events), "err", err)
+		d.log.Warn("delivery: could not clear pending marks; Requeue will find them appended", "events", len(events), "err", err)
 		return
 	}
-	in.ack(events)
+	d.ack(events)
 }
 
 // ack tells each tenant's queue that these events are no longer pending in the database.
 // A failure only keeps their deduplication entries longer (eventqueue.Retention).
-func (in *Ingestor) ack(events []queuedEvent) {
-	now := in.clock.Now()
-	if !in.breaker.Allow(now) {
+func (d *Service) ack(events []queuedEvent) {
+	now := d.clock.Now()
+	if !d.breaker.Allow(now) {
 		return
 	}
 	byTenant := map[uint64][]string{}
@@ -271,8 +271,8 @@ func (in *Ingestor) ack(events []queuedEvent) {
 	ctx, cancel := context.WithTimeout(context.Background(), eventqueue.AppendTimeout)
 	defer cancel()
 	for tenant, ids := range byTenant {
-		if err := in.queue.ShortenDedup(ctx, now, tenant, ids); err != nil {
-			in.log.Warn("tracking: queue ack failed", "tenant_id", tenant, "events", len(ids), "err", err)
+		if err := d.queue.ShortenDedup(ctx, now, tenant, ids); err != nil {
+			d.log.Warn("delivery: queue ack failed", "tenant_id", tenant, "events", len(ids), "err", err)
 			return
 		}
 	}

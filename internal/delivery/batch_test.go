@@ -1,80 +1,18 @@
-package tracking
+package delivery
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/eventq/eventq/internal/eventqueue/queuetest"
-	"github.com/eventq/eventq/internal/eventstore"
-
-	"github.com/redis/go-redis/v9"
-	"gorm.io/gorm"
-
-	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/features"
+	"github.com/eventq/eventq/internal/eventqueue/queuetest"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
 )
-
-func TestMain(m *testing.M) { testenv.Main(m) }
-
-// ingestEnv is an Ingestor on a fresh database and a redis-server of its own.
-type ingestEnv struct {
-	DB     *gorm.DB
-	Redis  *testenv.Redis
-	Queue  *eventqueue.Store
-	Flags  *features.Flags
-	Clock  *clock.Fake
-	Ingest *Ingestor
-}
-
-func startIngest(t *testing.T) *ingestEnv {
-	t.Helper()
-	db, _ := testenv.DB(t)
-	r := testenv.StartRedis(t)
-	return newIngestEnv(t, db, r, r.Client())
-}
-
-// newIngestEnv is an Ingestor on db and on r, which it reaches through rdb (a client of r's
-// with hooks, or r.Client()).
-func newIngestEnv(t *testing.T, db *gorm.DB, r *testenv.Redis, rdb *redis.Client) *ingestEnv {
-	t.Helper()
-	e := &ingestEnv{DB: db, Redis: r, Queue: eventqueue.New(rdb), Flags: features.New(db, clock.Real{}), Clock: clock.NewFake(time.Now())}
-	e.Ingest = NewIngestor(db, e.Flags, e.Queue, e.Clock, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	t.Cleanup(e.Ingest.Close)
-	return e
-}
-
-// Rows counts the stored events of tenant.
-func (e *ingestEnv) Rows(t *testing.T, tenant uint64) int64 {
-	t.Helper()
-	var n int64
-	if err := e.DB.Model(&models.TrackedEvent{}).Where("tenant_id = ?", tenant).Count(&n).Error; err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// QueueLen is the length of tenant's queue.
-func (e *ingestEnv) QueueLen(t *testing.T, tenant uint64) int64 {
-	t.Helper()
-	n, err := e.Queue.Len(context.Background(), tenant)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-func input(session string, seq int64) Input {
-	return Input{Type: "page_view", SessionID: session, URL: "https://shop.example/a", EventSequence: seq}
-}
 
 // A batch holding one request the database refuses fails that request alone: the others are
 // committed and queued.
@@ -135,18 +73,6 @@ func TestABatchFailsOnlyTheRequestTheDatabaseRefuses(t *testing.T) {
 	})
 }
 
-// pendingRow stores one event of tenant marked pending, as a request's commit does.
-func (e *ingestEnv) pendingRow(t *testing.T, tenant uint64, session string) models.TrackedEvent {
-	t.Helper()
-	id := fmt.Sprintf("%08x-0000-7000-8000-%012x", time.Now().UnixNano()&0xffffffff, time.Now().UnixNano()&0xffffffffffff)
-	row := newRow(id, tenant, input(session, 1), Client{}, e.Clock.Now().UTC())
-	row.QueuePending = true
-	if err := e.DB.Create(&row).Error; err != nil {
-		t.Fatal(err)
-	}
-	return row
-}
-
 func (e *ingestEnv) appendOnce(t *testing.T, tenant uint64, rows ...models.TrackedEvent) {
 	t.Helper()
 	b := eventqueue.Batch{TenantID: tenant}
@@ -156,24 +82,6 @@ func (e *ingestEnv) appendOnce(t *testing.T, tenant uint64, rows ...models.Track
 	if err := e.Queue.AppendOnce(context.Background(), e.Clock.Now(), []eventqueue.Batch{b})[0].Err; err != nil {
 		t.Fatal(err)
 	}
-}
-
-func (e *ingestEnv) pending(t *testing.T) int64 {
-	t.Helper()
-	n, err := eventstore.New(e.DB).Count(context.Background(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-func (e *ingestEnv) mustRequeue(t *testing.T) int {
-	t.Helper()
-	n, err := e.Ingest.Requeue(context.Background(), RequeueMinAge)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // An event that reached its queue but whose pending mark was never cleared (the api died in

@@ -1,4 +1,4 @@
-package tracking
+package delivery
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func startOutageIngest(t *testing.T) (*ingestEnv, *testenv.Postgres) {
 	pg, db, _ := testenv.DurablePostgres(t, "outage")
 	r := testenv.StartRedis(t)
 	e := newIngestEnv(t, db, r, r.Client())
-	e.Ingest.SpoolMax = 1000
+	e.Ingest.limits.Events = 1000
 	return e, pg
 }
 
@@ -64,7 +64,7 @@ func TestIngestionSpoolsThroughAPostgresOutage(t *testing.T) {
 	if n, _ := e.Queue.SpoolEvents(ctx); n != 4 {
 		t.Fatalf("spool holds %d events, want 4", n)
 	}
-	if _, err := e.Ingest.DrainSpool(ctx, "test"); err == nil {
+	if _, err := e.Ingest.Delivery().DrainSpool(ctx, "test"); err == nil {
 		t.Fatal("the spool drained with the database down")
 	}
 	if err := pg.Resume(); err != nil {
@@ -76,7 +76,7 @@ func TestIngestionSpoolsThroughAPostgresOutage(t *testing.T) {
 	if got := e.queueIDs(t, queued); !slices.Equal(got, want[:1]) {
 		t.Fatalf("before the drain the queue holds %v, want only %v", got, want[:1])
 	}
-	n, err := e.Ingest.DrainSpool(ctx, "test")
+	n, err := e.Ingest.Delivery().DrainSpool(ctx, "test")
 	if err != nil || n != 4 {
 		t.Fatalf("drained %d events, %v; want 4", n, err)
 	}
@@ -109,7 +109,7 @@ func TestIngestionSpoolsThroughAPostgresOutage(t *testing.T) {
 		if err := e.Queue.Spool(ctx, queued, entry, 1, eventqueue.SpoolLimits{Events: 1000, TenantEvents: 1000, Bytes: 1 << 20}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.Ingest.DrainSpool(ctx, "test"); err != nil {
+		if _, err := e.Ingest.Delivery().DrainSpool(ctx, "test"); err != nil {
 			t.Fatal(err)
 		}
 		if rows := e.Rows(t, queued); rows != 5 {
@@ -120,7 +120,7 @@ func TestIngestionSpoolsThroughAPostgresOutage(t *testing.T) {
 		}
 	})
 	t.Run("a full spool refuses", func(t *testing.T) {
-		e.Ingest.SpoolMax = 1
+		e.Ingest.limits.Events = 1
 		pg.Halt()
 		defer pg.Resume()
 		ingest(t, queued)
@@ -155,7 +155,7 @@ func TestADrainWhoseStoreFailsReturns(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.Ingest.DrainSpool(ctx, "test")
+		_, err := e.Ingest.Delivery().DrainSpool(ctx, "test")
 		done <- err
 	}()
 	select {

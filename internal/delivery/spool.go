@@ -1,4 +1,4 @@
-package tracking
+package delivery
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/eventq/eventq/internal/apperr"
 	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/erasure"
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/models"
 )
@@ -47,33 +48,33 @@ const spoolLockTTL = 30 * time.Second
 var errSpoolFull = &apperr.Error{Code: apperr.Unavailable, Message: "Service Unavailable."}
 
 // errCommitSlow is a commit that did not answer within spoolAfter.
-var errCommitSlow = errors.New("tracking: the database did not answer in time")
+var errCommitSlow = errors.New("delivery: the database did not answer in time")
 
 // spoolable reports whether a failed commit's request should go to the spool.
-func (in *Ingestor) spoolable(err error) bool {
-	return in.SpoolMax > 0 && (errors.Is(err, errCommitSlow) || database.Unavailable(err))
+func (d *Service) spoolable(err error) bool {
+	return d.limits.Events > 0 && (errors.Is(err, errCommitSlow) || database.Unavailable(err))
 }
 
 // spool keeps rows of tenant in the spool (whether they are queued is decided when they are
 // stored: the entry does not keep it). On failure it returns cause (the database's error,
 // which the caller would have answered) unless the spool is full.
-func (in *Ingestor) spool(ctx context.Context, tenant uint64, rows []models.TrackedEvent, cause error) error {
+func (d *Service) spool(ctx context.Context, tenant uint64, rows []models.TrackedEvent, cause error) error {
 	entry := encodeSpoolEntry(make([]byte, 0, 256*len(rows)), rows)
-	switch err := in.queue.Spool(ctx, tenant, entry, len(rows), in.spoolLimits()); {
+	switch err := d.queue.Spool(ctx, tenant, entry, len(rows), d.spoolLimits()); {
 	case errors.Is(err, eventqueue.ErrSpoolFull):
-		in.log.Warn("tracking: the ingestion spool is full, in all or for the tenant; request refused", "tenant_id", tenant, "events", len(rows))
+		d.log.Warn("delivery: the ingestion spool is full, in all or for the tenant; request refused", "tenant_id", tenant, "events", len(rows))
 		return errSpoolFull
 	case err != nil:
-		in.log.Warn("tracking: database and spool both failed", "tenant_id", tenant, "db_err", cause, "spool_err", err)
+		d.log.Warn("delivery: database and spool both failed", "tenant_id", tenant, "db_err", cause, "spool_err", err)
 		return cause
 	}
-	in.metrics.Spooled(len(rows))
+	d.metrics.Spooled(len(rows))
 	return nil
 }
 
-// spoolLimits are the spool's bounds; a zero SpoolTenantMax or SpoolMaxBytes bounds nothing.
-func (in *Ingestor) spoolLimits() eventqueue.SpoolLimits {
-	lim := eventqueue.SpoolLimits{Events: in.SpoolMax, TenantEvents: in.SpoolTenantMax, Bytes: in.SpoolMaxBytes}
+// spoolLimits are the spool's bounds; a zero TenantEvents or Bytes bounds nothing.
+func (d *Service) spoolLimits() eventqueue.SpoolLimits {
+	lim := d.limits
 	if lim.TenantEvents <= 0 {
 		lim.TenantEvents = math.MaxInt64
 	}
@@ -87,26 +88,26 @@ func (in *Ingestor) spoolLimits() eventqueue.SpoolLimits {
 // events it stored. One caller at a time across all processes drains (the others return 0 at
 // once); owner names the caller. It returns at the first error (the database still down), to
 // be called again.
-func (in *Ingestor) DrainSpool(ctx context.Context, owner string) (int, error) {
-	tenants, err := in.queue.SpoolTenants(ctx)
+func (d *Service) DrainSpool(ctx context.Context, owner string) (int, error) {
+	tenants, err := d.queue.SpoolTenants(ctx)
 	if err != nil || len(tenants) == 0 {
-		if n, _ := in.queue.SpoolEvents(ctx); err == nil && n > 0 {
-			err = in.queue.SpoolResetCount(ctx) // a count a crash left behind
+		if n, _ := d.queue.SpoolEvents(ctx); err == nil && n > 0 {
+			err = d.queue.SpoolResetCount(ctx) // a count a crash left behind
 		}
 		return 0, err
 	}
 	// Not while the database is down: a step appends to the queue before it stores.
-	if err := in.db.WithContext(ctx).Exec("SELECT 1").Error; err != nil {
-		return 0, fmt.Errorf("tracking: spool: %w", err)
+	if err := d.db.WithContext(ctx).Exec("SELECT 1").Error; err != nil {
+		return 0, fmt.Errorf("delivery: spool: %w", err)
 	}
-	ok, err := in.queue.LockSpool(ctx, owner, spoolLockTTL)
+	ok, err := d.queue.LockSpool(ctx, owner, spoolLockTTL)
 	if err != nil || !ok {
 		return 0, err
 	}
-	defer in.queue.UnlockSpool(context.WithoutCancel(ctx), owner)
+	defer d.queue.UnlockSpool(context.WithoutCancel(ctx), owner)
 	total := 0
 	for _, t := range tenants {
-		n, err := in.drainTenantSpool(ctx, t, owner)
+		n, err := d.drainTenantSpool(ctx, t, owner)
 		total += n
 		if err != nil {
 			return total, err
@@ -120,12 +121,12 @@ func (in *Ingestor) DrainSpool(ctx context.Context, owner string) (int, error) {
 // storing those appended unmarked; a row whose append fails, or does not fit in a full queue,
 // is stored pending for the held events' drain. Then it forgets the tenant and drains its held
 // events.
-func (in *Ingestor) drainTenantSpool(ctx context.Context, tenant uint64, owner string) (int, error) {
-	queued, err := in.queueing.Queues(ctx, tenant)
+func (d *Service) drainTenantSpool(ctx context.Context, tenant uint64, owner string) (int, error) {
+	queued, err := d.queueing.Queues(ctx, tenant)
 	if err != nil {
 		return 0, err
 	}
-	gone, err := in.erasedInSpool(ctx, tenant)
+	gone, err := d.erasedInSpool(ctx, tenant)
 	if err != nil {
 		return 0, err
 	}
@@ -140,19 +141,19 @@ func (in *Ingestor) drainTenantSpool(ctx context.Context, tenant uint64, owner s
 	}
 	var inflight []storing
 	offset := 0 // entries taken by the steps in flight, not dropped yet
-	step, err := in.readSpoolStep(ctx, tenant, 0, queued, gone)
+	step, err := d.readSpoolStep(ctx, tenant, 0, queued, gone)
 	for err == nil && (step.taken > 0 || len(inflight) > 0) {
 		if step.taken > 0 && len(inflight) < spoolStoresInFlight {
 			// Appended first, then stored with the marks of those appended cleared: a drain
 			// repeated after a crash in between appends nothing twice (the queue's
 			// deduplication of ids) and stores what is missing.
 			if appending {
-				appending = in.appendSpooled(ctx, tenant, step.rows)
+				appending = d.appendSpooled(ctx, tenant, step.rows)
 			}
 			st := storing{step, make(chan error, 1)}
-			go func() { st.done <- in.events.InsertOnce(ctx, st.rows) }()
+			go func() { st.done <- d.events.InsertOnce(ctx, st.rows) }()
 			inflight, offset = append(inflight, st), offset+step.taken
-			step, err = in.readSpoolStep(ctx, tenant, offset, queued, gone)
+			step, err = d.readSpoolStep(ctx, tenant, offset, queued, gone)
 			continue
 		}
 		// Out of inflight before its outcome is read: after a failure the steps still in
@@ -160,15 +161,15 @@ func (in *Ingestor) drainTenantSpool(ctx context.Context, tenant uint64, owner s
 		first := inflight[0]
 		inflight, offset = inflight[1:], offset-first.taken
 		if err = <-first.done; err != nil {
-			err = fmt.Errorf("tracking: spool: store: %w", err)
+			err = fmt.Errorf("delivery: spool: store: %w", err)
 			break
 		}
-		if _, err = in.queue.SpoolDrop(ctx, tenant, first.taken, first.events, first.bytes); err != nil {
+		if _, err = d.queue.SpoolDrop(ctx, tenant, first.taken, first.events, first.bytes); err != nil {
 			break
 		}
 		total += len(first.rows)
-		in.metrics.Unspooled(first.events)
-		if _, err = in.queue.LockSpool(ctx, owner, spoolLockTTL); err != nil {
+		d.metrics.Unspooled(first.events)
+		if _, err = d.queue.LockSpool(ctx, owner, spoolLockTTL); err != nil {
 			break
 		}
 	}
@@ -178,10 +179,10 @@ func (in *Ingestor) drainTenantSpool(ctx context.Context, tenant uint64, owner s
 	if err != nil {
 		return total, err
 	}
-	if err := in.queue.SpoolForget(ctx, tenant); err != nil {
+	if err := d.queue.SpoolForget(ctx, tenant); err != nil {
 		return total, err
 	}
-	_, err = in.DrainHeld(ctx, tenant)
+	_, err = d.DrainHeld(ctx, tenant)
 	return total, err
 }
 
@@ -195,8 +196,8 @@ type spoolStep struct {
 // readSpoolStep reads tenant's spooled requests from offset on, up to spoolDrainEvents events
 // (an entry that cannot be read is logged and taken, adding no row), with their queued flags.
 // The rows of gone's sessions are dropped (nil: none).
-func (in *Ingestor) readSpoolStep(ctx context.Context, tenant uint64, offset int, queued bool, gone map[string]bool) (spoolStep, error) {
-	entries, err := in.queue.SpoolRange(ctx, tenant, offset, spoolDrainEntries)
+func (d *Service) readSpoolStep(ctx context.Context, tenant uint64, offset int, queued bool, gone map[string]bool) (spoolStep, error) {
+	entries, err := d.queue.SpoolRange(ctx, tenant, offset, spoolDrainEntries)
 	if err != nil {
 		return spoolStep{}, err
 	}
@@ -209,7 +210,7 @@ func (in *Ingestor) readSpoolStep(ctx context.Context, tenant uint64, offset int
 		step.bytes += len(raw)
 		n := len(step.rows)
 		if step.rows, err = decodeSpoolEntry(step.rows, []byte(raw)); err != nil {
-			in.log.Error("tracking: spool: an entry that cannot be read is dropped", "tenant_id", tenant, "err", err)
+			d.log.Error("delivery: spool: an entry that cannot be read is dropped", "tenant_id", tenant, "err", err)
 		}
 		step.events += len(step.rows) - n
 	}
@@ -228,22 +229,22 @@ func (in *Ingestor) readSpoolStep(ctx context.Context, tenant uint64, offset int
 // those events and every other event of their sessions, so that nothing of the member is
 // stored or queued after the erasure is done. Only a tenant with erased members is read
 // through.
-func (in *Ingestor) erasedInSpool(ctx context.Context, tenant uint64) (map[string]bool, error) {
-	er, err := in.loadErased(ctx, tenant)
-	if err != nil || len(er.ids)+len(er.hashes) == 0 {
+func (d *Service) erasedInSpool(ctx context.Context, tenant uint64) (map[string]bool, error) {
+	er, err := erasure.LoadErased(ctx, d.db, tenant)
+	if err != nil || er.None() {
 		return nil, err
 	}
-	p := privacy{erased: er, tenantID: tenant, taken: func(ext string) bool { return in.externalTaken(ctx, tenant, ext) }}
+	taken := func(ext string) bool { return erasure.ExternalTaken(ctx, d.db, tenant, ext) }
 	var gone map[string]bool
 	for offset := 0; ; offset += spoolDrainEntries {
-		entries, err := in.queue.SpoolRange(ctx, tenant, offset, spoolDrainEntries)
+		entries, err := d.queue.SpoolRange(ctx, tenant, offset, spoolDrainEntries)
 		if err != nil {
 			return nil, err
 		}
 		for _, raw := range entries {
 			rows, _ := decodeSpoolEntry(nil, []byte(raw)) // an entry that cannot be read stores nothing
 			for _, r := range rows {
-				if r.AudienceMemberID != nil && p.namesErased(*r.AudienceMemberID) {
+				if r.AudienceMemberID != nil && er.Names(*r.AudienceMemberID, taken) {
 					if gone == nil {
 						gone = map[string]bool{}
 					}
@@ -260,13 +261,13 @@ func (in *Ingestor) erasedInSpool(ctx context.Context, tenant uint64) (map[strin
 // appendSpooled appends a step's rows (marked pending) to tenant's queue in order, before they
 // are stored, and clears the marks of those appended; those that do not fit in a full queue
 // stay marked, for the held events' drain. It reports whether every row went in.
-func (in *Ingestor) appendSpooled(ctx context.Context, tenant uint64, rows []models.TrackedEvent) bool {
-	res := in.queue.Drain(ctx, in.clock.Now(), batchOf(tenant, rows))
+func (d *Service) appendSpooled(ctx context.Context, tenant uint64, rows []models.TrackedEvent) bool {
+	res := d.queue.Drain(ctx, d.clock.Now(), batchOf(tenant, rows))
 	if res.Err != nil {
-		in.log.Warn("tracking: spool: queue append failed; the events stay pending", "tenant_id", tenant, "err", res.Err)
+		d.log.Warn("delivery: spool: queue append failed; the events stay pending", "tenant_id", tenant, "err", res.Err)
 		return false
 	}
-	in.metrics.Queued(res.Appended)
+	d.metrics.Queued(res.Appended)
 	for i := range rows[:len(rows)-res.Held] {
 		rows[i].QueuePending = false
 	}
