@@ -190,7 +190,7 @@ func (a *App) open() error {
 	}
 	provider, events := psp.NewClient(a.Config.PSP.SecretKey, a.Config.PSP.APIBase), jobs.NewProviderEvents(a.Tasks)
 	a.Payments = &payments.Service{
-		DB: db, PSP: provider, Webhooks: psp.NewVerifier(a.Config.PSP.WebhookSecrets, a.Clock), Queue: events,
+		DB: db, Events: a.Events, PSP: provider, Webhooks: psp.NewVerifier(a.Config.PSP.WebhookSecrets, a.Clock), Queue: events,
 		Queueing: a.Flags, Ingest: a.Delivery, Clock: a.Clock, AppURL: a.Config.AppURL, Log: a.Log, Metrics: a.Metrics,
 		Returns: payments.NewReturns(a.Clock),
 	}

@@ -56,7 +56,7 @@ func startEnv(t *testing.T) *env {
 	h := &Handlers{
 		Delivery: ingest.Delivery(), Log: log,
 		Payments: &payments.Service{
-			DB: db, Queue: queue, Queueing: flags, Ingest: ingest.Delivery(), Clock: clock.Real{}, AppURL: "https://app.example", Log: log, Metrics: mx,
+			DB: db, Events: ingest.Events(), Queue: queue, Queueing: flags, Ingest: ingest.Delivery(), Clock: clock.Real{}, AppURL: "https://app.example", Log: log, Metrics: mx,
 		},
 		Reconciler: &payments.Reconciler{
 			DB: db, PSP: psp.NewClient("sk_test_jobs", fake.URL), Queue: queue, Clock: clock.Real{}, Log: log, Metrics: mx,

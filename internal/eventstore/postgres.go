@@ -38,6 +38,8 @@ func (postgres) writers() int { return 2 }
 
 func (postgres) markChunk() int { return 2000 }
 
+func (postgres) writableCTE() bool { return true }
+
 func (postgres) locking(db *gorm.DB, fn func(*gorm.DB) error) error { return db.Transaction(fn) }
 
 // idIn passes the ids as one array parameter (id = ANY($1)), not one parameter each: the

@@ -61,6 +61,9 @@ func (s *sqliteWriter) locking(db *gorm.DB, fn func(*gorm.DB) error) error { ret
 func (s *sqliteWriter) writers() int   { return 1 }
 func (s *sqliteWriter) markChunk() int { return 200 }
 
+// writableCTE is false: SQLite takes no INSERT in a WITH clause.
+func (s *sqliteWriter) writableCTE() bool { return false }
+
 func (s *sqliteWriter) idIn(q *gorm.DB, ids []string) *gorm.DB { return q.Where("id IN ?", ids) }
 
 // lock locks nothing: a read in SQLite's transaction would hold the whole database's write lock.

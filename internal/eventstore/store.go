@@ -18,6 +18,7 @@ package eventstore
 
 import (
 	"context"
+	"strings"
 
 	"gorm.io/gorm"
 
@@ -48,6 +49,20 @@ func (s *Store) Writers() int { return s.d.writers() }
 
 // MarkChunk is the most event ids one statement that changes pending marks carries.
 func (s *Store) MarkChunk() int { return s.d.markChunk() }
+
+// WritableCTE reports whether one statement may write the stored events beside other tables
+// (an INSERT in a WITH clause): a write of several tables is then one round trip.
+func (s *Store) WritableCTE() bool { return s.d.writableCTE() }
+
+// InsertInto begins an INSERT of stored events: the table and the columns every write fills,
+// in the order of Columns. Its values (or a SELECT of them) follow.
+func InsertInto() string {
+	return "INSERT INTO tracked_events (" + strings.Join(trackedEventColumns, ", ") + ")"
+}
+
+// In is the store's statements run in tx, a transaction of the caller's that writes other
+// tables too.
+func (s *Store) In(tx *gorm.DB) Tx { return Tx{tx, s.d} }
 
 // Write runs fn as the process's one writer to the stored events where the database has a
 // single writer (so that writers queue in the process, not in the database's busy wait), and
@@ -98,6 +113,7 @@ type dialect interface {
 	pendingFrom() string
 	// serial runs a long read of one tenant's events without taking every core.
 	serial(db *gorm.DB, fn func(*gorm.DB) error) error
+	writableCTE() bool
 	sweep() sweepPace
 	prune() prunePace
 }

@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/payments"
 	"github.com/eventq/eventq/internal/testenv"
 	"github.com/eventq/eventq/models"
@@ -85,7 +86,7 @@ func newEnv(t *testing.T, queued bool) *env {
 	db, _ := testenv.DB(t)
 	p := &fakePusher{}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := &payments.Service{DB: db, Clock: clock.Real{}, Queueing: queueing(queued), Ingest: p, AppURL: appURL, Log: log}
+	svc := &payments.Service{DB: db, Events: eventstore.New(db), Clock: clock.Real{}, Queueing: queueing(queued), Ingest: p, AppURL: appURL, Log: log}
 	return &env{DB: db, Pusher: p, Svc: svc}
 }
 

@@ -12,7 +12,6 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/models"
 )
 
@@ -130,7 +129,7 @@ type stored struct {
 // the common case, no reversal waiting, is one statement (storeOneStatement); otherwise, and on
 // SQLite, it is resolve and a transaction of several (storeTx).
 func (svc *Service) store(ctx context.Context, s Session, r refs, queued bool) (stored, error) {
-	if database.IsPostgres(svc.DB) && !svc.noOneStatement {
+	if svc.Events.WritableCTE() && !svc.noOneStatement {
 		st, ok, err := svc.storeOneStatement(ctx, s, r, queued)
 		if err != nil || ok {
 			return st, err
@@ -180,7 +179,7 @@ func (svc *Service) storeTx(ctx context.Context, s Session, r refs, queued, live
 				return fmt.Errorf("fulfil: entitlement: %w", err)
 			}
 		}
-		if err := tx.Create(&ev).Error; err != nil {
+		if err := svc.Events.In(tx).Insert(ev); err != nil {
 			return fmt.Errorf("fulfil: event: %w", err)
 		}
 		st = stored{res: Result{Status: StatusFulfilled, PurchaseID: p.ID}, purchase: p, event: ev}

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/eventq/eventq/internal/eventstore"
 )
 
 // storeStatement is a fulfilment on Postgres in one statement, so in one round trip and one
@@ -16,7 +18,7 @@ import (
 // names no member. It answers whether v held a row, the new purchase's id (NULL when none was
 // stored), whether a reversal is waiting and whether the member is not erased. Its parameters, $1 to $20, are in the
 // order of storeOneStatement's args.
-const storeStatement = `WITH v AS (
+var storeStatement = `WITH v AS (
 	SELECT t.id AS tenant, m.id AS member, p.id AS product, CAST($4 AS timestamptz) AS at,
 		CAST($5 AS text) AS session, CAST($6 AS text) AS payment_intent, m.erased_at IS NULL AS live
 	FROM tenants t
@@ -39,8 +41,7 @@ const storeStatement = `WITH v AS (
 	INSERT INTO entitlements (tenant_id, audience_member_id, product_id, purchase_id, created_at, updated_at)
 	SELECT tenant, member, product, purchase.id, at, at FROM v, purchase WHERE v.live
 ), event AS (
-	INSERT INTO tracked_events (id, tenant_id, type, session_id, audience_member_id, url, page_hostname,
-		page_path, user_agent, ip_address, event_sequence, queued, queue_pending, created_at)
+	` + eventstore.InsertInto() + `
 	SELECT CAST($11 AS text), tenant, CAST($12 AS text), session,
 		CASE WHEN v.live THEN CAST($13 AS text) END, CAST($14 AS text), CAST($15 AS text), CAST($16 AS text),
 		CAST($17 AS text), CAST($18 AS text), CAST($19 AS bigint),

@@ -19,6 +19,7 @@ import (
 
 	"github.com/eventq/eventq/internal/changes"
 	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/psp"
@@ -32,6 +33,8 @@ import (
 // database decides every race).
 type Service struct {
 	DB *gorm.DB
+	// Events stores the events fulfilment and revocation record.
+	Events *eventstore.Store
 	// PSP calls the provider's API; CreateCheckout and Return need it.
 	PSP *psp.Client
 	// Webhooks verifies webhook signatures; only Receive needs it.

@@ -173,7 +173,7 @@ func (svc *Service) applyReversalsTx(tx *gorm.DB, p *models.Purchase, t *models.
 		}
 		ev := svc.reversalEvent(t, p, r.Kind, now)
 		ev.Queued, ev.QueuePending = queued, queued
-		if err := tx.Create(&ev).Error; err != nil {
+		if err := svc.Events.In(tx).Insert(ev); err != nil {
 			return nil, fmt.Errorf("revoke: reversal event: %w", err)
 		}
 		p.Status, event = r.Kind, &ev
