@@ -17,7 +17,7 @@ type checkpointPlan struct {
 }
 
 const (
-	// oldCheckpointEvery is the checkpoint loop's interval before 2026-11-26, the baseline.
+	// oldCheckpointEvery is the checkpoint loop's interval of earlier versions, the baseline.
 	oldCheckpointEvery = 200 * time.Millisecond
 	// checkpointChunk is the rows of one INSERT, as in the api's SQLite inserts.
 	checkpointChunk = 100

@@ -214,7 +214,7 @@ func quiesce(ctx context.Context, s *stack) error {
 // Postgres those days are vacuumed first, as days that old are in production: left to
 // autovacuum, it would still be working on them when the prune comes, and its lock on a
 // partition outlasts the prune's lock timeout (Postgres cancels an autovacuum that is in the
-// way only after deadlock_timeout, 1 s), so the prune would give up (2026-11-25 run).
+// way only after deadlock_timeout, 1 s), so the prune would give up.
 func settleFilled(ctx context.Context, s *stack) error {
 	if strings.HasPrefix(s.dbURL, "postgres") {
 		if err := s.db.WithContext(ctx).Exec("VACUUM (ANALYZE) " + database.EventsTable).Error; err != nil {

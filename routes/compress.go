@@ -27,12 +27,11 @@ import (
 //     concatenation (RFC 8878, section 3).
 //
 // Segments do not share a history, which costs a little size (matches cannot reach into the
-// previous segment): about 1% at segmentSize.
+// previous segment): little at segmentSize (docs/performance.md).
 
 // Levels: the encoders' fastest levels. Against the default levels they cut the api's CPU per
-// full page of typical events by about a quarter (gzip 24–26 → 17–21 ms, zstd 28–30 → 18–21 ms
-// on the shared bench machine), and the body stays 12–17× smaller than identity (see
-// docs/performance.md).
+// full page of typical events noticeably, and the body stays many times smaller than identity
+// (docs/performance.md has the figures).
 const (
 	gzipLevel = flate.BestSpeed
 	zstdLevel = zstd.SpeedFastest

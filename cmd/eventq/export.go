@@ -81,7 +81,7 @@ func parseBound(flag, value string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339, value)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%s must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", flag, value)
+		return time.Time{}, fmt.Errorf("%s must be an RFC 3339 time (YYYY-MM-DDThh:mm:ssZ), got %q", flag, value)
 	}
 	return t, nil
 }

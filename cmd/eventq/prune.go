@@ -22,7 +22,7 @@ func (c *cli) pruneCommand() *cobra.Command {
 			if asOf != "" {
 				t, err := time.Parse(time.RFC3339, asOf)
 				if err != nil {
-					return fmt.Errorf("--as-of must be an RFC 3339 time (e.g. 2026-11-23T12:00:00Z), got %q", asOf)
+					return fmt.Errorf("--as-of must be an RFC 3339 time (YYYY-MM-DDThh:mm:ssZ), got %q", asOf)
 				}
 				at = t
 			}

@@ -12,9 +12,8 @@ import (
 // taskCheckInterval is how long an idle worker waits before it looks for a new task again:
 // asynq sleeps between half and one and a half of it after finding its queues empty, and
 // does not wake up when a task arrives. Below the worker's capacity that sleep is most of a
-// webhook's time to its purchase: at 25 ms it added 12.5–37.5 ms to every fulfilment that
-// found the worker idle. At 5 ms an idle worker asks Redis about 200 times a second (one
-// short script each).
+// webhook's time to its purchase, so it is short; an idle worker then asks Redis often, one
+// short script each time (docs/performance.md has the figures).
 const taskCheckInterval = 5 * time.Millisecond
 
 // serverConfig is the worker's asynq server configuration.

@@ -20,14 +20,11 @@ import (
 //
 // The interval is short because a checkpoint's sync still slows the commits beside it (the
 // same commits on a tmpfs, which syncs nothing, had no such tail), and the stall grows with
-// what the checkpoint copied. Committing 1,000 rows 140 times a second (`go run ./bench -only
-// checkpoint`, two turns of 1,500 commits each way), the slowest commit took 51.7–56.0 ms with a
-// checkpoint every 200 ms and 11.2–11.5 ms with one every 10 ms, the p99 13.2–13.3 against
-// 8.6–9.1 ms, the median 5.3 against 5.4–5.5 ms. Every 5 ms, the median rose further.
-// A tick whose log has not changed since the last (its size and modification time, one stat)
-// runs nothing, and after quietTicks such ticks the loop looks every idleCheckpointInterval
-// until the log changes again: waking 100 times a second cost an idle process 1–1.5% of a core
-// here, against 0.15% at the old 200 ms and 0.09% now.
+// what the checkpoint copied; shorter still, the median commit rose (`go run ./bench -only
+// checkpoint`, figures in docs/performance.md). A tick whose log has not changed since the
+// last (its size and modification time, one stat) runs nothing, and after quietTicks such
+// ticks the loop looks every idleCheckpointInterval until the log changes again, so that an
+// idle process does not wake a hundred times a second.
 const (
 	checkpointInterval     = 10 * time.Millisecond
 	idleCheckpointInterval = 250 * time.Millisecond
@@ -110,8 +107,8 @@ func stopCheckpoints(db *sql.DB) {
 
 // CheckpointEvery replaces the checkpoint loop of db, an SQLite database from Open, with one
 // that checkpoints every d whether the log is busy or idle, or with the usual loop when d is
-// 0. It is for measurements: with d 200 ms it is the loop of the versions before 2026-11-26,
-// which the bench compares with the current one.
+// 0. It is for measurements: with d 200 ms it is the loop of earlier versions, which the bench
+// compares with the current one.
 func CheckpointEvery(db *gorm.DB, d time.Duration) error {
 	sqlDB, err := db.DB()
 	if err != nil {

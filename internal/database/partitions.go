@@ -202,8 +202,7 @@ var countStep = 20000
 // the order of its primary key, each statement on one core (no parallel workers), pausing
 // after each as long as it took. Nothing writes into a detached table, so the steps add up to
 // the exact count; paced so, counting takes at most about half of one core, where one
-// count(*) of a day of a million events took a whole core for a third of a second and showed
-// in ingestion's p99 (bench -only prune).
+// count(*) of a busy day took a whole core and showed in ingestion's p99 (bench -only prune).
 func countDetached(ctx context.Context, db *gorm.DB, name string) (int64, error) {
 	var total int64
 	after := ""

@@ -17,7 +17,7 @@ const pendingColumns = "(tenant_id, created_at, id) WHERE queue_pending"
 
 // pendingIndex replaces the index of queue_pending over every row, which each insert wrote and
 // which a query with the value as a parameter could not use (Postgres's cached generic plan then
-// read the whole table: 150–320 ms at a million rows, each time the re-pusher looked), with
+// read the whole table each time the re-pusher looked), with
 // models.PendingIndex, built as eventsIndex builds one.
 func pendingIndex(tx *gorm.DB) error {
 	if IsPostgres(tx) {

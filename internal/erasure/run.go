@@ -77,8 +77,7 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 
 	// The stored events: those sharing a session first, those naming the member last. Each is
 	// a sweep of the tenant's events through its (tenant_id, created_at) index: erasures are
-	// rare, and an index of members or sessions would cost every insert (on SQLite a third of
-	// the insert rate, on Postgres a sixth).
+	// rare, and an index of members or sessions would cost every insert more than erasures gain.
 	member := map[string]bool{}
 	for _, n := range names {
 		member[n] = true

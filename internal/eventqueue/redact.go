@@ -17,7 +17,7 @@ import (
 
 // RedactStep is how many elements one step reads and rewrites. A step's LINDEX and LSET walk
 // the list from its nearer end, so a step in the middle of a long queue costs far more than
-// its size: 100 elements took 3 ms of Redis at the middle of 20,000, long enough for every
+// its size: a large step in the middle of a long queue holds Redis long enough for every
 // other client's command to wait behind it. After each step that wrote, the walk pauses as
 // long as the step took, so that the walk has half of Redis at most.
 const RedactStep = 25

@@ -70,8 +70,8 @@ func (postgres) serial(db *gorm.DB, fn func(*gorm.DB) error) error {
 // insert writes rows to Postgres with one COPY, without the parsing and per-parameter
 // work of a multi-row INSERT, and their pending batches with one INSERT, in one transaction.
 // The rows go in COPY's binary format, encoded here (appendCopyRow): pgx's own CopyFrom boxes
-// every value and encodes it through its type map, which took a seventh of the api's CPU at
-// fifty events a request.
+// every value and encodes it through its type map, a large share of the api's CPU at many
+// events a request.
 //
 // The INSERT and the COPY go as one query string, in one round trip: Postgres runs the
 // statements of one simple query as one implicit transaction, so the batches and the rows

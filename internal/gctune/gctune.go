@@ -1,7 +1,7 @@
 // Package gctune sets the garbage collector's defaults of eventq's server processes (api and
-// worker). Their live heap is small (6–12 MB while ingesting), so at Go's default GOGC=100 the
-// collector runs every few megabytes allocated: at fifty events a request it took a fifth of
-// the api's CPU. A higher GOGC runs it a quarter as often; a soft memory limit makes it work
+// worker). Their live heap is small, so at Go's default GOGC=100 the collector runs every few
+// megabytes allocated and takes a large share of a busy api's CPU (docs/performance.md). A
+// higher GOGC runs it less often; a soft memory limit makes it work
 // harder only when a process's memory approaches the limit (many concurrent reads of full
 // pages), so the higher GOGC cannot grow a process without bound.
 //

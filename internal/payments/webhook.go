@@ -36,7 +36,7 @@ type Receipt struct {
 }
 
 // Receive handles one webhook delivery: payload is the raw body, signature the signature
-// header. A verified event of a handled type is enqueued under its event id within 300 ms;
+// header. A verified event of a handled type is enqueued under its event id within enqueueTimeout;
 // when that fails it is saved to the database inbox, which DrainInbox empties later. Nothing
 // else touches the database. It never fails: the Receipt says what happened. payload must not
 // change after the call (the task or the inbox row keeps it).
