@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/eventq/eventq/internal/export"
+	"github.com/eventq/eventq/internal/httpx"
 	"github.com/eventq/eventq/internal/members"
 	"github.com/eventq/eventq/internal/purchases"
 	"github.com/eventq/eventq/models"
@@ -56,7 +57,7 @@ func (s *Server) memberData(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, "application/x-ndjson")
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		for _, line := range head {
-			b, _ := jsonMarshal(line)
+			b, _ := httpx.JSONMarshal(line)
 			w.Write(append(b, '\n'))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), accessExportTimeout)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/eventq/eventq/internal/apperr"
 	"github.com/eventq/eventq/internal/database"
+	"github.com/eventq/eventq/internal/httpx"
 )
 
 // retryAfterOutage is the Retry-After of a 503 for an unreachable database, in seconds: about
@@ -73,7 +74,7 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 	case errors.As(err, &fe) && fe.Code < 500:
 		status = fe.Code
 		if status == fiber.StatusRequestEntityTooLarge { // refused before its body was read
-			lingerOnClose(c)
+			httpx.LingerOnClose(c)
 		}
 		body.Message = messageOf[fe.Code]
 		if body.Message == "" {
@@ -116,8 +117,8 @@ func (o orderedFieldErrs) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		key, _ := jsonMarshal(k)
-		msgs, _ := jsonMarshal(o.f.Messages(k))
+		key, _ := httpx.JSONMarshal(k)
+		msgs, _ := httpx.JSONMarshal(o.f.Messages(k))
 		buf = append(append(append(buf, key...), ':'), msgs...)
 	}
 	return append(buf, '}'), nil

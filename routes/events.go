@@ -12,6 +12,7 @@ import (
 
 	"github.com/eventq/eventq/internal/apperr"
 	"github.com/eventq/eventq/internal/eventqueue"
+	"github.com/eventq/eventq/internal/httpx"
 	"github.com/eventq/eventq/internal/validate"
 )
 
@@ -39,7 +40,7 @@ func (s *Server) readEvents(c *fiber.Ctx) error {
 		c.Set(headerQueueOffset, strconv.FormatInt(page.Offset, 10))
 		s.Metrics.Read(page.Count)
 	}
-	return sendPage(c, page, encoding(c))
+	return sendPage(c, page, httpx.Encoding(c))
 }
 
 // headerQueueOffset carries a queue's front offset on reads and trims.

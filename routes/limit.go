@@ -2,12 +2,14 @@ package routes
 
 import (
 	"math"
+	"net/netip"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/eventq/eventq/internal/apperr"
 	"github.com/eventq/eventq/internal/config"
+	"github.com/eventq/eventq/internal/httpx"
 	"github.com/eventq/eventq/internal/ratelimit"
 )
 
@@ -75,4 +77,21 @@ func (s *Server) limit(c *fiber.Ctx, budgets ...budget) error {
 		return errTooManyAttempts
 	}
 	return nil
+}
+
+// budgetKey is the key of a client address's rate-limit budgets: an IPv4 address as is, an
+// IPv6 address by its /64 (one subscriber's network, which hands its hosts any address in it:
+// keyed by the full address, one /64 would have unlimited budgets).
+func budgetKey(ip string) string {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil || !addr.Unmap().Is6() {
+		return ip
+	}
+	p, _ := addr.WithZone("").Prefix(64)
+	return p.String()
+}
+
+// clientBudgetKey is budgetKey of the caller's address.
+func (s *Server) clientBudgetKey(c *fiber.Ctx) string {
+	return budgetKey(httpx.ClientIP(c, s.TrustedProxies))
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/httpx"
 	"github.com/eventq/eventq/internal/purchases"
 	"github.com/eventq/eventq/models"
 )
@@ -11,7 +12,7 @@ import (
 // The check's hand-built body is what the JSON encoder writes for the same entitlement.
 func TestEntitlementBodyIsTheEncodersBytes(t *testing.T) {
 	e := &models.Entitlement{ID: 12, ProductID: 3, PurchaseID: 4567, CreatedAt: time.Date(2026, 11, 27, 2, 3, 4, 999, time.FixedZone("X", 3600))}
-	want, err := jsonMarshal(map[string]any{"data": purchases.ViewEntitlement(e)})
+	want, err := httpx.JSONMarshal(map[string]any{"data": purchases.ViewEntitlement(e)})
 	if err != nil {
 		t.Fatal(err)
 	}

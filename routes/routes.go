@@ -18,6 +18,7 @@ import (
 	"github.com/eventq/eventq/internal/consume"
 	"github.com/eventq/eventq/internal/erasure"
 	"github.com/eventq/eventq/internal/export"
+	"github.com/eventq/eventq/internal/httpx"
 	"github.com/eventq/eventq/internal/members"
 	"github.com/eventq/eventq/internal/metrics"
 	"github.com/eventq/eventq/internal/payments"
@@ -85,7 +86,7 @@ func New(s *Server) *fiber.App {
 		WriteTimeout:          30 * time.Second,
 		IdleTimeout:           2 * time.Minute,
 		ErrorHandler:          s.handleError,
-		JSONEncoder:           jsonMarshal,
+		JSONEncoder:           httpx.JSONMarshal,
 		// Bodies are read as sent, whatever their content type: a multipart body the
 		// webhook cannot use must still get its 200, not fasthttp's 400.
 		DisablePreParseMultipartForm: true,

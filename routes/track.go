@@ -4,11 +4,11 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
 
-	"github.com/eventq/eventq/internal/apperr"
+	"github.com/eventq/eventq/internal/httpx"
 	"github.com/eventq/eventq/internal/tracking"
 )
 
-var errTooLarge = &apperr.Error{Code: apperr.TooLarge, Message: "Content Too Large."}
+var errTooLarge = httpx.ErrTooLarge
 
 // trackPublic answers POST /api/track, the browser client's ingestion endpoint, authenticated
 // by the tenant's public site key. It spends the client address's budget and then the site
@@ -72,7 +72,7 @@ func (s *Server) trackPlatform(c *fiber.Ctx) error {
 func (s *Server) ingest(c *fiber.Ctx, tenantID uint64, events []tracking.Input) error {
 	client := tracking.Client{
 		UserAgent: utils.CopyString(c.Get(fiber.HeaderUserAgent)),
-		IPAddress: clientIP(c, s.TrustedProxies),
+		IPAddress: httpx.ClientIP(c, s.TrustedProxies),
 	}
 	ids, err := s.Ingest.Ingest(c.UserContext(), tenantID, events, client)
 	if err != nil {

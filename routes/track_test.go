@@ -3,6 +3,7 @@ package routes
 import (
 	"testing"
 
+	"github.com/eventq/eventq/internal/httpx"
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 )
@@ -13,7 +14,7 @@ func TestAcceptedBodyIsWhatTheJSONEncoderWrites(t *testing.T) {
 		for i := range ids {
 			ids[i] = uuid.Must(uuid.NewV7()).String()
 		}
-		want, err := jsonMarshal(fiber.Map{"data": fiber.Map{"ids": ids}})
+		want, err := httpx.JSONMarshal(fiber.Map{"data": fiber.Map{"ids": ids}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/andybalholm/brotli"
+	"github.com/eventq/eventq/internal/httpx"
 	"github.com/gofiber/fiber/v2"
 	"github.com/klauspost/compress/gzip"
 )
@@ -73,11 +74,11 @@ func (s *Server) trackerJS(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, "application/javascript; charset=utf-8")
 	c.Vary(fiber.HeaderAcceptEncoding)
 	body, etag := f.plain, f.etag
-	switch ok := accepted(c.Get(fiber.HeaderAcceptEncoding)); {
-	case ok.br:
+	switch ok := httpx.Accepted(c.Get(fiber.HeaderAcceptEncoding)); {
+	case ok.Br:
 		body, etag = f.brotlied, f.brETag
 		c.Set(fiber.HeaderContentEncoding, "br")
-	case ok.gzip:
+	case ok.Gzip:
 		body, etag = f.gzipped, f.gzipETag
 		c.Set(fiber.HeaderContentEncoding, "gzip")
 	}

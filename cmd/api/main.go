@@ -16,6 +16,7 @@ import (
 	"github.com/eventq/eventq/app"
 	"github.com/eventq/eventq/internal/clock"
 	"github.com/eventq/eventq/internal/config"
+	"github.com/eventq/eventq/internal/httpx"
 	"github.com/eventq/eventq/routes"
 )
 
@@ -36,7 +37,7 @@ type Main struct {
 	App    *app.App
 
 	http *fiber.App
-	ln   *routes.Listener
+	ln   *httpx.Listener
 	// metrics serves /metrics on METRICS_ADDR, apart from the public listener; nil when off.
 	metrics   *http.Server
 	metricsLn net.Listener
@@ -68,7 +69,7 @@ func (m *Main) Open() error {
 		m.Close()
 		return fmt.Errorf("api: listen on HTTP_ADDR %s: %w", m.Config.HTTPAddr, err)
 	}
-	m.ln = routes.LingeringListener(ln)
+	m.ln = httpx.LingeringListener(ln)
 	if m.Config.MetricsAddr != "" {
 		m.metricsLn, err = net.Listen("tcp", m.Config.MetricsAddr)
 		switch {

@@ -1,4 +1,4 @@
-package routes
+package httpx
 
 import (
 	"bytes"
@@ -62,13 +62,13 @@ func BenchmarkCompressBody(b *testing.B) {
 		b.Run(coding, func(b *testing.B) {
 			start := cpuTime()
 			for b.Loop() {
-				body := compressBody(coding, page, segmentSize, nil)
+				body := CompressBody(coding, page, SegmentSize, nil)
 				io.Copy(io.Discard, body)
 				body.Close()
 			}
 			b.ReportMetric(float64(cpuTime()-start)/float64(b.N)/1e6, "cpu-ms/op")
 		})
-		body := compressBody(coding, page, segmentSize, nil)
+		body := CompressBody(coding, page, SegmentSize, nil)
 		encoded, _ := io.ReadAll(body)
 		body.Close()
 		b.Run(coding+"-decode", func(b *testing.B) {

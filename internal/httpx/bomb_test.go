@@ -1,4 +1,4 @@
-package routes
+package httpx
 
 import (
 	"bytes"
@@ -43,8 +43,8 @@ func TestBombsDecodeToMoreThanARequestMayCost(t *testing.T) {
 			}
 		}
 		out.Reset()
-		if _, err := decode(bomb(t, c.name), c.header, 32<<20, out); !errors.Is(err, errTooLarge) {
-			t.Fatalf("%s: %v, want errTooLarge", c.name, err)
+		if _, err := decode(bomb(t, c.name), c.header, 32<<20, out); !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("%s: %v, want ErrTooLarge", c.name, err)
 		}
 	}
 }

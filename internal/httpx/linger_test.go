@@ -1,4 +1,4 @@
-package routes
+package httpx
 
 import (
 	"io"

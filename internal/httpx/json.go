@@ -1,12 +1,12 @@
-package routes
+package httpx
 
 import (
 	"bytes"
 	"encoding/json"
 )
 
-// jsonMarshal is json.Marshal without HTML escaping: URLs keep their "&" as sent.
-func jsonMarshal(v any) ([]byte, error) {
+// JSONMarshal is json.Marshal without HTML escaping: URLs keep their "&" as sent.
+func JSONMarshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -1,4 +1,4 @@
-package routes
+package httpx
 
 import (
 	"bytes"
@@ -96,7 +96,7 @@ func TestCompressedBodyEveryPageSize(t *testing.T) {
 				all = append(all, pageSuffix)
 				identity = append(identity, pageSuffix...)
 				released := 0
-				body := compressBody(coding, all, p.seg, func() { released++ })
+				body := CompressBody(coding, all, p.seg, func() { released++ })
 				b, err := io.ReadAll(body)
 				body.Close()
 				if err != nil {
@@ -136,7 +136,7 @@ func TestCompressedBodyClosedEarly(t *testing.T) {
 	}
 	for _, coding := range []string{"gzip", "zstd"} {
 		released := false
-		body := compressBody(coding, parts, 4<<10, func() { released = true })
+		body := CompressBody(coding, parts, 4<<10, func() { released = true })
 		var first [1]byte
 		if _, err := body.Read(first[:]); err != nil {
 			t.Fatal(err)
@@ -164,3 +164,6 @@ func TestCompressedBodyClosedEarly(t *testing.T) {
 		}
 	}
 }
+
+// pageSuffix ends a page document, as the routes write it.
+var pageSuffix = []byte("]}}")

@@ -1,6 +1,6 @@
 //go:build unix
 
-package routes
+package httpx
 
 import (
 	"net"

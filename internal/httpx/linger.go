@@ -1,4 +1,4 @@
-package routes
+package httpx
 
 import (
 	"io"
@@ -86,7 +86,7 @@ func (c *lingerConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// Close closes at once, or, after lingerOnClose, in the background once the client has sent
+// Close closes at once, or, after LingerOnClose, in the background once the client has sent
 // everything (at most lingerMaxBytes, for at most lingerTimeout).
 func (c *lingerConn) Close() error {
 	if c.closed.Swap(true) {
@@ -107,15 +107,15 @@ func (c *lingerConn) Close() error {
 	return nil
 }
 
-// lingerOnClose makes the request's connection linger when the server closes it.
-func lingerOnClose(c *fiber.Ctx) {
+// LingerOnClose makes the request's connection linger when the server closes it.
+func LingerOnClose(c *fiber.Ctx) {
 	if lc, ok := c.Context().Conn().(*lingerConn); ok {
 		lc.linger.Store(true)
 	}
 }
 
-// tcpConn is the TCP connection under conn, or nil.
-func tcpConn(conn net.Conn) *net.TCPConn {
+// TCPConn is the TCP connection under conn, or nil.
+func TCPConn(conn net.Conn) *net.TCPConn {
 	switch t := conn.(type) {
 	case *lingerConn:
 		return t.TCPConn

@@ -1,4 +1,4 @@
-package routes
+package httpx
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// A compressed read's body is cut into segments of about segmentSize bytes that are compressed
+// A compressed read's body is cut into segments of about SegmentSize bytes that are compressed
 // side by side, one per core, and written out in order as each is done, so that the client
 // decodes the first while the last are still being compressed. The codings are chosen so that
 // any decoder reads the result as one body:
@@ -27,7 +27,7 @@ import (
 //     concatenation (RFC 8878, section 3).
 //
 // Segments do not share a history, which costs a little size (matches cannot reach into the
-// previous segment): little at segmentSize (docs/performance.md).
+// previous segment): little at SegmentSize (docs/performance.md).
 
 // Levels: the encoders' fastest levels. Against the default levels they cut the api's CPU per
 // full page of typical events noticeably, and the body stays many times smaller than identity
@@ -37,8 +37,8 @@ const (
 	zstdLevel = zstd.SpeedFastest
 )
 
-// segmentSize is the uncompressed size of one segment of a compressed body.
-const segmentSize = 256 << 10
+// SegmentSize is the uncompressed size of one segment of a compressed body.
+const SegmentSize = 256 << 10
 
 var (
 	flateWriters = sync.Pool{New: func() any {
@@ -100,9 +100,9 @@ func (s *segment) compress(coding string) {
 	}
 }
 
-// compressedBody is a body compressed segment by segment on up to GOMAXPROCS goroutines and
+// CompressedBody is a body compressed segment by segment on up to GOMAXPROCS goroutines and
 // read in order. Close waits for the goroutines, then calls release.
-type compressedBody struct {
+type CompressedBody struct {
 	coding  string
 	segs    []*segment
 	next    int    // the segment Read takes next
@@ -116,11 +116,11 @@ type compressedBody struct {
 	release func()
 }
 
-// compressBody starts compressing the concatenation of parts with coding ("gzip" or "zstd")
+// CompressBody starts compressing the concatenation of parts with coding ("gzip" or "zstd")
 // in segments of at least segSize bytes. release (may be nil) is called by Close, once no
 // goroutine reads parts any more.
-func compressBody(coding string, parts net.Buffers, segSize int, release func()) *compressedBody {
-	b := &compressedBody{coding: coding, release: release}
+func CompressBody(coding string, parts net.Buffers, segSize int, release func()) *CompressedBody {
+	b := &CompressedBody{coding: coding, release: release}
 	seg := &segment{done: make(chan struct{})}
 	for _, p := range parts {
 		if len(p) == 0 {
@@ -162,7 +162,7 @@ func compressBody(coding string, parts net.Buffers, segSize int, release func())
 }
 
 // Read copies out the compressed body, waiting for each segment in turn.
-func (b *compressedBody) Read(p []byte) (int, error) {
+func (b *CompressedBody) Read(p []byte) (int, error) {
 	for len(b.cur) == 0 {
 		if b.ended {
 			return 0, io.EOF
@@ -190,7 +190,7 @@ func (b *compressedBody) Read(p []byte) (int, error) {
 
 // Close stops the segments not started yet, waits for those being compressed, returns their
 // buffers and calls release.
-func (b *compressedBody) Close() error {
+func (b *CompressedBody) Close() error {
 	b.stop.Store(true)
 	b.wg.Wait()
 	for _, s := range b.segs {

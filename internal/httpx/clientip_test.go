@@ -1,4 +1,4 @@
-package routes
+package httpx
 
 import (
 	"io"
@@ -14,7 +14,7 @@ import (
 func TestClientIPReadsEveryForwardedForLine(t *testing.T) {
 	trusted := []netip.Prefix{netip.MustParsePrefix("0.0.0.0/32"), netip.MustParsePrefix("10.0.0.0/8")}
 	app := fiber.New()
-	app.Get("/", func(c *fiber.Ctx) error { return c.SendString(clientIP(c, trusted)) })
+	app.Get("/", func(c *fiber.Ctx) error { return c.SendString(ClientIP(c, trusted)) })
 	for _, tc := range []struct {
 		name  string
 		lines []string

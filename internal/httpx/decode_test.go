@@ -1,4 +1,4 @@
-package routes
+package httpx
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/andybalholm/brotli"
+	"github.com/gofiber/fiber/v2"
 	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/zstd"
 )
@@ -59,7 +60,7 @@ func TestDecodeReadsEveryCodingWithinTheLimit(t *testing.T) {
 			}
 		})
 		t.Run(c.name+" one byte over the limit is 413", func(t *testing.T) {
-			if _, err := decode(encode(t, c.name, plain), c.header, len(plain)-1, new(bytes.Buffer)); !errors.Is(err, errTooLarge) {
+			if _, err := decode(encode(t, c.name, plain), c.header, len(plain)-1, new(bytes.Buffer)); !errors.Is(err, ErrTooLarge) {
 				t.Fatalf("err %v", err)
 			}
 		})
@@ -82,7 +83,7 @@ func TestDecodeReadsEveryCodingWithinTheLimit(t *testing.T) {
 		if got, err := decode(plain, "identity", len(plain), new(bytes.Buffer)); err != nil || !bytes.Equal(got, plain) {
 			t.Fatalf("%v", err)
 		}
-		if _, err := decode(plain, "identity", len(plain)-1, new(bytes.Buffer)); !errors.Is(err, errTooLarge) {
+		if _, err := decode(plain, "identity", len(plain)-1, new(bytes.Buffer)); !errors.Is(err, ErrTooLarge) {
 			t.Fatalf("%v", err)
 		}
 	})
@@ -98,7 +99,15 @@ func TestDecodeReadsEveryCodingWithinTheLimit(t *testing.T) {
 // A body that decodes to 50 MiB costs the process about its route's limit, not what it would
 // decode to: Fiber's Ctx.Body decodes it whole (about 50 MiB allocated for each).
 func TestDecodeBombsCostTheLimitNotTheirSize(t *testing.T) {
-	app := New(&Server{})
+	app := fiber.New(fiber.Config{ErrorHandler: func(c *fiber.Ctx, err error) error {
+		if errors.Is(err, ErrTooLarge) {
+			return c.Status(413).SendString(`{"message":"Content Too Large."}`)
+		}
+		return c.Status(500).SendString(err.Error())
+	}})
+	app.Post("/api/track", func(c *fiber.Ctx) error { return DecodeBody(c, 64<<10, nil) }, func(c *fiber.Ctx) error {
+		return c.SendStatus(202)
+	})
 	for _, c := range codingsDecoded {
 		body := bomb(t, c.name)
 		t.Run(fmt.Sprintf("%s (%d KiB sent)", c.name, len(body)>>10), func(t *testing.T) {
@@ -126,74 +135,4 @@ func TestDecodeBombsCostTheLimitNotTheirSize(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestDecodeAnswersOnEveryRoute(t *testing.T) {
-	app := New(&Server{})
-	do := func(t *testing.T, method, path, coding string, body []byte) (int, string) {
-		t.Helper()
-		req := httptest.NewRequest(method, path, bytes.NewReader(body))
-		req.Header.Set("Content-Encoding", coding)
-		res, err := app.Test(req, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(got)
-	}
-	t.Run("an unknown coding is 415", func(t *testing.T) {
-		if status, body := do(t, "POST", "/api/track", "compress", []byte("x")); status != 415 || body != `{"message":"Unsupported Media Type."}` {
-			t.Fatalf("%d %s", status, body)
-		}
-	})
-	t.Run("more than two codings are 415", func(t *testing.T) {
-		twice := encode(t, "gzip", encode(t, "gzip", []byte(`{"events":[]}`)))
-		if status, got := do(t, "POST", "/api/track", "gzip, gzip", twice); status != 422 {
-			t.Fatalf("two codings: %d %s", status, got)
-		}
-		for _, header := range []string{"gzip, gzip, gzip", "identity, gzip, gzip", strings.Repeat("gzip,", 600) + "gzip"} {
-			if status, got := do(t, "POST", "/api/track", header, twice); status != 415 || got != `{"message":"Unsupported Media Type."}` {
-				t.Fatalf("%.40s: %d %s", header, status, got)
-			}
-		}
-	})
-	t.Run("a request no route serves, or that authentication refuses, is not decoded", func(t *testing.T) {
-		for path, want := range map[string]string{
-			"/nowhere":                  `{"message":"Not Found."}`,
-			"/api/platform/track":       `{"message":"Unauthenticated."}`,
-			"/api/platform/events/acks": `{"message":"Unauthenticated."}`,
-		} {
-			for _, coding := range []string{"gzip", "compress", strings.Repeat("gzip,", 600)} {
-				if status, body := do(t, "POST", path, coding, []byte("not gzip")); body != want {
-					t.Fatalf("%s (%.20s): %d %s", path, coding, status, body)
-				}
-			}
-		}
-	})
-	t.Run("a body over 1 MiB decoded is 413 on other routes", func(t *testing.T) {
-		app := New(&Server{BenchNoop: true})
-		body := encode(t, "gzip", make([]byte, 1<<20+1))
-		req := httptest.NewRequest("POST", "/bench/noop", bytes.NewReader(body))
-		req.Header.Set("Content-Encoding", "gzip")
-		res, err := app.Test(req, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, _ := io.ReadAll(res.Body)
-		if res.StatusCode != 413 || string(got) != `{"message":"Content Too Large."}` {
-			t.Fatalf("%d %s", res.StatusCode, got)
-		}
-	})
-	t.Run("a body not valid in its coding is 400", func(t *testing.T) {
-		if status, got := do(t, "POST", "/api/track", "gzip", []byte("not gzip")); status != 400 || got != `{"message":"Bad Request."}` {
-			t.Fatalf("%d %s", status, got)
-		}
-	})
-	t.Run("a decoded tracking body reaches the handler", func(t *testing.T) {
-		// No site key: the parser's own 422, which it gives only when it read the JSON.
-		status, got := do(t, "POST", "/api/track", "gzip", encode(t, "gzip", []byte(`{"events":[]}`)))
-		if status != 422 || !strings.Contains(got, "site_key") {
-			t.Fatalf("%d %s", status, got)
-		}
-	})
 }
