@@ -33,6 +33,7 @@ bench: ## measure eventq against its floors (own Redis, Postgres, SQLite); BENCH
 bench-check: ## the bench harness's own test: a -quick run of every scenario, checking each reports figures (CI runs it)
 	@bash scripts/ensure-deps.sh go redis-server postgres
 	$(GO) test -tags bench -count=1 -timeout 10m ./bench
+	$(GO) test -tags bench -count=1 -run TestBenchRoutes ./cmd/api
 
 lint-openapi: ## lint docs/openapi.yaml with Redocly's recommended rules (npm; make test checks the same rules in Go)
 	@bash scripts/ensure-deps.sh npx

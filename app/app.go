@@ -152,8 +152,7 @@ func (a *App) open() error {
 	if !ok { // config.Validate guarantees it
 		return fmt.Errorf("app: no redis connection %q (EVENTQUEUE_QUEUE_CONNECTION)", a.Config.QueueConnection)
 	}
-	a.Queue = eventqueue.New(qc)
-	a.Queue.MaxLength = a.Config.Limits.QueueMaxLength
+	a.Queue = eventqueue.NewCapped(qc, a.Config.Limits.QueueMaxLength)
 	a.onClose("event queue", func() error { a.Queue.Close(); return nil })
 
 	rdb := conns[config.DefaultConnection]
@@ -189,10 +188,11 @@ func (a *App) open() error {
 		Dead: eventqueue.DeadPolicy{Max: a.Config.Limits.QueueMaxDeadLetters, Retention: a.Config.Limits.DeadLetterRetention},
 	}
 	provider, events := psp.NewClient(a.Config.PSP.SecretKey, a.Config.PSP.APIBase), jobs.NewProviderEvents(a.Tasks)
+	a.Changes = changes.NewFeed(rdb, a.Log)
 	a.Payments = &payments.Service{
 		DB: db, Events: a.Events, PSP: provider, Webhooks: psp.NewVerifier(a.Config.PSP.WebhookSecrets, a.Clock), Queue: events,
 		Queueing: a.Flags, Ingest: a.Delivery, Clock: a.Clock, AppURL: a.Config.AppURL, Log: a.Log, Metrics: a.Metrics,
-		Returns: payments.NewReturns(a.Clock),
+		Returns: payments.NewReturns(a.Clock), Changes: a.Changes,
 	}
 	if a.Config.PSP.SecretKey != "" {
 		a.Reconciler = &payments.Reconciler{DB: db, PSP: provider, Queue: events, Clock: a.Clock, Log: a.Log, Metrics: a.Metrics}
@@ -203,9 +203,7 @@ func (a *App) open() error {
 	a.Tokens = auth.NewTokens(db, a.Clock)
 	a.Export = export.New(a.Events)
 	a.Tenants = tenants.New(db, a.Flags, a.Clock)
-	a.Changes = changes.NewFeed(rdb, a.Log)
 	a.Follower = changes.NewFollower(rdb, a.Clock, a.Log)
-	a.Payments.Changes = a.Changes
 	a.Members = members.New(db, a.Clock, a.Changes, a.Follower)
 	a.Products = products.New(db, a.Clock)
 	a.Purchases = purchases.New(db, a.Clock, a.Follower)

@@ -85,7 +85,7 @@ func newStack(ctx context.Context, logf func(string, ...any), keep bool) (_ *sta
 		return nil, err
 	}
 	logf("building api and worker")
-	build := exec.CommandContext(ctx, "go", "build", "-o", s.binDir+"/", "./cmd/api", "./cmd/worker")
+	build := exec.CommandContext(ctx, "go", "build", "-tags", "bench", "-o", s.binDir+"/", "./cmd/api", "./cmd/worker")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build: %v\n%s", err, out)

@@ -1,3 +1,5 @@
+//go:build bench
+
 package routes
 
 import (
@@ -67,4 +69,16 @@ func (s *Server) benchPage(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	c.Response().SetBodyRaw(body)
 	return nil
+}
+
+// BenchBuild is true in an api built with -tags bench, which can serve the bench's routes.
+const BenchBuild = true
+
+// benchRoutes registers POST /bench/noop and GET /bench/page when the configuration asks for
+// them (BENCH_NOOP_ROUTE), behind the public tracking route's own middleware.
+func (s *Server) benchRoutes(app *fiber.App, public fiber.Handler) {
+	if s.BenchNoop {
+		app.Post("/bench/noop", public, s.decodeBody, s.benchNoop)
+		app.Get("/bench/page", s.benchPage)
+	}
 }

@@ -68,8 +68,8 @@ type Server struct {
 	Tokens  *auth.Tokens
 	// AdminTokens are the operator API's tokens (ADMIN_API_TOKENS); empty: no operator API.
 	AdminTokens []string
-	// BenchNoop registers POST /bench/noop (benchNoop) and GET /bench/page (benchPage), for
-	// make bench only.
+	// BenchNoop registers POST /bench/noop and GET /bench/page, for make bench only, in an api
+	// built with -tags bench (BenchBuild).
 	BenchNoop bool
 }
 
@@ -99,10 +99,7 @@ func New(s *Server) *fiber.App {
 	public := cors.New(cors.Config{AllowOrigins: "*", AllowMethods: "POST,OPTIONS", MaxAge: 86400})
 	app.Options("/api/track", public)
 	app.Post("/api/track", public, s.trackAddressFirst, s.decodeBody, s.trackPublic)
-	if s.BenchNoop {
-		app.Post("/bench/noop", public, s.decodeBody, s.benchNoop)
-		app.Get("/bench/page", s.benchPage)
-	}
+	s.benchRoutes(app, public)
 	app.Get("/tracker.js", s.trackerJS)
 	app.Get("/openapi.yaml", func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentType, "application/yaml")

@@ -57,6 +57,9 @@ func (m *Main) Open() error {
 	}
 	a.FollowChanges()
 	m.App = a
+	if m.Config.BenchNoopRoute && !routes.BenchBuild {
+		m.Log.Warn("api: BENCH_NOOP_ROUTE is on, but this api was not built with -tags bench: the bench's routes are not served")
+	}
 	m.http = routes.New(&routes.Server{
 		PingDB: a.PingDB, Redis: a.Redis, Log: m.Log, Ingest: a.Ingest, Consume: a.Consume, Auth: a.Auth,
 		TrustedProxies: m.Config.TrustedProxies, Payments: a.Payments, Metrics: a.Metrics, Limiter: a.Limiter,

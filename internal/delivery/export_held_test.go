@@ -1,7 +1,18 @@
 package delivery
 
-// SetMarkPage makes Back read the marks n at a time.
-func (s *Held) SetMarkPage(n int) { s.markPage = n }
+import "context"
 
-// SetBetweenReads makes Back run fn between its reading of the batches and of the marks.
-func (s *Held) SetBetweenReads(fn func()) { s.betweenReads = fn }
+// BackAround is Back with between run between its reading of the batches and of the marks,
+// where a batch may be settled.
+func (s *Held) BackAround(ctx context.Context, tenantID uint64, between func()) (int64, error) {
+	inBatches, counted, err := s.inBatches(ctx, tenantID)
+	if err != nil {
+		return 0, err
+	}
+	between()
+	marked, err := s.marked(ctx, tenantID, counted)
+	if err != nil {
+		return 0, err
+	}
+	return inBatches + marked, nil
+}

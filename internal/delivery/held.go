@@ -17,9 +17,8 @@ const claimChunk = 100
 type Held struct {
 	Events *eventstore.Store
 	Queue  *eventqueue.Store
-
-	markPage     int    // how many marks Back reads at a time; 0 means heldPage (tests set it)
-	betweenReads func() // run by Back between its two readings (tests set it)
+	// MarkPage is how many marks Back reads at a time; 0 means heldPage.
+	MarkPage int
 }
 
 // Claim turns the pending batches committed before cutoff (of tenant only, unless it is 0)

@@ -31,9 +31,6 @@ func (s *Held) Back(ctx context.Context, tenantID uint64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if s.betweenReads != nil {
-		s.betweenReads()
-	}
 	marked, err := s.marked(ctx, tenantID, counted)
 	if err != nil {
 		return 0, err
@@ -98,7 +95,7 @@ func (s *Held) inBatches(ctx context.Context, tenantID uint64) (int64, map[strin
 // marked counts tenantID's events marked pending that are not in the queue, but for those
 // in skip.
 func (s *Held) marked(ctx context.Context, tenantID uint64, skip map[string]bool) (int64, error) {
-	page := s.markPage
+	page := s.MarkPage
 	if page == 0 {
 		page = heldPage
 	}

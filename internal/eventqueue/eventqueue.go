@@ -36,6 +36,13 @@ func (s *Store) maxLength() int64 {
 // releases the read path's own connections; rdb stays the caller's to close.
 func New(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb, fast: newLRangeReader(rdb)} }
 
+// NewCapped is New with MaxLength set to maxLength.
+func NewCapped(rdb redis.UniversalClient, maxLength int64) *Store {
+	s := New(rdb)
+	s.MaxLength = maxLength
+	return s
+}
+
 // Close closes the idle connections of the read path.
 func (s *Store) Close() {
 	if s.fast != nil {

@@ -21,15 +21,16 @@ func TestAPaymentAfterTheMembersErasureGrantsNothing(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, true)
-			if inTx {
-				e.Svc.FulfilInTransaction()
-			}
 			sh := e.MustShop(t, "acct_erased")
 			now := time.Now().UTC()
 			testenv.Must(t, e.DB.Model(&models.AudienceMember{}).Where("id = ?", sh.Member.ID).
 				Updates(map[string]any{"erased_at": now, "email": "", "name": ""}).Error)
 
-			res, err := e.Svc.Fulfil(context.Background(), e.Session(sh))
+			fulfil := e.Svc.Fulfil
+			if inTx {
+				fulfil = e.Svc.FulfilInTransaction
+			}
+			res, err := fulfil(context.Background(), e.Session(sh))
 			if err != nil || res.Status != payments.StatusFulfilled {
 				t.Fatalf("Fulfil = %+v, %v", res, err)
 			}

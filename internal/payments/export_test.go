@@ -19,9 +19,11 @@ func (svc *Service) Revoke(ctx context.Context, r Reversal) (string, error) {
 // Fulfil is fulfil.
 func (svc *Service) Fulfil(ctx context.Context, s Session) (Result, error) { return svc.fulfil(ctx, s) }
 
-// FulfilInTransaction makes svc store fulfilments in a transaction of several statements on
-// Postgres too, as on SQLite.
-func (svc *Service) FulfilInTransaction() { svc.noOneStatement = true }
+// FulfilInTransaction is Fulfil storing in a transaction of several statements on Postgres
+// too, as on SQLite.
+func (svc *Service) FulfilInTransaction(ctx context.Context, s Session) (Result, error) {
+	return svc.fulfilSession(ctx, s, false)
+}
 
 // EventID is eventID.
 func EventID(typ string, at time.Time, sessionID string) string { return eventID(typ, at, sessionID) }

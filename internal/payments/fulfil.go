@@ -38,12 +38,14 @@ type Result struct {
 // to the tenant's queue after the commit when UseQueueEvents is active (a failed append is
 // retried by the worker's requeue job). Errors wrapping ErrRejected are permanent.
 func (svc *Service) fulfil(ctx context.Context, s Session) (Result, error) {
-	res, err := svc.fulfilSession(ctx, s)
+	res, err := svc.fulfilSession(ctx, s, svc.Events.WritableCTE())
 	svc.Metrics.Fulfilment(outcome(err, res.Status))
 	return res, err
 }
 
-func (svc *Service) fulfilSession(ctx context.Context, s Session) (Result, error) {
+// fulfilSession is fulfil; oneStatement says whether the common case may be stored in one
+// statement (storeOneStatement), where the store takes one.
+func (svc *Service) fulfilSession(ctx context.Context, s Session, oneStatement bool) (Result, error) {
 	r, err := refsOf(s)
 	if err != nil {
 		return Result{}, err
@@ -63,7 +65,7 @@ func (svc *Service) fulfilSession(ctx context.Context, s Session) (Result, error
 		return Result{}, err
 	}
 
-	st, err := svc.store(ctx, s, r, queued)
+	st, err := svc.store(ctx, s, r, queued, oneStatement)
 	if err != nil {
 		return Result{}, err
 	}
@@ -125,11 +127,12 @@ type stored struct {
 
 // store checks that the tenant, member and product of r exist and that s is on the tenant's
 // account, then writes s's purchase, entitlement and purchase_completed event in one
-// transaction, and applies a reversal recorded before it in the same transaction. On Postgres
-// the common case, no reversal waiting, is one statement (storeOneStatement); otherwise, and on
-// SQLite, it is resolve and a transaction of several (storeTx).
-func (svc *Service) store(ctx context.Context, s Session, r refs, queued bool) (stored, error) {
-	if svc.Events.WritableCTE() && !svc.noOneStatement {
+// transaction, and applies a reversal recorded before it in the same transaction. With
+// oneStatement (a store that takes a write of several tables in one statement) the common
+// case, no reversal waiting, is one statement (storeOneStatement); otherwise it is resolve and
+// a transaction of several (storeTx).
+func (svc *Service) store(ctx context.Context, s Session, r refs, queued, oneStatement bool) (stored, error) {
+	if oneStatement {
 		st, ok, err := svc.storeOneStatement(ctx, s, r, queued)
 		if err != nil || ok {
 			return st, err

@@ -52,8 +52,6 @@ func TestFulfilStatements(t *testing.T) {
 	e.Svc.DB = e.DB.Session(&gorm.Session{Logger: rec})
 	now := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour) // stored exactly
 	e.Svc.Clock = clock.NewFake(now)
-	inTx := *e.Svc
-	inTx.FulfilInTransaction()
 
 	postgres := database.IsPostgres(e.DB)
 	want := 6
@@ -73,7 +71,7 @@ func TestFulfilStatements(t *testing.T) {
 
 	other := e.MustShop(t, "acct_statements_tx")
 	s2 := e.Session(other)
-	res2, err := inTx.Fulfil(context.Background(), s2)
+	res2, err := e.Svc.FulfilInTransaction(context.Background(), s2)
 	if err != nil || res2.Status != payments.StatusFulfilled {
 		t.Fatalf("Fulfil in a transaction = %+v, %v", res2, err)
 	}
@@ -120,9 +118,6 @@ func testReversalDuringFulfil(t *testing.T, inTx bool) {
 	if !database.IsPostgres(e.DB) {
 		t.Skip("a race of two writers: Postgres only (SQLite has one writer)")
 	}
-	if inTx {
-		e.Svc.FulfilInTransaction()
-	}
 	ctx := context.Background()
 	sh := e.MustShop(t, "acct_race_refund")
 	s := e.Session(sh)
@@ -141,7 +136,11 @@ func testReversalDuringFulfil(t *testing.T, inTx bool) {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := e.Svc.Fulfil(ctx, s)
+		fulfil := e.Svc.Fulfil
+		if inTx {
+			fulfil = e.Svc.FulfilInTransaction
+		}
+		res, err := fulfil(ctx, s)
 		done <- outcome{res, err}
 	}()
 	testenv.Eventually(t, 10*time.Second, "the fulfilment waits for the uncommitted purchase", func() bool {

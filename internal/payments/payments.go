@@ -60,10 +60,6 @@ type Service struct {
 	// Changes hears of every grant and revocation once committed, so that the api processes'
 	// caches of entitlements drop the member's; nil announces nothing.
 	Changes Announcer
-
-	// noOneStatement makes Postgres store a fulfilment as SQLite does (storeTx), for the test
-	// that compares the two ways.
-	noOneStatement bool
 }
 
 // Announcer is where grants and revocations are announced (changes.Feed).
@@ -81,7 +77,7 @@ func (svc *Service) announce(ctx context.Context, tenantID, member uint64) error
 }
 
 // Pusher appends committed events marked pending to their tenant's queue (and clears their
-// marks); tracking.Ingestor is one. Fulfilment needs nothing else of ingestion.
+// marks); delivery.Service is one. Fulfilment needs nothing else of delivery.
 type Pusher interface {
 	PushPending(ctx context.Context, tenantID uint64, rows []models.TrackedEvent)
 }
