@@ -28,7 +28,7 @@ fmt: ## rewrite the Go files with gofmt
 
 bench: ## measure eventq against its floors (own Redis, Postgres, SQLite); BENCH_FLAGS=-quick for a short run
 	@bash scripts/ensure-deps.sh go redis-server postgres
-	$(GO) run ./bench $(BENCH_FLAGS)
+	$(GO) run -tags bench ./bench $(BENCH_FLAGS)
 
 bench-check: ## the bench harness's own test: a -quick run of every scenario, checking each reports figures (CI runs it)
 	@bash scripts/ensure-deps.sh go redis-server postgres

@@ -68,7 +68,7 @@ func benchCheckpoint(ctx context.Context, s *stack, p checkpointPlan) (*Checkpoi
 		if isOld {
 			every = oldCheckpointEvery
 		}
-		if err := database.CheckpointEvery(db, every); err != nil {
+		if err := checkpointEvery(db, every); err != nil {
 			return nil, err
 		}
 		lat, err := commitTurn(ctx, sqlDB, stmt, p, t.ID, &row)
