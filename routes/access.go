@@ -31,15 +31,15 @@ type accessLine struct {
 // starts: a failure there is an ordinary error answer; one while the events stream ends it.
 func (s *Server) memberData(c *fiber.Ctx) error {
 	tenantID := principal(c).TenantID
-	m, err := s.Members.Get(c.UserContext(), tenantID, memberRef(c))
+	m, err := s.Tenant.Members.Get(c.UserContext(), tenantID, memberRef(c))
 	if err != nil {
 		return err
 	}
-	bought, err := s.Purchases.Purchases(c.UserContext(), tenantID, m.ID)
+	bought, err := s.Tenant.Purchases.Purchases(c.UserContext(), tenantID, m.ID)
 	if err != nil {
 		return err
 	}
-	granted, err := s.Purchases.Granted(c.UserContext(), tenantID, m.ID)
+	granted, err := s.Tenant.Purchases.Granted(c.UserContext(), tenantID, m.ID)
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func (s *Server) memberData(c *fiber.Ctx) error {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), accessExportTimeout)
 		defer cancel()
-		_, err := s.Export.Each(ctx, q, func(ev *models.TrackedEvent) error {
+		_, err := s.Tenant.Export.Each(ctx, q, func(ev *models.TrackedEvent) error {
 			w.WriteString(`{"kind":"event","data":`)
 			w.Write(ev.MarshalQueue())
 			_, err := w.WriteString("}\n")

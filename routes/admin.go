@@ -22,7 +22,7 @@ import (
 // address's operator budget of RATE_LIMIT_AUTH_FAILURES (429 past it); a right one is served
 // whatever that budget says.
 func (s *Server) admin(c *fiber.Ctx) error {
-	if len(s.AdminTokens) == 0 {
+	if len(s.Operator.AdminTokens) == 0 {
 		return apperr.ErrNotFound
 	}
 	scheme, token, ok := strings.Cut(c.Get(fiber.HeaderAuthorization), " ")
@@ -37,7 +37,7 @@ func (s *Server) admin(c *fiber.Ctx) error {
 func (s *Server) adminToken(token string) bool {
 	got := sha256.Sum256([]byte(token))
 	match := 0
-	for _, t := range s.AdminTokens {
+	for _, t := range s.Operator.AdminTokens {
 		want := sha256.Sum256([]byte(t))
 		match |= subtle.ConstantTimeCompare(got[:], want[:])
 	}
@@ -45,7 +45,7 @@ func (s *Server) adminToken(token string) bool {
 }
 
 func (s *Server) sendTenant(c *fiber.Ctx, status int, t *models.Tenant) error {
-	v, err := s.Tenants.View(c.UserContext(), t)
+	v, err := s.Operator.Tenants.View(c.UserContext(), t)
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func (s *Server) sendTenant(c *fiber.Ctx, status int, t *models.Tenant) error {
 }
 
 func (s *Server) createTenant(c *fiber.Ctx) error {
-	t, err := s.Tenants.Create(c.UserContext(), validate.DecodeObject(c.Body()))
+	t, err := s.Operator.Tenants.Create(c.UserContext(), validate.DecodeObject(c.Body()))
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func (s *Server) listTenants(c *fiber.Ctx) error {
 	if err := errs.Err(); err != nil {
 		return err
 	}
-	page, err := s.Tenants.List(c.UserContext(), r)
+	page, err := s.Operator.Tenants.List(c.UserContext(), r)
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (s *Server) listTenants(c *fiber.Ctx) error {
 }
 
 func (s *Server) getTenant(c *fiber.Ctx) error {
-	t, err := s.Tenants.GetRef(c.UserContext(), c.Params("tenant"))
+	t, err := s.Operator.Tenants.GetRef(c.UserContext(), c.Params("tenant"))
 	if err != nil {
 		return err
 	}
@@ -82,22 +82,22 @@ func (s *Server) getTenant(c *fiber.Ctx) error {
 }
 
 func (s *Server) updateTenant(c *fiber.Ctx) error {
-	t, err := s.Tenants.GetRef(c.UserContext(), c.Params("tenant"))
+	t, err := s.Operator.Tenants.GetRef(c.UserContext(), c.Params("tenant"))
 	if err != nil {
 		return err
 	}
-	if t, err = s.Tenants.Update(c.UserContext(), t.ID, validate.DecodeObject(c.Body())); err != nil {
+	if t, err = s.Operator.Tenants.Update(c.UserContext(), t.ID, validate.DecodeObject(c.Body())); err != nil {
 		return err
 	}
 	return s.sendTenant(c, fiber.StatusOK, t)
 }
 
 func (s *Server) rotateSiteKey(c *fiber.Ctx) error {
-	t, err := s.Tenants.GetRef(c.UserContext(), c.Params("tenant"))
+	t, err := s.Operator.Tenants.GetRef(c.UserContext(), c.Params("tenant"))
 	if err != nil {
 		return err
 	}
-	if t, err = s.Tenants.RotateSiteKey(c.UserContext(), t.ID); err != nil {
+	if t, err = s.Operator.Tenants.RotateSiteKey(c.UserContext(), t.ID); err != nil {
 		return err
 	}
 	return s.sendTenant(c, fiber.StatusOK, t)
@@ -113,15 +113,15 @@ type createdToken struct {
 }
 
 func (s *Server) createToken(c *fiber.Ctx) error {
-	t, err := s.Tenants.GetRef(c.UserContext(), c.Params("tenant"))
+	t, err := s.Operator.Tenants.GetRef(c.UserContext(), c.Params("tenant"))
 	if err != nil {
 		return err
 	}
-	in, err := s.Tokens.Parse(validate.DecodeObject(c.Body()))
+	in, err := s.Operator.Tokens.Parse(validate.DecodeObject(c.Body()))
 	if err != nil {
 		return err
 	}
-	row, plain, err := s.Tokens.Create(c.UserContext(), t.ID, in)
+	row, plain, err := s.Operator.Tokens.Create(c.UserContext(), t.ID, in)
 	if err != nil {
 		return err
 	}
@@ -131,11 +131,11 @@ func (s *Server) createToken(c *fiber.Ctx) error {
 }
 
 func (s *Server) listTokens(c *fiber.Ctx) error {
-	t, err := s.Tenants.GetRef(c.UserContext(), c.Params("tenant"))
+	t, err := s.Operator.Tenants.GetRef(c.UserContext(), c.Params("tenant"))
 	if err != nil {
 		return err
 	}
-	rows, err := s.Tokens.List(c.UserContext(), t.ID)
+	rows, err := s.Operator.Tokens.List(c.UserContext(), t.ID)
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func (s *Server) revokeToken(c *fiber.Ctx) error {
 	if !ok {
 		return apperr.ErrNotFound
 	}
-	if err := s.Tokens.Revoke(c.UserContext(), id); err != nil {
+	if err := s.Operator.Tokens.Revoke(c.UserContext(), id); err != nil {
 		return err
 	}
 	return c.SendStatus(fiber.StatusNoContent)
@@ -160,7 +160,7 @@ func (s *Server) revokeToken(c *fiber.Ctx) error {
 // setFeature answers PUT /api/admin/tenants/{tenant}/features/{feature} {"active":bool}; a
 // feature that does not exist is 404 before the body is looked at.
 func (s *Server) setFeature(c *fiber.Ctx) error {
-	t, err := s.Tenants.GetRef(c.UserContext(), c.Params("tenant"))
+	t, err := s.Operator.Tenants.GetRef(c.UserContext(), c.Params("tenant"))
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func (s *Server) setFeature(c *fiber.Ctx) error {
 	if err := errs.Err(); err != nil {
 		return err
 	}
-	out, err := s.Tenants.SetFeature(c.UserContext(), t.ID, feature, active)
+	out, err := s.Operator.Tenants.SetFeature(c.UserContext(), t.ID, feature, active)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ func (s *Server) createCheckout(c *fiber.Ctx) error {
 //
 // It spends the client address's RATE_LIMIT_RETURN budget first: the page is public.
 func (s *Server) checkoutReturn(c *fiber.Ctx) error {
-	if err := s.limit(c, budget{name: limitReturn, key: s.clientBudgetKey(c), rate: s.Limits.Return}); err != nil {
+	if err := s.limit(c, budget{name: limitReturn, key: s.clientBudgetKey(c), rate: s.Guard.Limits.Return}); err != nil {
 		return err
 	}
 	tenantID, ok := models.ParseID(query(c, "tenant"))

@@ -30,7 +30,7 @@ func (s *Server) readEvents(c *fiber.Ctx) error {
 	if err := errs.Err(); err != nil {
 		return err
 	}
-	page, active, err := s.Consume.Read(c.UserContext(), principal(c).TenantID, int(limit), time.Duration(wait)*time.Second)
+	page, active, err := s.Queues.Read(c.UserContext(), principal(c).TenantID, int(limit), time.Duration(wait)*time.Second)
 	if err != nil {
 		return err
 	}
@@ -180,7 +180,7 @@ func (s *Server) trimEvents(c *fiber.Ctx) error {
 	if err := errs.Err(); err != nil {
 		return err
 	}
-	trimmed, active, err := s.Consume.Trim(c.UserContext(), principal(c).TenantID, count, offset)
+	trimmed, active, err := s.Queues.Trim(c.UserContext(), principal(c).TenantID, count, offset)
 	var ahead *eventqueue.ErrOffsetAhead
 	if errors.As(err, &ahead) {
 		errs.Add("offset", fmt.Sprintf("The offset field must not be greater than %d.", ahead.Front))

@@ -19,10 +19,10 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 	defer cancel()
 	checks := fiber.Map{"database": "ok", "redis": "ok"}
 	ready := true
-	if s.PingDB(ctx) != nil {
+	if s.Health.PingDB(ctx) != nil {
 		checks["database"], ready = "unreachable", false
 	}
-	if err := s.Redis.Ping(ctx); err != nil {
+	if err := s.Health.Redis.Ping(ctx); err != nil {
 		s.Log.Warn("readyz: redis unreachable", "err", err)
 		checks["redis"], ready = "unreachable", false
 	}

@@ -36,7 +36,7 @@ func (s *Server) leaseEvents(c *fiber.Ctx) error {
 	if err := errs.Err(); err != nil {
 		return err
 	}
-	leases, err := s.Consume.Lease(c.UserContext(), principal(c).TenantID, consume.LeaseRequest{
+	leases, err := s.Queues.Lease(c.UserContext(), principal(c).TenantID, consume.LeaseRequest{
 		Limit: int(limit), Visibility: time.Duration(vis) * time.Second, Wait: time.Duration(wait) * time.Second,
 	})
 	if err != nil {
@@ -110,7 +110,7 @@ func (s *Server) ackEvents(c *fiber.Ctx) error {
 	if err := errs.Err(); err != nil {
 		return err
 	}
-	statuses, err := s.Consume.Ack(c.UserContext(), principal(c).TenantID, req)
+	statuses, err := s.Queues.Ack(c.UserContext(), principal(c).TenantID, req)
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func (s *Server) readDeadLetters(c *fiber.Ctx) error {
 	if err := errs.Err(); err != nil {
 		return err
 	}
-	dead, err := s.Consume.DeadLetters(c.UserContext(), principal(c).TenantID, int(limit))
+	dead, err := s.Queues.DeadLetters(c.UserContext(), principal(c).TenantID, int(limit))
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func (s *Server) dropDeadLetters(c *fiber.Ctx) error {
 	if err := errs.Err(); err != nil {
 		return err
 	}
-	if err := s.Consume.DropDeadLetters(c.UserContext(), principal(c).TenantID, count); err != nil {
+	if err := s.Queues.DropDeadLetters(c.UserContext(), principal(c).TenantID, count); err != nil {
 		return err
 	}
 	return c.SendStatus(fiber.StatusNoContent)

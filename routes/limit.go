@@ -51,7 +51,7 @@ func (s *Server) limit(c *fiber.Ctx, budgets ...budget) error {
 		bs[i] = b.limiterBudget()
 	}
 	remaining := -1
-	for i, d := range s.Limiter.Allow(c.UserContext(), bs...) {
+	for i, d := range s.Guard.Limiter.Allow(c.UserContext(), bs...) {
 		if !d.Checked {
 			continue
 		}
@@ -93,5 +93,5 @@ func budgetKey(ip string) string {
 
 // clientBudgetKey is budgetKey of the caller's address.
 func (s *Server) clientBudgetKey(c *fiber.Ctx) string {
-	return budgetKey(httpx.ClientIP(c, s.TrustedProxies))
+	return budgetKey(httpx.ClientIP(c, s.Guard.TrustedProxies))
 }

@@ -24,10 +24,10 @@ func TestTrackLimitFollowsTheLimitersClock(t *testing.T) {
 	clk := clock.NewFake(now)
 	limiter := ratelimit.New(r.Client(), clk, nil)
 	limiter.Timeout = time.Minute // no check let through unchecked on a busy machine
-	app := New(&Server{
+	app := New(&Server{Guard: Guard{
 		Limiter: limiter,
 		Limits:  config.Limits{TrackIP: config.Rate{N: 2, Period: time.Minute}, Track: config.Rate{N: 1000, Period: time.Second}},
-	})
+	}})
 	post := func(t *testing.T) (status int, body string, header func(string) string) {
 		t.Helper()
 		req := httptest.NewRequest("POST", "/api/track", strings.NewReader(`{"events":[]}`))

@@ -20,7 +20,7 @@ import (
 // purchases.Service), for the tenant's token.
 
 func (s *Server) createMember(c *fiber.Ctx) error {
-	m, err := s.Members.Create(c.UserContext(), principal(c).TenantID, validate.DecodeObject(c.Body()))
+	m, err := s.Tenant.Members.Create(c.UserContext(), principal(c).TenantID, validate.DecodeObject(c.Body()))
 	if err != nil {
 		return err
 	}
@@ -34,7 +34,7 @@ func (s *Server) listMembers(c *fiber.Ctx) error {
 		return err
 	}
 	f := members.Filter{ExternalID: strings.TrimSpace(query(c, "external_id")), Email: strings.TrimSpace(query(c, "email"))}
-	page, err := s.Members.List(c.UserContext(), principal(c).TenantID, f, r)
+	page, err := s.Tenant.Members.List(c.UserContext(), principal(c).TenantID, f, r)
 	if err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ func (s *Server) listMembers(c *fiber.Ctx) error {
 func memberRef(c *fiber.Ctx) string { return utils.CopyString(c.Params("member")) }
 
 func (s *Server) getMember(c *fiber.Ctx) error {
-	m, err := s.Members.Get(c.UserContext(), principal(c).TenantID, memberRef(c))
+	m, err := s.Tenant.Members.Get(c.UserContext(), principal(c).TenantID, memberRef(c))
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (s *Server) getMember(c *fiber.Ctx) error {
 }
 
 func (s *Server) updateMember(c *fiber.Ctx) error {
-	m, err := s.Members.Update(c.UserContext(), principal(c).TenantID, memberRef(c), validate.DecodeObject(c.Body()))
+	m, err := s.Tenant.Members.Update(c.UserContext(), principal(c).TenantID, memberRef(c), validate.DecodeObject(c.Body()))
 	if err != nil {
 		return err
 	}
@@ -65,11 +65,11 @@ func (s *Server) updateMember(c *fiber.Ctx) error {
 // eraseMember answers DELETE /api/platform/members/{member}: 202 with the erasure, which the
 // worker carries out (erasure.Service); the member answers 404 from now on.
 func (s *Server) eraseMember(c *fiber.Ctx) error {
-	m, err := s.Members.Get(c.UserContext(), principal(c).TenantID, memberRef(c))
+	m, err := s.Tenant.Members.Get(c.UserContext(), principal(c).TenantID, memberRef(c))
 	if err != nil {
 		return err
 	}
-	e, err := s.Erasures.Request(c.UserContext(), m)
+	e, err := s.Tenant.Erasures.Request(c.UserContext(), m)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (s *Server) getErasure(c *fiber.Ctx) error {
 	if !ok {
 		return apperr.ErrNotFound
 	}
-	e, err := s.Erasures.Get(c.UserContext(), principal(c).TenantID, id)
+	e, err := s.Tenant.Erasures.Get(c.UserContext(), principal(c).TenantID, id)
 	if err != nil {
 		return err
 	}
@@ -91,11 +91,11 @@ func (s *Server) getErasure(c *fiber.Ctx) error {
 
 func (s *Server) memberEntitlements(c *fiber.Ctx) error {
 	tenantID := principal(c).TenantID
-	id, err := s.Members.Resolve(c.UserContext(), tenantID, memberRef(c))
+	id, err := s.Tenant.Members.Resolve(c.UserContext(), tenantID, memberRef(c))
 	if err != nil {
 		return err
 	}
-	rows, err := s.Purchases.InForce(c.UserContext(), tenantID, id)
+	rows, err := s.Tenant.Purchases.InForce(c.UserContext(), tenantID, id)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (s *Server) memberEntitlements(c *fiber.Ctx) error {
 // every page view: both lookups come from caches at most half a second old.
 func (s *Server) checkEntitlement(c *fiber.Ctx) error {
 	tenantID := principal(c).TenantID
-	member, err := s.Members.Resolve(c.UserContext(), tenantID, memberRef(c))
+	member, err := s.Tenant.Members.Resolve(c.UserContext(), tenantID, memberRef(c))
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func (s *Server) checkEntitlement(c *fiber.Ctx) error {
 	if !ok {
 		return apperr.ErrNotFound
 	}
-	e, err := s.Purchases.Check(c.UserContext(), tenantID, member, product)
+	e, err := s.Tenant.Purchases.Check(c.UserContext(), tenantID, member, product)
 	if err != nil {
 		return err
 	}
@@ -146,11 +146,11 @@ func entitlementBody(e *models.Entitlement) []byte {
 
 func (s *Server) memberPurchases(c *fiber.Ctx) error {
 	tenantID := principal(c).TenantID
-	m, err := s.Members.Get(c.UserContext(), tenantID, memberRef(c))
+	m, err := s.Tenant.Members.Get(c.UserContext(), tenantID, memberRef(c))
 	if err != nil {
 		return err
 	}
-	rows, err := s.Purchases.Purchases(c.UserContext(), tenantID, m.ID)
+	rows, err := s.Tenant.Purchases.Purchases(c.UserContext(), tenantID, m.ID)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ func (s *Server) token(abilities ...string) fiber.Handler {
 		// The token is checked whatever the address's failures (one lookup by primary key,
 		// cached): a valid one is always served, so that garbage from a shared address locks
 		// nobody out. Only a token that does not verify spends the failure budget.
-		p, err := s.Auth.AuthenticateBearer(c.UserContext(), bearer)
+		p, err := s.Guard.Auth.AuthenticateBearer(c.UserContext(), bearer)
 		if errors.Is(err, auth.ErrUnauthenticated) {
 			c.Set(fiber.HeaderWWWAuthenticate, `Bearer error="invalid_token"`)
 			return s.authFailure(c, limitAuth)
@@ -36,7 +36,7 @@ func (s *Server) token(abilities ...string) fiber.Handler {
 		if err != nil {
 			return err
 		}
-		if err := s.limit(c, budget{name: limitPlatform, key: strconv.FormatUint(p.TokenID, 10), rate: s.Limits.Platform}); err != nil {
+		if err := s.limit(c, budget{name: limitPlatform, key: strconv.FormatUint(p.TokenID, 10), rate: s.Guard.Limits.Platform}); err != nil {
 			return err
 		}
 		for _, ability := range abilities {
@@ -58,11 +58,11 @@ func principal(c *fiber.Ctx) *auth.Principal {
 // platform's and the operator API's failures are separate budgets, so that a flood of one
 // never refuses the other.
 func (s *Server) authFailure(c *fiber.Ctx, name string) error {
-	failures := budget{name: name, key: s.clientBudgetKey(c), rate: s.Limits.AuthFailures, peek: true}
+	failures := budget{name: name, key: s.clientBudgetKey(c), rate: s.Guard.Limits.AuthFailures, peek: true}
 	if err := s.limit(c, failures); err != nil {
 		return err
 	}
 	failures.peek = false
-	s.Limiter.Allow(c.UserContext(), failures.limiterBudget()) // no rate-limit header on a 401
+	s.Guard.Limiter.Allow(c.UserContext(), failures.limiterBudget()) // no rate-limit header on a 401
 	return auth.ErrUnauthenticated
 }

@@ -31,7 +31,7 @@ var noopBodies = func() [][]byte {
 // the tracking work.
 // It is the HTTP floor that make bench measures ingestion against.
 func (s *Server) benchNoop(c *fiber.Ctx) error {
-	if limited := s.limit(c, budget{name: limitTrackIP, key: s.clientBudgetKey(c), rate: s.Limits.TrackIP}); limited != nil {
+	if limited := s.limit(c, budget{name: limitTrackIP, key: s.clientBudgetKey(c), rate: s.Guard.Limits.TrackIP}); limited != nil {
 		return limited
 	}
 	n, err := strconv.Atoi(c.Query("ids", "1"))

@@ -14,7 +14,7 @@ import (
 // The routes of a tenant's products (products.Service), for the tenant's token.
 
 func (s *Server) createProduct(c *fiber.Ctx) error {
-	p, err := s.Products.Create(c.UserContext(), principal(c).TenantID, validate.DecodeObject(c.Body()))
+	p, err := s.Tenant.Products.Create(c.UserContext(), principal(c).TenantID, validate.DecodeObject(c.Body()))
 	if err != nil {
 		return err
 	}
@@ -33,7 +33,7 @@ func (s *Server) listProducts(c *fiber.Ctx) error {
 	if err := errs.Err(); err != nil {
 		return err
 	}
-	page, err := s.Products.List(c.UserContext(), principal(c).TenantID, active, r)
+	page, err := s.Tenant.Products.List(c.UserContext(), principal(c).TenantID, active, r)
 	if err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func (s *Server) listProducts(c *fiber.Ctx) error {
 }
 
 func (s *Server) getProduct(c *fiber.Ctx) error {
-	p, err := s.Products.Get(c.UserContext(), principal(c).TenantID, c.Params("product"))
+	p, err := s.Tenant.Products.Get(c.UserContext(), principal(c).TenantID, c.Params("product"))
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (s *Server) getProduct(c *fiber.Ctx) error {
 }
 
 func (s *Server) updateProduct(c *fiber.Ctx) error {
-	p, err := s.Products.Update(c.UserContext(), principal(c).TenantID, c.Params("product"), validate.DecodeObject(c.Body()))
+	p, err := s.Tenant.Products.Update(c.UserContext(), principal(c).TenantID, c.Params("product"), validate.DecodeObject(c.Body()))
 	if err != nil {
 		return err
 	}

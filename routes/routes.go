@@ -34,43 +34,64 @@ import (
 // their own.
 const maxBodyBytes = 1 << 20
 
-// Server holds what the handlers need. Every field is required unless its comment says it may
-// be nil.
+// Server holds what the handlers need, as a few services. Every field is required unless its
+// comment says it may be nil.
 type Server struct {
-	// PingDB reports whether the database answers; readyz calls it.
-	PingDB func(ctx context.Context) error
-	Redis  redisconn.Set
-	Auth   *auth.Authenticator
-	// Consume reads, trims, leases and acknowledges tenants' queues.
-	Consume        *consume.Service
-	Ingest         *tracking.Ingestor
-	Log            *slog.Logger
-	TrustedProxies []netip.Prefix
+	// Health answers the readiness probe.
+	Health Health
+	// Guard authenticates and rate-limits requests.
+	Guard Guard
+	// Tracking takes tracked events (both track routes).
+	Tracking *tracking.Ingestor
+	// Queues reads, trims, leases and acknowledges tenants' queues.
+	Queues *consume.Service
 	// Payments is the checkout and payment flow behind the checkout, return and webhook routes.
 	Payments *payments.Service
+	// Tenant serves a tenant's own resources to its token.
+	Tenant TenantAPI
+	// Operator serves the operator API.
+	Operator OperatorAPI
+	Log      *slog.Logger
 	// Metrics counts requests and outcomes and serves /metrics.
 	Metrics *metrics.Metrics
+	// BenchNoop registers POST /bench/noop and GET /bench/page, for make bench only, in an api
+	// built with -tags bench (BenchBuild).
+	BenchNoop bool
+}
+
+// Health is what the readiness probe asks.
+type Health struct {
+	// PingDB reports whether the database answers.
+	PingDB func(ctx context.Context) error
+	Redis  redisconn.Set
+}
+
+// Guard is what stands in front of every handler: tokens, rate limits, the client's address.
+type Guard struct {
+	Auth *auth.Authenticator
 	// Limiter enforces Limits; nil lets everything through.
 	Limiter *ratelimit.Limiter
 	// Limits are the rate limits of the tracking and platform routes.
-	Limits config.Limits
-	// Members, Products and Purchases serve a tenant's members, products, entitlements and
-	// purchases to its token.
+	Limits         config.Limits
+	TrustedProxies []netip.Prefix
+}
+
+// TenantAPI serves a tenant's members, products, entitlements, purchases, erasures and access
+// export to its token.
+type TenantAPI struct {
 	Members   *members.Service
 	Products  *products.Service
 	Purchases *purchases.Service
-	// Erasures takes and reports members' erasures.
-	Erasures *erasure.Service
-	// Export streams stored events (the member's access export).
-	Export *export.Exporter
-	// Tenants and Tokens serve the operator API.
+	Erasures  *erasure.Service
+	Export    *export.Exporter
+}
+
+// OperatorAPI serves tenants and tokens to the operator.
+type OperatorAPI struct {
 	Tenants *tenants.Service
 	Tokens  *auth.Tokens
 	// AdminTokens are the operator API's tokens (ADMIN_API_TOKENS); empty: no operator API.
 	AdminTokens []string
-	// BenchNoop registers POST /bench/noop and GET /bench/page, for make bench only, in an api
-	// built with -tags bench (BenchBuild).
-	BenchNoop bool
 }
 
 // New returns the Fiber app with every route registered.

@@ -23,9 +23,9 @@ func (s *Server) trackPublic(c *fiber.Ctx) error {
 	if len(c.Body()) <= tracking.MaxBodyBytes {
 		siteKey, events, err = tracking.ParsePublic(c.Body())
 	}
-	budgets := []budget{{name: limitTrackIP, key: s.clientBudgetKey(c), rate: s.Limits.TrackIP}}
+	budgets := []budget{{name: limitTrackIP, key: s.clientBudgetKey(c), rate: s.Guard.Limits.TrackIP}}
 	if err == nil {
-		budgets = append(budgets, budget{name: limitTrack, key: siteKey, rate: s.Limits.Track})
+		budgets = append(budgets, budget{name: limitTrack, key: siteKey, rate: s.Guard.Limits.Track})
 	}
 	if limited := s.limit(c, budgets...); limited != nil {
 		return limited
@@ -33,7 +33,7 @@ func (s *Server) trackPublic(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	site, err := s.Ingest.SiteByKey(c.UserContext(), siteKey)
+	site, err := s.Tracking.SiteByKey(c.UserContext(), siteKey)
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func (s *Server) trackAddressFirst(c *fiber.Ctx) error {
 	if len(c.Request().Header.Peek(fiber.HeaderContentEncoding)) == 0 {
 		return c.Next()
 	}
-	if err := s.limit(c, budget{name: limitTrackIP, key: s.clientBudgetKey(c), rate: s.Limits.TrackIP, peek: true}); err != nil {
+	if err := s.limit(c, budget{name: limitTrackIP, key: s.clientBudgetKey(c), rate: s.Guard.Limits.TrackIP, peek: true}); err != nil {
 		return err
 	}
 	return c.Next()
@@ -72,9 +72,9 @@ func (s *Server) trackPlatform(c *fiber.Ctx) error {
 func (s *Server) ingest(c *fiber.Ctx, tenantID uint64, events []tracking.Input) error {
 	client := tracking.Client{
 		UserAgent: utils.CopyString(c.Get(fiber.HeaderUserAgent)),
-		IPAddress: httpx.ClientIP(c, s.TrustedProxies),
+		IPAddress: httpx.ClientIP(c, s.Guard.TrustedProxies),
 	}
-	ids, err := s.Ingest.Ingest(c.UserContext(), tenantID, events, client)
+	ids, err := s.Tracking.Ingest(c.UserContext(), tenantID, events, client)
 	if err != nil {
 		return err
 	}

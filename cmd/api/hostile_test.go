@@ -146,7 +146,7 @@ func TestOversizedBodiesGetA413TheClientReads(t *testing.T) {
 	}
 	t.Run("a gzip body decoding to 50 MiB", func(t *testing.T) {
 		// routes' bomb: compressing 50 MiB here took seconds under the race detector.
-		bomb, err := os.ReadFile("../../routes/testdata/bomb.gzip")
+		bomb, err := os.ReadFile("../../internal/httpx/testdata/bomb.gzip")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -61,11 +61,12 @@ func (m *Main) Open() error {
 		m.Log.Warn("api: BENCH_NOOP_ROUTE is on, but this api was not built with -tags bench: the bench's routes are not served")
 	}
 	m.http = routes.New(&routes.Server{
-		PingDB: a.PingDB, Redis: a.Redis, Log: m.Log, Ingest: a.Ingest, Consume: a.Consume, Auth: a.Auth,
-		TrustedProxies: m.Config.TrustedProxies, Payments: a.Payments, Metrics: a.Metrics, Limiter: a.Limiter,
-		Limits: m.Config.Limits, BenchNoop: m.Config.BenchNoopRoute,
-		Members: a.Members, Products: a.Products, Purchases: a.Purchases, Tenants: a.Tenants, Tokens: a.Tokens,
-		AdminTokens: m.Config.AdminTokens, Export: a.Export, Erasures: a.Erasures,
+		Health:   routes.Health{PingDB: a.PingDB, Redis: a.Redis},
+		Guard:    routes.Guard{Auth: a.Auth, Limiter: a.Limiter, Limits: m.Config.Limits, TrustedProxies: m.Config.TrustedProxies},
+		Tracking: a.Ingest, Queues: a.Consume, Payments: a.Payments,
+		Tenant:   routes.TenantAPI{Members: a.Members, Products: a.Products, Purchases: a.Purchases, Erasures: a.Erasures, Export: a.Export},
+		Operator: routes.OperatorAPI{Tenants: a.Tenants, Tokens: a.Tokens, AdminTokens: m.Config.AdminTokens},
+		Log:      m.Log, Metrics: a.Metrics, BenchNoop: m.Config.BenchNoopRoute,
 	})
 	ln, err := net.Listen("tcp", m.Config.HTTPAddr)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 // The decode bombs are files, testdata/bomb.CODING: compressing 50 MiB five times takes a
 // second, and most of a minute under the race detector. To write them again:
 //
-//	go test ./routes -run TestBombsDecodeToMoreThanARequestMayCost -bombs.write
+//	go test ./internal/httpx -run TestBombsDecodeToMoreThanARequestMayCost -bombs.write
 var writeBombs = flag.Bool("bombs.write", false, "write testdata/bomb.* again from encode")
 
 // bombSize is what every bomb decodes to: more than the 24 MiB of decoder window a request
