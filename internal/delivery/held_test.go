@@ -1,66 +1,30 @@
-package delivery_test
+package delivery
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
-	"gorm.io/gorm"
-
-	"github.com/eventq/eventq/internal/clock"
-	"github.com/eventq/eventq/internal/delivery"
-	"github.com/eventq/eventq/internal/eventqueue"
-	"github.com/eventq/eventq/internal/features"
-
 	"github.com/eventq/eventq/internal/testenv"
-	"github.com/eventq/eventq/internal/tracking"
 	"github.com/eventq/eventq/models"
 )
 
-// heldEnv is a delivery.Held and the Ingestor that fills its queues, on a fresh database and a
-// redis-server of their own.
+// heldEnv is an ingestEnv with its Held, whose Back the tests count with.
 type heldEnv struct {
-	DB     *gorm.DB
-	Queue  *eventqueue.Store
-	Clock  *clock.Fake
-	Ingest *tracking.Ingestor
-	Held   *delivery.Held
+	*ingestEnv
+	Held *Held
 }
 
-func startHeld(t testing.TB) *heldEnv {
+func startHeld(t *testing.T) *heldEnv {
 	t.Helper()
-	db, _ := testenv.DB(t)
-	r := testenv.StartRedis(t)
-	e := &heldEnv{DB: db, Queue: eventqueue.New(r.Client()), Clock: clock.NewFake(time.Now())}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e.Ingest = tracking.NewIngestor(db, features.New(db, clock.Real{}), e.Queue, e.Clock, log, nil)
-	t.Cleanup(e.Ingest.Close)
-	t.Cleanup(e.Queue.Close)
-	e.Held = &delivery.Held{Events: e.Ingest.Events(), Queue: e.Queue}
-	return e
-}
-
-func (e *heldEnv) mustIngest(t *testing.T, tenant uint64, n int) []string {
-	t.Helper()
-	in := make([]tracking.Input, n)
-	for i := range in {
-		in[i] = tracking.Input{Type: "page_view", SessionID: "s", URL: "https://shop.example/a", EventSequence: int64(i)}
-	}
-	ids, err := e.Ingest.Ingest(context.Background(), tenant, in, tracking.Client{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ids
+	e := startIngest(t)
+	return &heldEnv{e, e.Ingest.Held()}
 }
 
 func (e *heldEnv) mustBack(t *testing.T, tenant uint64) int64 {
 	t.Helper()
 	n, err := e.Held.Back(context.Background(), tenant)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testenv.Must(t, err)
 	return n
 }
 
