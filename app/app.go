@@ -16,7 +16,6 @@ import (
 	"github.com/hibiken/asynq"
 	asynqmetrics "github.com/hibiken/asynq/x/metrics"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/auth"
@@ -224,19 +223,6 @@ func (a *App) FollowChanges() {
 // TaskInspector returns an inspector of the background tasks, on the default Redis connection.
 func (a *App) TaskInspector() *asynq.Inspector {
 	return asynq.NewInspectorFromRedisClient(a.Redis[config.DefaultConnection])
-}
-
-// SchedulerRedis returns the default Redis connection's settings for an asynq.Scheduler,
-// which opens (and on shutdown closes) a connection of its own.
-func (a *App) SchedulerRedis() (asynq.RedisConnOpt, error) {
-	opt, err := redis.ParseURL(a.Config.Redis.URLs[config.DefaultConnection])
-	if err != nil {
-		return nil, fmt.Errorf("REDIS_URL: %w", err)
-	}
-	if addrs := a.Config.Redis.ClusterAddrs; len(addrs) > 0 {
-		return asynq.RedisClusterClientOpt{Addrs: addrs, Username: opt.Username, Password: opt.Password, TLSConfig: opt.TLSConfig}, nil
-	}
-	return asynq.RedisClientOpt{Addr: opt.Addr, Username: opt.Username, Password: opt.Password, DB: opt.DB, TLSConfig: opt.TLSConfig}, nil
 }
 
 // PingDB reports whether the database answers within ctx.

@@ -257,6 +257,8 @@ func run(ctx context.Context, o options) (*Report, error) {
 	rep.printTable(o.Stdout, compared)
 	fmt.Fprintf(o.Stdout, "\n%.0f s in all; load average %s at the start, %s at the end\n",
 		rep.DurationSeconds, rep.Machine.LoadAvgStart, rep.Machine.LoadAvgEnd)
+	fmt.Fprintln(o.Stdout, "\nthe targets alone (docs/performance.md's first table):")
+	rep.printTargets(o.Stdout, compared)
 	if compared {
 		rep.printRunsSummary(o.Stdout, lastRev, lastDate)
 	} else if o.full() {

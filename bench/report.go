@@ -285,6 +285,26 @@ func (r *Report) printTable(w io.Writer, compared bool) {
 	tw.Flush()
 }
 
+// printTargets writes the rows that have a target as a Markdown table: value, floor, ratio,
+// target, and whether two consecutive full runs met it.
+func (r *Report) printTargets(w io.Writer, compared bool) {
+	fmt.Fprintln(w, "| scenario | metric | value | floor | ratio | target | met in two full runs |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---|---|")
+	for _, row := range r.Rows {
+		if row.Target == "" {
+			continue
+		}
+		floor, ratio := "—", "—"
+		if row.Floor != nil {
+			floor = num(*row.Floor)
+		}
+		if row.Ratio != nil {
+			ratio = fmt.Sprintf("%.2f×", *row.Ratio)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", row.Scenario, row.Metric, num(row.Value), floor, ratio, row.Target, metColumn(row, compared))
+	}
+}
+
 // num formats a figure with precision that suits its size.
 func num(v float64) string {
 	switch {

@@ -6,7 +6,6 @@ package jobs
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/hibiken/asynq"
 
@@ -52,21 +51,4 @@ func Register(mux *asynq.ServeMux, h *Handlers) {
 	mux.HandleFunc(TypeReconcile, h.Reconcile)
 	mux.HandleFunc(TypeDrainInbox, h.DrainInbox)
 	mux.HandleFunc(TypeMaintainEvents, h.MaintainEvents)
-}
-
-// Periodic is a task the worker's scheduler enqueues on a cron spec.
-type Periodic struct {
-	Spec string
-	Task *asynq.Task
-	Opts []asynq.Option
-}
-
-// PeriodicTasks lists the scheduled tasks. Each is unique for its period, so several workers
-// scheduling the same task enqueue it once.
-func PeriodicTasks() []Periodic {
-	once := []asynq.Option{asynq.Unique(9 * time.Second), asynq.MaxRetry(0)}
-	return []Periodic{
-		{Spec: "@every 10s", Task: NewRequeueEventsTask(), Opts: once},
-		{Spec: "@every 10s", Task: NewDrainInboxTask(), Opts: once},
-	}
 }

@@ -11,11 +11,14 @@ import (
 	"github.com/eventq/eventq/internal/clock"
 )
 
-// A worker's periodic work, besides the tasks asynq's scheduler enqueues (PeriodicTasks): each
-// loop runs in every worker until the worker stops. Two kinds: triggers enqueue a task for
-// each window of an interval, which runs once however many workers trigger it (windowTask);
-// pollers look at a backlog (the spool, pending erasures) and take what they may, under the
-// locks their work takes.
+// A worker's periodic work, all of it: each loop runs in every worker until the worker stops.
+// Two kinds: triggers enqueue a task for each window of an interval, which runs once however
+// many workers trigger it (windowTask); pollers look at a backlog (the spool, pending erasures)
+// and take what they may, under the locks their work takes.
+
+// frequent is the interval of the re-push of pending events and of the webhook inbox's drain:
+// both catch up work a failure left behind, so a failure costs at most this long.
+const frequent = 10 * time.Second
 
 // Loop is one periodic loop; Run returns once ctx is done.
 type Loop struct {
@@ -37,6 +40,8 @@ type LoopDeps struct {
 // Loops lists every periodic loop of a worker.
 func Loops(d LoopDeps) []Loop {
 	loops := []Loop{
+		{"re-push pending events", func(ctx context.Context) { trigger(ctx, d, TypeRequeueEvents, frequent) }},
+		{"drain the webhook inbox", func(ctx context.Context) { trigger(ctx, d, TypeDrainInbox, frequent) }},
 		{"maintain stored events", func(ctx context.Context) { TriggerMaintainEvents(ctx, d.Tasks, d.Clock, d.Prune, d.Log) }},
 		{"drain the ingestion spool", func(ctx context.Context) { RunSpoolDrain(ctx, d.Spool, d.Log) }},
 		{"carry out erasures", func(ctx context.Context) { RunErasures(ctx, d.Erasures, d.Log) }},
@@ -47,6 +52,13 @@ func Loops(d LoopDeps) []Loop {
 		}})
 	}
 	return loops
+}
+
+// trigger enqueues a task of typ for each window of interval.
+func trigger(ctx context.Context, d LoopDeps, typ string, interval time.Duration) {
+	triggerWindows(ctx, d.Tasks, d.Clock, interval, func(now time.Time, interval time.Duration) *asynq.Task {
+		return windowTask(typ, now, interval, asynq.MaxRetry(0))
+	}, d.Log)
 }
 
 // RunLoops runs loops until ctx is done and returns once every one has returned.

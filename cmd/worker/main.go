@@ -25,7 +25,7 @@ func main() {
 // Started is what Serve logs once the process is open.
 func (m *Main) Started() (string, []any) { return "worker: running", []any{} }
 
-// Main is the worker process: the application, and an asynq server and scheduler on its
+// Main is the worker process: the application, and an asynq server and the periodic loops on its
 // default Redis connection.
 type Main struct {
 	Config config.Config
@@ -34,7 +34,6 @@ type Main struct {
 	App    *app.App
 
 	server    *asynq.Server
-	scheduler *asynq.Scheduler
 	mux       *asynq.ServeMux
 	metrics   *http.Server
 	metricsLn net.Listener
@@ -46,7 +45,7 @@ func NewMain(cfg config.Config, log *slog.Logger) *Main {
 	return &Main{Config: cfg, Log: log, Clock: clock.Real{}}
 }
 
-// Open builds the application and prepares the server, scheduler and handlers. On failure it
+// Open builds the application and prepares the server and its handlers. On failure it
 // closes what it had opened.
 func (m *Main) Open() (err error) {
 	defer func() {
@@ -60,17 +59,6 @@ func (m *Main) Open() (err error) {
 	}
 	m.App = a
 	m.server = asynq.NewServerFromRedisClient(a.Redis[config.DefaultConnection], serverConfig(m.Log))
-	// The scheduler gets its own connection: asynq's scheduler closes its client on shutdown.
-	schedConn, err := a.SchedulerRedis()
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	m.scheduler = asynq.NewScheduler(schedConn, &asynq.SchedulerOpts{Logger: asynqLogger{m.Log}, LogLevel: asynq.WarnLevel})
-	for _, p := range jobs.PeriodicTasks() {
-		if _, err := m.scheduler.Register(p.Spec, p.Task, p.Opts...); err != nil {
-			return fmt.Errorf("worker: schedule %s: %w", p.Task.Type(), err)
-		}
-	}
 	m.mux = asynq.NewServeMux()
 	jobs.Register(m.mux, &jobs.Handlers{
 		Delivery: a.Delivery, Payments: a.Payments, Reconciler: a.Reconciler, Retention: a.Retention, Log: m.Log,
@@ -103,10 +91,6 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.server.Start(m.mux); err != nil {
 		return fmt.Errorf("worker: start: %w", err)
 	}
-	if err := m.scheduler.Start(); err != nil {
-		m.server.Shutdown()
-		return fmt.Errorf("worker: scheduler: %w", err)
-	}
 
 	if m.metrics != nil {
 		go m.metrics.Serve(m.metricsLn)
@@ -129,13 +113,9 @@ func (m *Main) Run(ctx context.Context) error {
 	return m.Close()
 }
 
-// Close stops the scheduler, the server and the metrics endpoint, then closes the
+// Close stops the server and the metrics endpoint, then closes the
 // application. Safe to call more than once.
 func (m *Main) Close() error {
-	if m.scheduler != nil {
-		m.scheduler.Shutdown()
-		m.scheduler = nil
-	}
 	if m.server != nil {
 		m.server.Shutdown()
 		m.server = nil
