@@ -13,7 +13,7 @@ import (
 // asynq sleeps between half and one and a half of it after finding its queues empty, and
 // does not wake up when a task arrives. Below the worker's capacity that sleep is most of a
 // webhook's time to its purchase, so it is short; an idle worker then asks Redis often, one
-// short script each time (docs/performance.md has the figures).
+// short script each time (docs/performance-log.md has the figures).
 const taskCheckInterval = 5 * time.Millisecond
 
 // serverConfig is the worker's asynq server configuration.

@@ -18,7 +18,7 @@ import (
 // The interval is short because a checkpoint's sync still slows the commits beside it (the
 // same commits on a tmpfs, which syncs nothing, had no such tail), and the stall grows with
 // what the checkpoint copied; shorter still, the median commit rose (`go run ./bench -only
-// checkpoint`, figures in docs/performance.md). A tick whose log has not changed since the
+// checkpoint`, figures in docs/performance-log.md). A tick whose log has not changed since the
 // last (its size and modification time, one stat) runs nothing, and after quietTicks such
 // ticks the loop looks every idleCheckpointInterval until the log changes again, so that an
 // idle process does not wake a hundred times a second.

@@ -15,7 +15,7 @@ const (
 // memberIndexes made two indexes through which a member's events could be found without
 // reading the rest of the tenant's: the events naming a member, and the events of a session.
 // They cost every insert more than an erasure or an access export gains from them
-// (docs/performance.md), and dropMemberIndexes drops them again; the migration stays, as
+// (docs/performance-log.md), and dropMemberIndexes drops them again; the migration stays, as
 // shipped.
 func memberIndexes(tx *gorm.DB) error {
 	if err := eventsIndex(tx, memberIndex, "_member", memberColumns); err != nil {

@@ -34,7 +34,7 @@ func (postgres) sweep() sweepPace { return sweepPace{page: 1000, batch: 50, paus
 // On SQLite what ingestion meets is the write lock: a commit that finds it held sleeps in
 // SQLite's busy handler, in growing steps; a batch small enough to hold the lock for about a
 // millisecond costs a commit that meets it one retry, and what decides ingestion's p99 is that
-// cost, not how often it is paid. docs/performance.md ("Privacy") has the measurements.
+// cost, not how often it is paid. docs/performance-log.md ("Privacy") has the measurements.
 func (*sqliteWriter) sweep() sweepPace { return sweepPace{page: 500, batch: 20, pause: 2} }
 
 // Sweep deletes tenantID's events that name one of members (all its events, when members is

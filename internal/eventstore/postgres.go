@@ -33,7 +33,7 @@ func (postgres) close()                      {}
 
 // writers is two: one batch's commit overlaps the next one's. More is not better: a commit is
 // one round trip, and with more committers each batch held fewer requests, whose commit, append
-// and settle then cost each of them alone (docs/performance.md).
+// and settle then cost each of them alone (docs/performance-log.md).
 func (postgres) writers() int { return 2 }
 
 func (postgres) markChunk() int { return 2000 }

@@ -1,6 +1,6 @@
 // Package gctune sets the garbage collector's defaults of eventq's server processes (api and
 // worker). Their live heap is small, so at Go's default GOGC=100 the collector runs every few
-// megabytes allocated and takes a large share of a busy api's CPU (docs/performance.md). A
+// megabytes allocated and takes a large share of a busy api's CPU (docs/performance-log.md). A
 // higher GOGC runs it less often; a soft memory limit makes it work
 // harder only when a process's memory approaches the limit (many concurrent reads of full
 // pages), so the higher GOGC cannot grow a process without bound.

@@ -27,11 +27,11 @@ import (
 //     concatenation (RFC 8878, section 3).
 //
 // Segments do not share a history, which costs a little size (matches cannot reach into the
-// previous segment): little at SegmentSize (docs/performance.md).
+// previous segment): little at SegmentSize (docs/performance-log.md).
 
 // Levels: the encoders' fastest levels. Against the default levels they cut the api's CPU per
 // full page of typical events noticeably, and the body stays many times smaller than identity
-// (docs/performance.md has the figures).
+// (docs/performance-log.md has the figures).
 const (
 	gzipLevel = flate.BestSpeed
 	zstdLevel = zstd.SpeedFastest
