@@ -28,7 +28,7 @@ done
 printf '\n==> the long property runs\n'
 if ! EVENTQ_TEST_DB=none EVENTQ_TEST_LONG=1 go test -count=1 -timeout 20m \
 	-run '^(TestLeaseScriptsMatchPerEventScripts|TestCompressedBodyEveryPageSize|TestParseFastMatchesGeneral)$' \
-	./internal/eventqueue ./routes ./internal/tracking; then
+	./internal/eventqueue ./internal/httpx ./internal/tracking; then
 	status=1
 fi
 exit $status
