@@ -51,6 +51,10 @@ func main() {
 		os.Exit(2)
 	}
 	sel, err := parseOnly(*only)
+	if err == nil && !tagged && (len(sel) == 0 || sel["checkpoint"]) {
+		// Refused at once, not after the half hour of scenarios before it.
+		err = errors.New("the checkpoint scenario needs a bench built with -tags bench: run make bench, or go run -tags bench ./bench")
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
