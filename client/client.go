@@ -417,7 +417,7 @@ type wireEvent struct {
 }
 
 // UnmarshalJSON decodes one queue event and keeps a copy of data in Raw. created_at must be
-// RFC 3339 (the server always sends a numeric offset, as in "2006-01-02T15:04:05+00:00").
+// RFC 3339; the server always writes a numeric offset ("+00:00"), never "Z".
 func (e *Event) UnmarshalJSON(data []byte) error {
 	var w wireEvent
 	if err := json.Unmarshal(data, &w); err != nil {
