@@ -43,7 +43,7 @@ const PendingIndex = "idx_tracked_events_pending"
 // one row written and deleted for a batch instead of an UPDATE of every event.
 type PendingBatch struct {
 	ID       string    `gorm:"primaryKey;size:36"`
-	TenantID uint64    `gorm:"not null;index"`
+	TenantID uint64    `gorm:"not null"`
 	EventIDs string    `gorm:"type:text;not null"` // comma-separated, in order
 	FirstAt  time.Time `gorm:"not null"`           // the events' created_at bounds
 	LastAt   time.Time `gorm:"not null"`

@@ -65,8 +65,8 @@ type Feature struct {
 // person (unique within the tenant when set), so a site can name a member without storing
 // eventq's id. Name "" is unset.
 type AudienceMember struct {
-	ID         uint64  `gorm:"primaryKey;index:audience_members_tenant_id_id,priority:2"`
-	TenantID   uint64  `gorm:"not null;index:audience_members_tenant_id_id,priority:1;index:audience_members_tenant_email,priority:1;uniqueIndex:audience_members_tenant_external_unique,priority:1"`
+	ID         uint64  `gorm:"primaryKey"`
+	TenantID   uint64  `gorm:"not null;index:audience_members_tenant_email,priority:1;uniqueIndex:audience_members_tenant_external_unique,priority:1"`
 	Email      string  `gorm:"size:255;not null;index:audience_members_tenant_email,priority:2"`
 	Name       string  `gorm:"size:255;not null;default:''"`
 	ExternalID *string `gorm:"size:191;uniqueIndex:audience_members_tenant_external_unique,priority:2"`
@@ -81,7 +81,7 @@ type AudienceMember struct {
 // deleted (purchases refer to them); Active false withdraws one from sale.
 type Product struct {
 	ID        uint64 `gorm:"primaryKey"`
-	TenantID  uint64 `gorm:"not null;index"`
+	TenantID  uint64 `gorm:"not null"`
 	Name      string `gorm:"size:255;not null"`
 	Amount    int64  `gorm:"not null"`
 	Currency  string `gorm:"size:3;not null"`

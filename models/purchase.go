@@ -9,15 +9,15 @@ const (
 	PurchaseDisputed = "disputed"
 )
 
-// Purchase is a fulfilled checkout. The unique checkout session id is the guard that makes
-// fulfilment happen once, whoever runs it (webhook worker or return page). Refunds and
+// Purchase is a fulfilled checkout. The checkout session id, unique within the tenant, is the
+// guard that makes fulfilment happen once, whoever runs it (webhook worker or return page). Refunds and
 // disputes find it by its payment intent.
 type Purchase struct {
 	ID                   uint64 `gorm:"primaryKey"`
-	TenantID             uint64 `gorm:"not null;index"`
+	TenantID             uint64 `gorm:"not null;uniqueIndex:purchases_tenant_checkout_session,priority:1"`
 	AudienceMemberID     uint64 `gorm:"not null;index"`
 	ProductID            uint64 `gorm:"not null"`
-	PSPCheckoutSessionID string `gorm:"column:psp_checkout_session_id;size:255;not null;uniqueIndex"`
+	PSPCheckoutSessionID string `gorm:"column:psp_checkout_session_id;size:255;not null;uniqueIndex:purchases_tenant_checkout_session,priority:2"`
 	PSPPaymentIntentID   string `gorm:"column:psp_payment_intent_id;size:255;not null;default:'';index"`
 	AmountTotal          int64  `gorm:"not null"`
 	Currency             string `gorm:"size:3;not null"`
@@ -31,10 +31,10 @@ type Purchase struct {
 // RevokedAt is nil; a refund or dispute of its purchase sets RevokedAt.
 type Entitlement struct {
 	ID               uint64 `gorm:"primaryKey"`
-	TenantID         uint64 `gorm:"not null;index"`
+	TenantID         uint64 `gorm:"not null;uniqueIndex:entitlements_tenant_purchase,priority:1"`
 	AudienceMemberID uint64 `gorm:"not null;index"`
 	ProductID        uint64 `gorm:"not null"`
-	PurchaseID       uint64 `gorm:"not null;uniqueIndex"`
+	PurchaseID       uint64 `gorm:"not null;uniqueIndex:entitlements_tenant_purchase,priority:2"`
 	RevokedAt        *time.Time
 	CreatedAt        time.Time
 	UpdatedAt        time.Time

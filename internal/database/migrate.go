@@ -25,7 +25,7 @@ func migrations() []*gormigrate.Migration {
 	}, {
 		ID: "2026112102_payments",
 		Migrate: func(tx *gorm.DB) error {
-			return tx.AutoMigrate(&models.Purchase{}, &models.Entitlement{}, &models.WebhookInbox{})
+			return tx.AutoMigrate(&v1Purchase{}, &v1Entitlement{}, &models.WebhookInbox{})
 		},
 	}, {
 		ID: "2026112301_queue_fronts",
@@ -56,7 +56,7 @@ func migrations() []*gormigrate.Migration {
 		// and disputes, and the reconciliation watermark.
 		ID: "2026112302_payments_recovery",
 		Migrate: func(tx *gorm.DB) error {
-			return tx.AutoMigrate(&models.Purchase{}, &models.Entitlement{}, &models.PurchaseReversal{}, &models.ReconcileMark{})
+			return tx.AutoMigrate(&v1Purchase{}, &v1Entitlement{}, &models.PurchaseReversal{}, &models.ReconcileMark{})
 		},
 	}, {
 		// Stored events that can be pruned: day partitions on Postgres, incremental
@@ -90,6 +90,10 @@ func migrations() []*gormigrate.Migration {
 		// Those indexes dropped: every insert paid for them (dropMemberIndexes).
 		ID:      "2026112704_drop_member_indexes",
 		Migrate: dropMemberIndexes,
+	}, {
+		// Every key of a tenant's table includes tenant_id (tenantKeys).
+		ID:      "2026112801_tenant_keys",
+		Migrate: tenantKeys,
 	}}
 }
 
@@ -105,6 +109,9 @@ func Migrate(db *gorm.DB) error {
 	m := gormigrate.New(db, gormigrate.DefaultOptions, migrations())
 	if err := m.Migrate(); err != nil {
 		return fmt.Errorf("database: migrate: %w", err)
+	}
+	if err := distribute(db); err != nil {
+		return fmt.Errorf("database: migrate: citus: %w", err)
 	}
 	return nil
 }

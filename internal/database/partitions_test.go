@@ -144,8 +144,8 @@ func TestMigrateKeepsEveryEventOfThePreviousVersion(t *testing.T) {
 	var pk []string
 	testenv.Must(t, db.Raw(`SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
 		WHERE i.indrelid = 'tracked_events'::regclass AND i.indisprimary ORDER BY a.attname`).Scan(&pk).Error)
-	if !slices.Equal(pk, []string{"created_at", "id"}) {
-		t.Errorf("primary key %v, want (id, created_at)", pk)
+	if !slices.Equal(pk, []string{"created_at", "id", "tenant_id"}) {
+		t.Errorf("primary key %v, want (tenant_id, id, created_at)", pk)
 	}
 }
 
@@ -153,7 +153,7 @@ func TestMigrateKeepsEveryEventOfThePreviousVersion(t *testing.T) {
 // refused; the partition created for its day later takes it over, and EnsurePartitions is
 // idempotent.
 func TestRowWithoutItsPartitionIsKeptAndMovedToItsDay(t *testing.T) {
-	if testenv.Backend() != "postgres" {
+	if !testenv.OnPostgres() {
 		t.Skip("day partitions exist on Postgres only")
 	}
 	db, _ := testenv.DB(t)
@@ -190,7 +190,7 @@ func TestRowWithoutItsPartitionIsKeptAndMovedToItsDay(t *testing.T) {
 // each partition is made once: the advisory lock serialises them, where two CREATE TABLEs of
 // one name would otherwise collide.
 func TestConcurrentEnsurePartitionsMakeEachOnce(t *testing.T) {
-	if testenv.Backend() != "postgres" {
+	if !testenv.OnPostgres() {
 		t.Skip("day partitions exist on Postgres only")
 	}
 	_, url := testenv.DB(t)
@@ -229,7 +229,7 @@ func TestConcurrentEnsurePartitionsMakeEachOnce(t *testing.T) {
 // exact count, whatever the step size against the rows; two processes dropping the same day
 // at once count it once between them.
 func TestDropPartitionCountsEveryRowOnce(t *testing.T) {
-	if testenv.Backend() != "postgres" {
+	if !testenv.OnPostgres() {
 		t.Skip("day partitions exist on Postgres only")
 	}
 	db, url := testenv.DB(t)

@@ -39,3 +39,35 @@ type v1Product struct {
 }
 
 func (v1Product) TableName() string { return "products" }
+
+// Purchases and entitlements as migrations 2026112102 and 2026112302 made them, before
+// tenantKeys made their unique keys per tenant.
+
+type v1Purchase struct {
+	ID                   uint64 `gorm:"primaryKey"`
+	TenantID             uint64 `gorm:"not null;index:idx_purchases_tenant_id"`
+	AudienceMemberID     uint64 `gorm:"not null;index:idx_purchases_audience_member_id"`
+	ProductID            uint64 `gorm:"not null"`
+	PSPCheckoutSessionID string `gorm:"column:psp_checkout_session_id;size:255;not null;uniqueIndex:idx_purchases_psp_checkout_session_id"`
+	PSPPaymentIntentID   string `gorm:"column:psp_payment_intent_id;size:255;not null;default:'';index:idx_purchases_psp_payment_intent_id"`
+	AmountTotal          int64  `gorm:"not null"`
+	Currency             string `gorm:"size:3;not null"`
+	Status               string `gorm:"size:16;not null;default:'paid'"`
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
+}
+
+func (v1Purchase) TableName() string { return "purchases" }
+
+type v1Entitlement struct {
+	ID               uint64 `gorm:"primaryKey"`
+	TenantID         uint64 `gorm:"not null;index:idx_entitlements_tenant_id"`
+	AudienceMemberID uint64 `gorm:"not null;index:idx_entitlements_audience_member_id"`
+	ProductID        uint64 `gorm:"not null"`
+	PurchaseID       uint64 `gorm:"not null;uniqueIndex:idx_entitlements_purchase_id"`
+	RevokedAt        *time.Time
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+}
+
+func (v1Entitlement) TableName() string { return "entitlements" }

@@ -72,7 +72,7 @@ func TestEveryKindOfValueIsStoredAsWritten(t *testing.T) {
 	tenant := testenv.MustTenant(t, db, false).ID
 	at := time.Date(2026, 11, 26, 1, 2, 3, 999_999_999, time.UTC)
 	want := at
-	if testenv.Backend() == "postgres" {
+	if testenv.OnPostgres() {
 		want = at.Truncate(time.Microsecond)
 	}
 	member := "member-ü-😀"

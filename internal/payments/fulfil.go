@@ -169,12 +169,12 @@ func (svc *Service) storeTx(ctx context.Context, s Session, r refs, queued, live
 		if !live {
 			ev.AudienceMemberID = nil
 		}
-		ins := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "psp_checkout_session_id"}}, DoNothing: true}).Create(&p)
+		ins := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "tenant_id"}, {Name: "psp_checkout_session_id"}}, DoNothing: true}).Create(&p)
 		if ins.Error != nil {
 			return fmt.Errorf("fulfil: purchase: %w", ins.Error)
 		}
 		if ins.RowsAffected == 0 { // another fulfilment committed it first, with all its parts
-			return svc.alreadyStored(tx, s, &st)
+			return svc.alreadyStored(tx, s, r.tenant, &st)
 		}
 		if live {
 			ent := models.Entitlement{TenantID: r.tenant, AudienceMemberID: r.member, ProductID: r.product, PurchaseID: p.ID, CreatedAt: p.CreatedAt, UpdatedAt: p.CreatedAt}
@@ -194,10 +194,10 @@ func (svc *Service) storeTx(ctx context.Context, s Session, r refs, queued, live
 	return st, err
 }
 
-// alreadyStored fills st with the purchase of s that another fulfilment stored.
-func (svc *Service) alreadyStored(db *gorm.DB, s Session, st *stored) error {
+// alreadyStored fills st with the purchase of s that another fulfilment stored for tenant.
+func (svc *Service) alreadyStored(db *gorm.DB, s Session, tenant uint64, st *stored) error {
 	var p models.Purchase
-	if err := db.Where("psp_checkout_session_id = ?", s.ID).Take(&p).Error; err != nil {
+	if err := db.Where("tenant_id = ? AND psp_checkout_session_id = ?", tenant, s.ID).Take(&p).Error; err != nil {
 		return fmt.Errorf("fulfil: load purchase: %w", err)
 	}
 	*st = stored{res: Result{Status: StatusAlreadyFulfilled, PurchaseID: p.ID}, purchase: p}

@@ -35,7 +35,7 @@ var storeStatement = `WITH v AS (
 	SELECT tenant, member, product, session, payment_intent, CAST($8 AS bigint),
 		CAST($9 AS text), CAST($10 AS text), at, at
 	FROM v WHERE NOT EXISTS (SELECT 1 FROM reversal)
-	ON CONFLICT (psp_checkout_session_id) DO NOTHING
+	ON CONFLICT (tenant_id, psp_checkout_session_id) DO NOTHING
 	RETURNING id
 ), entitlement AS (
 	INSERT INTO entitlements (tenant_id, audience_member_id, product_id, purchase_id, created_at, updated_at)
@@ -86,6 +86,6 @@ func (svc *Service) storeOneStatement(ctx context.Context, s Session, r refs, qu
 	case !resolved || reversalWaiting:
 		return stored{}, false, nil
 	}
-	err = svc.alreadyStored(db, s, &st)
+	err = svc.alreadyStored(db, s, r.tenant, &st)
 	return st, err == nil, err
 }

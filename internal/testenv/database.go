@@ -21,25 +21,32 @@ import (
 	"github.com/eventq/eventq/internal/database"
 )
 
-// Backend is the database the suite runs on: EVENTQ_TEST_DB=postgres or sqlite (default).
+// Backend is the database the suite runs on: EVENTQ_TEST_DB=postgres, citus (a coordinator
+// with two worker nodes: CitusWorkers) or sqlite (default).
 // EVENTQ_TEST_DB=none is how make test runs the packages it lists as database-free (once, not
 // per database): a test there that asks for a database fails, so the list cannot go stale.
 func Backend() string {
 	switch os.Getenv("EVENTQ_TEST_DB") {
 	case "postgres":
 		return "postgres"
+	case "citus":
+		return "citus"
 	case "none":
 		return "none"
 	}
 	return "sqlite"
 }
 
+// OnPostgres reports whether the suite's database speaks Postgres: Postgres, or a Citus
+// cluster's coordinator.
+func OnPostgres() bool { return Backend() == "postgres" || Backend() == "citus" }
+
 // OnOneDatabase marks a test whose subject does not depend on the database (the browser, the
 // rate limiter, a body refused before it is read): it runs in the SQLite suite and is skipped,
 // saying so, when the suite runs on Postgres.
 func OnOneDatabase(t testing.TB) {
 	t.Helper()
-	if Backend() == "postgres" {
+	if OnPostgres() {
 		t.Skip("independent of the database: runs in the SQLite suite")
 	}
 }
@@ -49,7 +56,7 @@ func OnOneDatabase(t testing.TB) {
 func DatabaseURL(t testing.TB) string {
 	t.Helper()
 	switch Backend() {
-	case "postgres":
+	case "postgres", "citus":
 		return postgresDatabase(t, true)
 	case "none":
 		t.Fatal("EVENTQ_TEST_DB=none: this package is listed as database-free in scripts/test.sh, but a test asks for a database; remove it from that list")
@@ -64,7 +71,7 @@ func DatabaseURL(t testing.TB) string {
 // EmptyDatabaseURL is DatabaseURL without the migrations: for tests of migrating itself.
 func EmptyDatabaseURL(t testing.TB) string {
 	t.Helper()
-	if Backend() == "postgres" {
+	if OnPostgres() {
 		return postgresDatabase(t, false)
 	}
 	return "sqlite://" + filepath.Join(t.TempDir(), "eventq.db")
@@ -186,6 +193,10 @@ type Postgres struct {
 	templateErr error
 	copying     sync.Mutex
 	pool        dbPool
+
+	// The worker nodes of a Citus cluster whose coordinator this is (StartCitus): every
+	// database is made on each of them too.
+	workers []*Postgres
 
 	// On a server shared by a suite's test binaries (SharedPostgresEnv), the file locked
 	// around the template's copies; empty on a binary's own server. And the databases this
@@ -377,6 +388,9 @@ func (s *Postgres) URL(name string) string {
 
 // CreateDatabase creates an empty database and returns its URL.
 func (s *Postgres) CreateDatabase(name string) (string, error) {
+	if s.workers != nil {
+		return s.createCitusDatabase(name)
+	}
 	if _, err := s.admin.Exec("CREATE DATABASE " + name); err != nil {
 		return "", err
 	}
@@ -393,10 +407,7 @@ func (s *Postgres) CreateMigratedDatabase(name string) (string, error) {
 	if s.templateErr != nil {
 		return "", fmt.Errorf("migrate the template database: %w", s.templateErr)
 	}
-	err := s.exclusive(func() error {
-		_, err := s.admin.Exec("CREATE DATABASE " + name + " TEMPLATE " + templateName)
-		return err
-	})
+	err := s.exclusive(func() error { return s.copyDatabase(templateName, name) })
 	if err != nil {
 		return "", err
 	}
@@ -413,7 +424,7 @@ func (s *Postgres) makeTemplate() error {
 	}
 	if !exists {
 		const making = templateName + "_making"
-		if _, err := s.admin.Exec("DROP DATABASE IF EXISTS " + making); err != nil {
+		if err := s.dropDatabase(making); err != nil {
 			return err
 		}
 		url, err := s.CreateDatabase(making)
@@ -423,15 +434,19 @@ func (s *Postgres) makeTemplate() error {
 		if err := migrate(url); err != nil {
 			return err
 		}
-		if _, err := s.admin.Exec("ALTER DATABASE " + making + " RENAME TO " + templateName); err != nil {
+		if err := s.renameDatabase(making, templateName); err != nil {
 			return err
 		}
 	}
 	return s.pool.learn(s.URL(templateName))
 }
 
-// Stop shuts the server down (fast mode) and removes its directory.
+// Stop shuts the server down (fast mode) and removes its directory; a coordinator's worker
+// nodes stop too.
 func (s *Postgres) Stop() {
+	for _, w := range s.workers {
+		w.Stop()
+	}
 	if s.admin != nil {
 		s.admin.Close()
 	}
@@ -459,7 +474,7 @@ func RefuseSession(t testing.TB, db *gorm.DB, session string) {
 	t.Helper()
 	stmts := []string{fmt.Sprintf(`CREATE TRIGGER refuse BEFORE INSERT ON tracked_events
 		WHEN NEW.session_id = '%s' BEGIN SELECT RAISE(ABORT, 'refused by test'); END`, session)}
-	if Backend() == "postgres" {
+	if OnPostgres() {
 		stmts = []string{
 			fmt.Sprintf(`CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN
 				IF NEW.session_id = '%s' THEN RAISE EXCEPTION 'refused by test'; END IF;

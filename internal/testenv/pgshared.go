@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -21,6 +23,9 @@ const SharedPostgresEnv = "EVENTQ_TEST_PG_SHARED"
 func packageServer() (*Postgres, error) {
 	dir := os.Getenv(SharedPostgresEnv)
 	if dir == "" {
+		if Backend() == "citus" {
+			return StartCitus()
+		}
 		return StartPostgres()
 	}
 	unlock, err := lockFile(filepath.Join(dir, "server.lock"))
@@ -30,26 +35,52 @@ func packageServer() (*Postgres, error) {
 	defer unlock()
 	info := filepath.Join(dir, "server")
 	if b, err := os.ReadFile(info); err == nil {
-		s := &Postgres{lockPath: filepath.Join(dir, "template.lock")}
-		var pid int
-		if _, err := fmt.Sscan(string(b), &s.Port, &pid, &s.dir); err != nil {
-			return nil, fmt.Errorf("%s: %q: %w", info, b, err)
-		}
-		s.admin, _ = sql.Open("pgx", s.URL("postgres"))
-		if err := s.admin.Ping(); err != nil {
-			return nil, fmt.Errorf("the shared Postgres server on port %d: %w", s.Port, err)
-		}
-		return s, nil
+		return sharedServer(info, string(b), filepath.Join(dir, "template.lock"))
 	}
-	s, err := startPostgres(true)
+	start := func() (*Postgres, error) { return startPostgres(true) }
+	if Backend() == "citus" {
+		start = func() (*Postgres, error) { return startCitus(true) }
+	}
+	s, err := start()
 	if err != nil {
 		return nil, err
 	}
 	s.lockPath = filepath.Join(dir, "template.lock")
-	line := fmt.Sprintf("%d %d %s\n", s.Port, s.cmd.Process.Pid, s.dir)
+	line := fmt.Sprintf("%d %d %s", s.Port, s.cmd.Process.Pid, s.dir)
+	for _, w := range s.workers {
+		line += fmt.Sprintf(" %d %d %s", w.Port, w.cmd.Process.Pid, w.dir)
+	}
+	line += "\n"
 	if err := os.WriteFile(info, []byte(line), 0o600); err != nil {
 		s.Stop()
 		return nil, err
+	}
+	return s, nil
+}
+
+// sharedServer is the server another binary started, as its line in the file info says:
+// "PORT PID DIR", followed by the same of each worker node on Citus.
+func sharedServer(info, line, lockPath string) (*Postgres, error) {
+	f := strings.Fields(line)
+	if len(f) == 0 || len(f)%3 != 0 {
+		return nil, fmt.Errorf("%s: %q: want PORT PID DIR, once per server", info, line)
+	}
+	var servers []*Postgres
+	for i := 0; i < len(f); i += 3 {
+		port, err := strconv.Atoi(f[i])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q: %w", info, line, err)
+		}
+		p := &Postgres{Port: port, dir: f[i+2], lockPath: lockPath}
+		p.admin, _ = sql.Open("pgx", p.URL("postgres"))
+		if err := p.admin.Ping(); err != nil {
+			return nil, fmt.Errorf("the shared Postgres server on port %d: %w", port, err)
+		}
+		servers = append(servers, p)
+	}
+	s := servers[0]
+	if Backend() == "citus" {
+		s.workers = servers[1:]
 	}
 	return s, nil
 }
@@ -93,9 +124,7 @@ func (s *Postgres) release() {
 	}
 	var errs []error
 	for _, name := range s.created {
-		if _, err := s.admin.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, s.dropDatabase(name))
 	}
 	s.admin.Close()
 	if err := errors.Join(errs...); err != nil {

@@ -1,0 +1,159 @@
+package testenv
+
+import (
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// CitusWorkers is how many worker nodes the Citus suite's cluster has.
+const CitusWorkers = 2
+
+// citusSettings are the servers' settings for Citus: the extension, a background worker per
+// database's maintenance daemon on every node (each test has its database), and few shards,
+// which keep a test database's copy small; 32 per table is the production default.
+var citusSettings = []string{
+	"shared_preload_libraries=citus", "max_worker_processes=256", "citus.shard_count=4",
+	// The coordinator routes one tenant's statements to a worker node over a connection of its
+	// own; many test databases at once need many.
+	"citus.max_shared_pool_size=-1",
+	// The nodes talk to each other without TLS, as the servers have none (and libpq would
+	// look for client certificates in the home of the user that started the tests).
+	"citus.node_conninfo=sslmode=disable",
+}
+
+// StartCitus starts a Citus cluster of throw-away servers: a coordinator, the returned
+// Postgres, and CitusWorkers worker nodes. Databases made on it (CreateDatabase,
+// CreateMigratedDatabase) have the extension on every node and the workers registered. It
+// needs Citus installed into the system's Postgres (scripts/ensure-deps.sh citus).
+func StartCitus() (*Postgres, error) { return startCitus(false) }
+
+func startCitus(detached bool) (*Postgres, error) {
+	s, err := startPostgres(detached, citusSettings...)
+	if err != nil {
+		return nil, fmt.Errorf("citus coordinator: %w (is Citus installed? scripts/ensure-deps.sh citus)", err)
+	}
+	s.workers = []*Postgres{}
+	for range CitusWorkers {
+		w, err := startPostgres(detached, citusSettings...)
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("citus worker: %w", err)
+		}
+		s.workers = append(s.workers, w)
+	}
+	return s, nil
+}
+
+// nodes are the servers of the cluster s coordinates (s first), or s alone.
+func (s *Postgres) nodes() []*Postgres { return append([]*Postgres{s}, s.workers...) }
+
+// AddWorker starts one more worker node and registers it with every database made on the
+// cluster so far; its shards come only with a rebalance (SELECT citus_rebalance_start()).
+// databases names them: Citus keeps its nodes per database.
+func (s *Postgres) AddWorker(databases ...string) (*Postgres, error) {
+	w, err := startPostgres(false, citusSettings...)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range databases {
+		if _, err := w.admin.Exec("CREATE DATABASE " + name); err != nil {
+			w.Stop()
+			return nil, err
+		}
+		if err := execOn(w.URL(name), "CREATE EXTENSION citus"); err != nil {
+			w.Stop()
+			return nil, err
+		}
+		if err := execOn(s.URL(name), fmt.Sprintf("SELECT citus_add_node('127.0.0.1', %d)", w.Port)); err != nil {
+			w.Stop()
+			return nil, err
+		}
+	}
+	s.workers = append(s.workers, w)
+	return w, nil
+}
+
+// createCitusDatabase makes database name on every node of the cluster, with the extension,
+// and registers the workers with the coordinator's.
+func (s *Postgres) createCitusDatabase(name string) (string, error) {
+	for _, n := range s.nodes() {
+		if _, err := n.admin.Exec("CREATE DATABASE " + name); err != nil {
+			return "", err
+		}
+		if err := execOn(n.URL(name), "CREATE EXTENSION citus"); err != nil {
+			return "", err
+		}
+	}
+	stmts := []string{fmt.Sprintf("SELECT citus_set_coordinator_host('127.0.0.1', %d)", s.Port)}
+	for _, w := range s.workers {
+		stmts = append(stmts, fmt.Sprintf("SELECT citus_add_node('127.0.0.1', %d)", w.Port))
+	}
+	if err := execOn(s.URL(name), stmts...); err != nil {
+		return "", err
+	}
+	return s.URL(name), nil
+}
+
+// copyDatabase makes database dst a copy of src, on every node of a cluster: a copy of
+// every node's database is a copy of the distributed one, its shards and their placements.
+func (s *Postgres) copyDatabase(src, dst string) error {
+	return s.onEveryNode(src, "CREATE DATABASE "+dst+" TEMPLATE "+src)
+}
+
+// renameDatabase renames database from to to, on every node of a cluster.
+func (s *Postgres) renameDatabase(from, to string) error {
+	return s.onEveryNode(from, "ALTER DATABASE "+from+" RENAME TO "+to)
+}
+
+// dropDatabase drops database name if it exists, on every node of a cluster.
+func (s *Postgres) dropDatabase(name string) error {
+	for _, n := range s.nodes() {
+		if _, err := n.admin.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// onEveryNode runs stmt, which needs database name to itself (a copy or a rename of it), on
+// every node. On Citus, each node keeps connections to a database with the extension (its
+// maintenance daemon, and those of the other nodes' daemons); they are ended first, and stmt
+// is tried again while one comes back before it.
+func (s *Postgres) onEveryNode(name, stmt string) error {
+	for _, n := range s.nodes() {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if s.workers != nil {
+				for _, m := range s.nodes() {
+					m.admin.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, name)
+				}
+			}
+			_, err := n.admin.Exec(stmt)
+			if err == nil {
+				break
+			}
+			if !strings.Contains(err.Error(), "being accessed by other users") || time.Now().After(deadline) {
+				return err
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// execOn runs stmts on the database at url, on a connection of their own.
+func execOn(url string, stmts ...string) error {
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
+}
