@@ -86,7 +86,9 @@ func UniqueViolation(err error) bool {
 	case errors.Is(err, gorm.ErrDuplicatedKey): // translated by the dialector
 		return true
 	case errors.As(err, &pgErr):
-		return pgErr.Code == "23505"
+		// Citus reports a worker node's violation during a COPY as an internal error.
+		return pgErr.Code == "23505" ||
+			pgErr.Code == "XX000" && strings.HasPrefix(pgErr.Message, "duplicate key value violates unique constraint")
 	case errors.As(err, &liteErr):
 		code := liteErr.Code()
 		return code == 2067 || code == 1555 // SQLITE_CONSTRAINT_UNIQUE, SQLITE_CONSTRAINT_PRIMARYKEY

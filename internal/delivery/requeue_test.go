@@ -46,8 +46,8 @@ func TestAHeldDrainWaitsForEventsAnotherPassLocked(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 		var n int64
-		testenv.Must(t, e.DB.Raw(`SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%FROM "tracked_events"%FOR UPDATE%'`).Scan(&n).Error)
+		testenv.Must(t, e.DB.Raw(`SELECT count(*) FROM `+testenv.StatActivity(t, e.DB)+`
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%FROM %tracked_events%FOR UPDATE%'`).Scan(&n).Error)
 		waiting = n == 1
 	}
 	testenv.Must(t, pass.Rollback().Error) // the pass skipped the tenant: it was held

@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql/driver"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/models"
 )
 
@@ -222,8 +222,7 @@ func appendCopyRow(b []byte, e *models.TrackedEvent) []byte {
 // drain repeated after a crash), by COPY into a temporary table and from there into
 // tracked_events with ON CONFLICT DO NOTHING (COPY itself cannot skip a conflict).
 func (p postgres) insertOnce(ctx context.Context, db *gorm.DB, rows []models.TrackedEvent) error {
-	var pgErr *pgconn.PgError
-	if err := p.insert(ctx, db, rows, nil); !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+	if err := p.insert(ctx, db, rows, nil); err == nil || !database.UniqueViolation(err) {
 		return err // stored, or failed otherwise
 	}
 	buf := encodeCopy(rows)

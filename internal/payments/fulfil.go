@@ -214,9 +214,9 @@ func (svc *Service) resolve(ctx context.Context, s Session, r refs) (live bool, 
 		ProductID  *uint64
 	}
 	res := svc.DB.WithContext(ctx).Raw(`SELECT t.*,
-		(SELECT m.erased_at IS NULL FROM audience_members m WHERE m.id = ? AND m.tenant_id = t.id) AS member_live,
-		(SELECT p.id FROM products p WHERE p.id = ? AND p.tenant_id = t.id) AS product_id
-		FROM tenants t WHERE t.id = ?`, r.member, r.product, r.tenant).Scan(&row)
+		(SELECT m.erased_at IS NULL FROM audience_members m WHERE m.tenant_id = ? AND m.id = ?) AS member_live,
+		(SELECT p.id FROM products p WHERE p.tenant_id = ? AND p.id = ?) AS product_id
+		FROM tenants t WHERE t.id = ?`, r.tenant, r.member, r.tenant, r.product, r.tenant).Scan(&row)
 	if res.Error != nil {
 		return false, fmt.Errorf("fulfil: %w", res.Error)
 	}

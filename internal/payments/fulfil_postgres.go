@@ -22,8 +22,8 @@ var storeStatement = `WITH v AS (
 	SELECT t.id AS tenant, m.id AS member, p.id AS product, CAST($4 AS timestamptz) AS at,
 		CAST($5 AS text) AS session, CAST($6 AS text) AS payment_intent, m.erased_at IS NULL AS live
 	FROM tenants t
-	JOIN audience_members m ON m.id = $2 AND m.tenant_id = t.id
-	JOIN products p ON p.id = $3 AND p.tenant_id = t.id
+	JOIN audience_members m ON m.tenant_id = $1 AND m.id = $2
+	JOIN products p ON p.tenant_id = $1 AND p.id = $3
 	WHERE t.id = $1 AND COALESCE(t.psp_account_id, '') = $7
 ), reversal AS (
 	SELECT 1 FROM purchase_reversals, v

@@ -143,9 +143,10 @@ func testReversalDuringFulfil(t *testing.T, inTx bool) {
 		res, err := fulfil(ctx, s)
 		done <- outcome{res, err}
 	}()
+	activity := testenv.StatActivity(t, e.DB)
 	testenv.Eventually(t, 10*time.Second, "the fulfilment waits for the uncommitted purchase", func() bool {
 		var n int64
-		testenv.Must(t, e.DB.Raw(`SELECT count(*) FROM pg_stat_activity
+		testenv.Must(t, e.DB.Raw(`SELECT count(*) FROM `+activity+`
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%INSERT INTO%purchases%'`).Scan(&n).Error)
 		return n == 1
 	})

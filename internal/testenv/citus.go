@@ -4,7 +4,12 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"testing"
 	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/eventq/eventq/internal/database"
 )
 
 // CitusWorkers is how many worker nodes the Citus suite's cluster has.
@@ -21,6 +26,8 @@ var citusSettings = []string{
 	// The nodes talk to each other without TLS, as the servers have none (and libpq would
 	// look for client certificates in the home of the user that started the tests).
 	"citus.node_conninfo=sslmode=disable",
+	// Tests make the database refuse a row with a trigger (RefuseSession).
+	"citus.enable_unsafe_triggers=on",
 }
 
 // StartCitus starts a Citus cluster of throw-away servers: a coordinator, the returned
@@ -156,4 +163,17 @@ func execOn(url string, stmts ...string) error {
 		}
 	}
 	return nil
+}
+
+// StatActivity is the view of db's sessions in which a test finds one waiting for a lock:
+// pg_stat_activity, or on Citus citus_stat_activity, which adds the worker nodes' sessions
+// (where a tenant's statements wait, on shards named after their tables: tracked_events_102008).
+func StatActivity(t testing.TB, db *gorm.DB) string {
+	t.Helper()
+	citus, err := database.IsCitus(db)
+	Must(t, err)
+	if citus {
+		return "citus_stat_activity"
+	}
+	return "pg_stat_activity"
 }

@@ -191,6 +191,8 @@ type Postgres struct {
 
 	template    sync.Once
 	templateErr error
+	learned     sync.Once
+	learnErr    error
 	copying     sync.Mutex
 	pool        dbPool
 
@@ -407,38 +409,46 @@ func (s *Postgres) CreateMigratedDatabase(name string) (string, error) {
 	if s.templateErr != nil {
 		return "", fmt.Errorf("migrate the template database: %w", s.templateErr)
 	}
-	err := s.exclusive(func() error { return s.copyDatabase(templateName, name) })
-	if err != nil {
+	if err := s.exclusive(func() error { return s.copyDatabase(templateName, name) }); err != nil {
 		return "", err
 	}
-	return s.URL(name), nil
+	url := s.URL(name)
+	// The pool learns the template's shape from its first copy: nothing connects to the
+	// template itself.
+	s.learned.Do(func() { s.learnErr = s.pool.learn(url) })
+	if s.learnErr != nil {
+		return "", fmt.Errorf("learn the template's shape: %w", s.learnErr)
+	}
+	return url, nil
 }
 
-// makeTemplate migrates the template, unless another binary sharing the server did, and
-// learns its shape. The template is migrated under another name and renamed when complete, so
-// a binary that died halfway leaves no template to copy.
+// makeTemplate migrates the template, unless another binary sharing the server did. The
+// template is migrated under another name and renamed when complete, so a binary that died
+// halfway leaves no template to copy. It then takes no connection (Citus's daemons would
+// keep some open, and a database being read cannot be copied).
 func (s *Postgres) makeTemplate() error {
 	var exists bool
 	if err := s.admin.QueryRow(`SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, templateName).Scan(&exists); err != nil {
 		return err
 	}
-	if !exists {
-		const making = templateName + "_making"
-		if err := s.dropDatabase(making); err != nil {
-			return err
-		}
-		url, err := s.CreateDatabase(making)
-		if err != nil {
-			return err
-		}
-		if err := migrate(url); err != nil {
-			return err
-		}
-		if err := s.renameDatabase(making, templateName); err != nil {
-			return err
-		}
+	if exists {
+		return nil
 	}
-	return s.pool.learn(s.URL(templateName))
+	const making = templateName + "_making"
+	if err := s.dropDatabase(making); err != nil {
+		return err
+	}
+	url, err := s.CreateDatabase(making)
+	if err != nil {
+		return err
+	}
+	if err := migrate(url); err != nil {
+		return err
+	}
+	if err := s.onEveryNode(making, "ALTER DATABASE "+making+" WITH ALLOW_CONNECTIONS false"); err != nil {
+		return err
+	}
+	return s.renameDatabase(making, templateName)
 }
 
 // Stop shuts the server down (fast mode) and removes its directory; a coordinator's worker
