@@ -9,6 +9,9 @@
 # Commands and the Debian packages that provide them:
 #   redis-server, redis-cli   redis-server
 #   postgres, initdb          postgresql   (found in /usr/lib/postgresql/*/bin, off PATH)
+#   citus                     the Citus extension in that PostgreSQL, from the build in
+#                             EVENTQ_CITUS_DIR (default: ../shared/citus beside the clone,
+#                             its install.sh); name postgres before it
 #   go                        not installed here: needs the Go toolchain named in go.mod
 #   anything else             the package of the same name (curl, jq, gcc, make, ...)
 set -euo pipefail
@@ -29,8 +32,14 @@ have() {
 		# As root the tests run Postgres as the postgres user, which the package creates.
 		[[ $EUID -ne 0 ]] || getent passwd postgres >/dev/null
 		;;
+	citus) compgen -G "/usr/lib/postgresql/*/lib/citus.so" >/dev/null ;;
 	*) command -v "$1" >/dev/null 2>&1 ;;
 	esac
+}
+
+# citus_dir: where the Citus build and its install.sh are.
+citus_dir() {
+	echo "${EVENTQ_CITUS_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/shared/citus}"
 }
 
 # package_for CMD: the Debian package that provides CMD, or nothing.
@@ -41,7 +50,7 @@ package_for() {
 	npx | npm) echo npm ;;
 	chromium) echo chromium ;;
 	postgres | initdb) echo postgresql ;;
-	go) ;;
+	go | citus) ;;
 	*) echo "$1" ;;
 	esac
 }
@@ -98,6 +107,9 @@ for cmd in "${no_package[@]}"; do
 	if [[ $cmd == go ]]; then
 		fail "the Go toolchain is not on PATH: install Go $(go_version) or newer (https://go.dev/dl/) and retry"
 	fi
+	if [[ $cmd == citus && ! -f $(citus_dir)/install.sh ]]; then
+		fail "Citus is not installed and $(citus_dir)/install.sh is missing: set EVENTQ_CITUS_DIR to the directory of the Citus build"
+	fi
 done
 
 # check_go_version: the go on PATH must build this module. From Go 1.21 on, an older go
@@ -130,6 +142,11 @@ if ((${#packages[@]})); then
 		fail "missing ${missing[*]} and apt-get is not available: install ${packages[*]} with your package manager"
 	fi
 	apt_install "${packages[@]}" || fail "apt-get install ${packages[*]} failed"
+fi
+
+if [[ " ${missing[*]} " == *" citus "* ]]; then
+	say "installing Citus from $(citus_dir)"
+	bash "$(citus_dir)/install.sh" || fail "$(citus_dir)/install.sh failed"
 fi
 
 for cmd in "${missing[@]}"; do

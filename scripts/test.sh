@@ -2,29 +2,32 @@
 # test.sh — what `make test` and CI run.
 #
 #   1. makes sure go, gcc (for -race), redis-server, redis-cli (the cluster test), the Postgres
-#      server binaries, chromium (the browser test) and curl (the 413 test) are installed (apt-get when root;
-#      otherwise it names the Debian packages);
+#      server binaries, Citus in them (from ../shared/citus), chromium (the browser test) and
+#      curl (the 413 test) are installed (apt-get when root; otherwise it names the Debian
+#      packages);
 #   2. gofmt -l must print nothing, go vet ./... must be clean;
-#   3. the whole suite on SQLite with the race detector and on Postgres: the test binaries
-#      are built first (and kept in var/test-bin: an unchanged one is not linked again), then
-#      run six at a time, the longest first: the SQLite suite, its packages whose tests drive
-#      the programs as processes (without the race detector, as on Postgres), the Postgres
-#      suite, and the packages that use no database (once: with the race detector, but for
-#      those with no concurrency in them).
+#   3. the whole suite on SQLite with the race detector, on Postgres and on a Citus cluster (a
+#      coordinator and two worker nodes): the test binaries are built first (and kept in
+#      var/test-bin: an unchanged one is not linked again), then run six at a time, the
+#      longest first: the SQLite suite, its packages whose tests drive the programs as
+#      processes (without the race detector, as on Postgres), the Postgres suite, the Citus
+#      suite (the Postgres suite's binaries), and the packages that use no database (once:
+#      with the race detector, but for those with no concurrency in them).
 #
 # The crash and outage tests that take minutes and the long runs of the property tests are in
 # `make chaos` (scripts/chaos.sh).
 #
 # The tests start their own redis-server and Postgres on free ports (internal/testenv); this
-# script starts no server. The Postgres suite's binaries share one server (the first starts it,
-# EVENTQ_TEST_PG_SHARED), which this script stops when the suite ends. Every step runs even
+# script starts no server. The Postgres suite's binaries share one server, and the Citus
+# suite's one cluster (the first starts it, EVENTQ_TEST_PG_SHARED), which this script stops
+# when the suite ends. Every step runs even
 # after a failure; the exit code is non-zero if any step failed.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
 
-bash scripts/ensure-deps.sh go gcc redis-server redis-cli postgres chromium curl
+bash scripts/ensure-deps.sh go gcc redis-server redis-cli postgres citus chromium curl
 
 # The tests' files go to memory: Postgres data directories and databases, SQLite files, Redis
 # append-only files and the test binaries, hundreds of thousands of files created and removed
@@ -151,11 +154,16 @@ run_test() {
 	local label=$1 db=$2 flavour=$3 pkg=$4 out start end rc=0 secs
 	out=$(mktemp "$logs/run.XXXXXX")
 	start=$(date +%s.%N)
-	# Only the Postgres suite's binaries share a server (EVENTQ_TEST_PG_SHARED).
+	# The Postgres suite's binaries share a server, and the Citus suite's a cluster
+	# (EVENTQ_TEST_PG_SHARED).
 	(
 		exec 8>&- # the run's lock: a server a test leaves behind must not hold it
 		cd "$root/${pkg#"$module"/}" || exit 1
-		[[ $db == postgres ]] || unset EVENTQ_TEST_PG_SHARED
+		case $db in
+		postgres) export EVENTQ_TEST_PG_SHARED=$shared_pg ;;
+		citus) export EVENTQ_TEST_PG_SHARED=$shared_citus ;;
+		*) unset EVENTQ_TEST_PG_SHARED ;;
+		esac
 		EVENTQ_TEST_DB=$db exec "$root/$test_bin/$flavour/${pkg##*/}.test" -test.count=1 -test.timeout=20m \
 			-test.paniconexit0
 	) >"$out" 2>&1 || rc=$?
@@ -174,14 +182,15 @@ run_test() {
 
 # The runs of the suite, of the packages with tests: one line each, "LABEL|DB|FLAVOUR|PKG".
 # Every package that uses a database runs on SQLite (with the race detector, but those that
-# drive the programs as processes) and on Postgres (but sqlite_only); the database-free ones
-# run once.
+# drive the programs as processes), on Postgres and on a Citus cluster (but sqlite_only); the
+# database-free ones run once.
 runs() {
 	local all
 	all=$(tested ./...)
 	without "${db_free[@]}" "${processes[@]}" <<<"$all" | sed 's/^/sqlite|sqlite|race|/'
 	only "${processes[@]}" <<<"$all" | sed 's/^/sqlite processes|sqlite|plain|/'
 	without "${db_free[@]}" "${sqlite_only[@]}" <<<"$all" | sed 's/^/postgres|postgres|plain|/'
+	without "${db_free[@]}" "${sqlite_only[@]}" <<<"$all" | sed 's/^/citus|citus|plain|/'
 	only "${db_free[@]}" <<<"$all" | without "${sequential[@]}" | sed 's/^/no database|none|race|/'
 	only "${sequential[@]}" <<<"$all" | sed 's/^/sequential|none|plain|/'
 }
@@ -195,19 +204,25 @@ by_last_duration() {
 		sort -t$'\t' -k1,1 -rn | cut -f2-
 }
 
-# stop_shared_postgres DIR: stops the Postgres server the Postgres suite's binaries shared
-# (internal/testenv, EVENTQ_TEST_PG_SHARED: its line is "PORT PID DIR") and removes it.
+# stop_shared_postgres DIR: stops the Postgres servers a suite's binaries shared
+# (internal/testenv, EVENTQ_TEST_PG_SHARED: its line is "PORT PID DIR", once per server: the
+# Citus suite's has its worker nodes after the coordinator) and removes them.
 stop_shared_postgres() {
-	local dir=$1 port pid data
+	local dir=$1 fields i pid
 	if [[ -f $dir/server ]]; then
-		read -r port pid data <"$dir/server"
-		kill -INT "$pid" 2>/dev/null || true
-		for _ in $(seq 100); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
+		read -r -a fields <"$dir/server"
+		for ((i = 1; i < ${#fields[@]}; i += 3)); do
+			kill -INT "${fields[i]}" 2>/dev/null || true
 		done
-		kill -KILL "$pid" 2>/dev/null || true
-		rm -rf "$data"
+		for ((i = 1; i < ${#fields[@]}; i += 3)); do
+			pid=${fields[i]}
+			for _ in $(seq 100); do
+				kill -0 "$pid" 2>/dev/null || break
+				sleep 0.1
+			done
+			kill -KILL "$pid" 2>/dev/null || true
+			rm -rf "${fields[i + 1]}"
+		done
 	fi
 	rm -rf "$dir"
 }
@@ -221,10 +236,11 @@ stop_shared_postgres() {
 # the tests, whose latency bounds they stretched.
 all_suites() {
 	local rc=0 bin start=$SECONDS list jobs=${EVENTQ_TEST_JOBS:-6} race plain
-	# The Postgres suite's binaries share one server: each starting its own (copying a data
-	# directory, migrating a template) cost more CPU than most of their tests.
+	# The Postgres suite's binaries share one server, and the Citus suite's one cluster: each
+	# starting its own (copying a data directory, migrating a template) cost more CPU than most
+	# of their tests.
 	shared_pg=$(mktemp -d)
-	export EVENTQ_TEST_PG_SHARED=$shared_pg
+	shared_citus=$(mktemp -d)
 	# The tests that run the programs as processes share one build of them.
 	bin=$(mktemp -d)
 	export EVENTQ_TEST_BIN=$bin
@@ -255,6 +271,7 @@ all_suites() {
 	cat "$logs"/*.time >"$test_bin/durations"
 	rm -rf "$bin"
 	stop_shared_postgres "$shared_pg"
+	stop_shared_postgres "$shared_citus"
 	return "$rc"
 }
 
@@ -268,12 +285,12 @@ failures() {
 
 # The suites' output, one file per job, for failures.
 logs=$(mktemp -d)
-shared_pg=
-trap 'rm -rf "$logs"; [[ -z $shared_pg ]] || stop_shared_postgres "$shared_pg"' EXIT
+shared_pg= shared_citus=
+trap 'rm -rf "$logs"; [[ -z $shared_pg ]] || stop_shared_postgres "$shared_pg"; [[ -z $shared_citus ]] || stop_shared_postgres "$shared_citus"' EXIT
 
 step "gofmt -l ." check_gofmt
 step "go vet ./..." go vet ./...
-step "go test on SQLite (-race) and on Postgres" all_suites
+step "go test on SQLite (-race), on Postgres and on Citus" all_suites
 
 echo
 if ((${#failed[@]})); then
@@ -285,4 +302,4 @@ if ((${#failed[@]})); then
 	printf 'make test: FAILED: %s\n' "${failed[@]}"
 	exit 1
 fi
-echo "make test: gofmt, go vet and the suite on SQLite and Postgres all passed"
+echo "make test: gofmt, go vet and the suite on SQLite, Postgres and Citus all passed"
