@@ -64,7 +64,7 @@ func TestEraseAMember(t *testing.T) {
 		t.Fatalf("personal fields kept: %+v", gone)
 	}
 
-	testenv.Must(t, e.Main.App.Erasures.Run(context.Background(), mustID(t, erasureID)))
+	testenv.Must(t, e.Main.App.Erasures.Run(context.Background(), s.Tenant.ID, mustID(t, erasureID)))
 	after := e.doJSON(t, "GET", "/api/platform/erasures/"+erasureID, s.Token, nil)
 	if !strings.Contains(string(after.Body), `"status":"done"`) || !strings.Contains(string(after.Body), `"events_deleted":3,"events_redacted":3}}`) {
 		t.Fatalf("erasure after the run: %d %s", after.Status, after.Body)

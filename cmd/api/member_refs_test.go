@@ -54,7 +54,7 @@ func TestAnIDAndAnEqualExternalIDNameDifferentMembers(t *testing.T) {
 	}
 	var erasure models.MemberErasure
 	testenv.Must(t, e.DB.Where("member_id = ?", first.ID).Take(&erasure).Error)
-	testenv.Must(t, e.Main.App.Erasures.Run(context.Background(), erasure.ID))
+	testenv.Must(t, e.Main.App.Erasures.Run(context.Background(), erasure.TenantID, erasure.ID))
 	var left []models.TrackedEvent
 	testenv.Must(t, e.DB.Where("tenant_id = ?", s.ID).Find(&left).Error)
 	if len(left) != 1 || left[0].SessionID != "s-other" || left[0].AudienceMemberID == nil || *left[0].AudienceMemberID != "external:"+id {
@@ -103,7 +103,7 @@ func TestAnErasureReachesEveryAPIProcessBeforeTheNextEvent(t *testing.T) {
 	}
 	var erasure models.MemberErasure
 	testenv.Must(t, a.DB.Where("member_id = ?", s.Member.ID).Take(&erasure).Error)
-	testenv.Must(t, a.Main.App.Erasures.Run(context.Background(), erasure.ID))
+	testenv.Must(t, a.Main.App.Erasures.Run(context.Background(), erasure.TenantID, erasure.ID))
 	var kept int64
 	testenv.Must(t, a.DB.Model(&models.TrackedEvent{}).Where("id IN ?", late).Count(&kept).Error)
 	if kept != 2 {
@@ -139,7 +139,7 @@ func TestAnErasureWaitsForItsTenantsSpool(t *testing.T) {
 	entry := []byte("an entry")
 	lim := eventqueue.SpoolLimits{Events: 10, TenantEvents: 10, Bytes: 1 << 20}
 	testenv.Must(t, e.Queue.Spool(ctx, s.ID, entry, 1, lim))
-	if err := e.Main.App.Erasures.Run(ctx, er.ID); !errors.Is(err, erasure.ErrSpooled) {
+	if err := e.Main.App.Erasures.Run(ctx, er.TenantID, er.ID); !errors.Is(err, erasure.ErrSpooled) {
 		t.Fatalf("Run with a spool: %v, want ErrSpooled", err)
 	}
 	if n, err := e.Main.App.Erasures.RunPending(ctx); err != nil || n != 0 {
@@ -152,7 +152,7 @@ func TestAnErasureWaitsForItsTenantsSpool(t *testing.T) {
 	if _, err := e.Queue.SpoolDrop(ctx, s.ID, 1, 1, len(entry)); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Must(t, e.Main.App.Erasures.Run(ctx, er.ID))
+	testenv.Must(t, e.Main.App.Erasures.Run(ctx, er.TenantID, er.ID))
 	testenv.Must(t, e.DB.Take(&er, er.ID).Error)
 	if er.Status != models.ErasureDone {
 		t.Fatalf("status %s after the drain", er.Status)

@@ -58,7 +58,7 @@ func (c *cli) memberCommand() *cobra.Command {
 				return err
 			}
 			// Carried out here, as a worker would (a worker beside does no harm), and waited for.
-			if err := a.Erasures.Run(cmd.Context(), e.ID); err != nil {
+			if err := a.Erasures.Run(cmd.Context(), e.TenantID, e.ID); err != nil {
 				return err
 			}
 			if e, err = a.Erasures.Get(cmd.Context(), tenant.ID, e.ID); err != nil {

@@ -94,3 +94,25 @@ func distributeOne(db *gorm.DB, t, query string, args ...any) error {
 	}
 	return nil
 }
+
+// AcrossTenants runs fn, whose statements read or write the rows of many tenants (the work
+// over every tenant: retention, the re-pusher's pass, the spool's drain), in a transaction
+// that says so to Citus: on a coordinator whose sessions refuse statements that touch several
+// tenants' shards (citus.multi_task_query_log_level, with which the tests run), these are
+// allowed. fn's tx is db inside that transaction. On Postgres without Citus the setting is
+// an unused placeholder; on SQLite fn runs on db as it is.
+func AcrossTenants(db *gorm.DB, fn func(tx *gorm.DB) error) error {
+	if !IsPostgres(db) {
+		return fn(db)
+	}
+	return db.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec(acrossTenants).Error; err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+// acrossTenants is the statement by which a transaction's statements may touch every
+// tenant's shards (AcrossTenants).
+const acrossTenants = "SET LOCAL citus.multi_task_query_log_level = 'off'"

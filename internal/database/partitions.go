@@ -216,6 +216,9 @@ func countDetached(ctx context.Context, db *gorm.DB, name string) (int64, error)
 			if err := tx.Exec(`SET LOCAL max_parallel_workers_per_gather = 0`).Error; err != nil {
 				return err
 			}
+			if err := tx.Exec(acrossTenants).Error; err != nil {
+				return err
+			}
 			return tx.Raw(fmt.Sprintf(`SELECT count(*) AS n, max(id) AS last FROM (SELECT id FROM %s WHERE id > ? ORDER BY id LIMIT ?) s`, name),
 				after, countStep).Scan(&step).Error
 		})
@@ -284,6 +287,10 @@ func ddl(ctx context.Context, db *gorm.DB, f func(tx *gorm.DB) error) error {
 				return err
 			}
 			if err := tx.Exec(fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", DDLLockTimeout.Milliseconds())).Error; err != nil {
+				return err
+			}
+			// Partitions hold every tenant's rows (AcrossTenants).
+			if err := tx.Exec(acrossTenants).Error; err != nil {
 				return err
 			}
 			return f(tx)

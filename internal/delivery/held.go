@@ -46,7 +46,7 @@ func (s *Held) Claim(ctx context.Context, tenant uint64, cutoff time.Time) error
 		}
 		err = s.Events.Update(ctx, func(tx eventstore.Tx) error {
 			for i, b := range batches {
-				deleted, err := tx.DeleteBatches([]string{b.ID})
+				deleted, err := tx.DeleteBatches(b.TenantID, []string{b.ID})
 				if err != nil {
 					return err
 				}
@@ -54,7 +54,7 @@ func (s *Held) Claim(ctx context.Context, tenant uint64, cutoff time.Time) error
 				if !deleted[b.ID] || appended[i] >= int64(len(events)) {
 					continue
 				}
-				if err := tx.Mark(events[appended[i]:], b.FirstAt, b.LastAt, true); err != nil {
+				if err := tx.Mark(b.TenantID, events[appended[i]:], b.FirstAt, b.LastAt, true); err != nil {
 					return fmt.Errorf("delivery: held: claim pending batches: %w", err)
 				}
 			}

@@ -76,7 +76,7 @@ func (s *Held) inBatches(ctx context.Context, tenantID uint64) (int64, map[strin
 			count(b, max(int64(b.Len())-max(n, 0), 0))
 		}
 		if len(unrecorded) > 0 { // a batch settled meanwhile was deleted before its record
-			still, err := s.Events.Pool(ctx).StillPending(slices.Collect(maps.Keys(unrecorded)))
+			still, err := s.Events.Pool(ctx).StillPending(tenantID, slices.Collect(maps.Keys(unrecorded)))
 			if err != nil {
 				return 0, nil, fmt.Errorf("delivery: held: count held back events: %w", err)
 			}

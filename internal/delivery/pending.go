@@ -101,15 +101,15 @@ type appendedBatch struct {
 // pushes them.
 func (d *Service) settleBatches(batches []appendedBatch) {
 	owned := map[uint64][]string{} // tenant -> the batches deleted here
-	var whole []string             // ids of the batches appended whole
+	whole := map[uint64][]string{} // tenant -> the batches appended whole
 	for _, b := range batches {
 		if len(b.held) == 0 {
-			whole = append(whole, b.id)
+			whole[b.tenant] = append(whole[b.tenant], b.id)
 			continue
 		}
 		var gone bool
 		err := d.events.Update(context.Background(), func(tx eventstore.Tx) error {
-			deleted, err := tx.DeleteBatches([]string{b.id})
+			deleted, err := tx.DeleteBatches(b.tenant, []string{b.id})
 			if err != nil || len(deleted) == 0 {
 				return err
 			}
@@ -124,19 +124,20 @@ func (d *Service) settleBatches(batches []appendedBatch) {
 			owned[b.tenant] = append(owned[b.tenant], b.id)
 		}
 	}
-	if len(whole) > 0 {
+	// One DELETE per tenant: on Citus each is routed to the node that holds the tenant.
+	for tenant, ids := range whole {
 		var deleted map[string]bool
 		err := d.events.Write(func() error {
 			var err error
-			deleted, err = d.events.Pool(context.Background()).DeleteBatches(whole)
+			deleted, err = d.events.Pool(context.Background()).DeleteBatches(tenant, ids)
 			return err
 		})
 		if err != nil {
-			d.log.Warn("delivery: could not delete pending batches; the re-pusher claims them", "batches", len(whole), "err", err)
+			d.log.Warn("delivery: could not delete pending batches; the re-pusher claims them", "batches", len(ids), "err", err)
 		}
-		for _, b := range batches {
-			if deleted[b.id] {
-				owned[b.tenant] = append(owned[b.tenant], b.id)
+		for _, id := range ids {
+			if deleted[id] {
+				owned[tenant] = append(owned[tenant], id)
 			}
 		}
 	}

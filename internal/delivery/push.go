@@ -283,16 +283,30 @@ func unmarkPending(tx eventstore.Tx, events []queuedEvent) error {
 	return setPending(tx, events, false)
 }
 
-// setPending sets the pending mark of events to pending.
+// setPending sets the pending mark of events to pending, one statement per tenant: each is
+// routed to the node that holds the tenant on Citus.
 func setPending(tx eventstore.Tx, events []queuedEvent, pending bool) error {
-	if len(events) == 0 {
-		return nil
+	type marks struct {
+		ids         []string
+		first, last time.Time
 	}
-	ids := make([]string, len(events))
-	first, last := events[0].at, events[0].at
-	for i, e := range events {
-		ids[i] = e.id
-		first, last = earlier(first, e.at), later(last, e.at)
+	byTenant := map[uint64]*marks{}
+	var order []uint64
+	for _, e := range events {
+		m := byTenant[e.tenant]
+		if m == nil {
+			m = &marks{first: e.at, last: e.at}
+			byTenant[e.tenant] = m
+			order = append(order, e.tenant)
+		}
+		m.ids = append(m.ids, e.id)
+		m.first, m.last = earlier(m.first, e.at), later(m.last, e.at)
 	}
-	return tx.Mark(ids, first, last, pending)
+	for _, t := range order {
+		m := byTenant[t]
+		if err := tx.Mark(t, m.ids, m.first, m.last, pending); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -71,7 +71,7 @@ func (s *Service) Request(ctx context.Context, m *models.AudienceMember) (*model
 		e.ExternalHash = models.ExternalHash(m.TenantID, *m.ExternalID)
 	}
 	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&models.AudienceMember{}).Where("id = ? AND erased_at IS NULL", m.ID).
+		res := tx.Model(&models.AudienceMember{}).Where("tenant_id = ? AND id = ? AND erased_at IS NULL", m.TenantID, m.ID).
 			Updates(map[string]any{"erased_at": now, "email": "", "name": "", "external_id": nil, "updated_at": now})
 		if res.Error != nil {
 			return res.Error

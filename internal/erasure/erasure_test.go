@@ -111,7 +111,7 @@ func TestRunDeletesTheMembersEventsAndItsSessions(t *testing.T) {
 	e, err := svc.Request(ctx, &sh.Member)
 	testenv.Must(t, err)
 	for range 2 {
-		testenv.Must(t, svc.Run(ctx, e.ID))
+		testenv.Must(t, svc.Run(ctx, e.TenantID, e.ID))
 	}
 	var left []models.TrackedEvent
 	testenv.Must(t, db.Where("tenant_id = ?", sh.ID).Find(&left).Error)

@@ -8,20 +8,22 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eventq/eventq/internal/database"
+
 	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/changes"
 	"github.com/eventq/eventq/models"
 )
 
-// Run carries out erasure id to done; running it again, or beside another Run of it, does no
-// harm and counts nothing twice.
+// Run carries out tenantID's erasure id to done; running it again, or beside another Run of
+// it, does no harm and counts nothing twice.
 //
 // Order matters for a run cut short: the events that name the member are deleted last, so a
 // later run finds the same sessions again from them.
-func (s *Service) Run(ctx context.Context, id uint64) error {
+func (s *Service) Run(ctx context.Context, tenantID, id uint64) error {
 	var e models.MemberErasure
-	if err := s.DB.WithContext(ctx).Take(&e, id).Error; err != nil {
+	if err := s.DB.WithContext(ctx).Where("tenant_id = ? AND id = ?", tenantID, id).Take(&e).Error; err != nil {
 		return fmt.Errorf("erasure %d: %w", id, err)
 	}
 	if e.Status == models.ErasureDone {
@@ -71,7 +73,7 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 	if err != nil {
 		return fmt.Errorf("erasure %d: %w", id, err)
 	}
-	if err := s.add(ctx, id, "events_redacted", int64(queued+dead)); err != nil {
+	if err := s.add(ctx, &e, "events_redacted", int64(queued+dead)); err != nil {
 		return err
 	}
 
@@ -87,7 +89,7 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 		session[x] = true
 	}
 	count := func(tx *gorm.DB, n int64) error {
-		return tx.Model(&models.MemberErasure{}).Where("id = ?", id).
+		return tx.Model(&models.MemberErasure{}).Where("tenant_id = ? AND id = ?", e.TenantID, id).
 			Update("events_deleted", gorm.Expr("COALESCE(events_deleted, 0) + ?", n)).Error
 	}
 	if len(sessions) > 0 {
@@ -106,7 +108,7 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 		return fmt.Errorf("erasure %d: %w", id, err)
 	}
 	done := s.Clock.Now().UTC()
-	err = db.Model(&models.MemberErasure{}).Where("id = ? AND status = ?", id, models.ErasurePending).
+	err = db.Model(&models.MemberErasure{}).Where("tenant_id = ? AND id = ? AND status = ?", e.TenantID, id, models.ErasurePending).
 		Updates(map[string]any{"status": models.ErasureDone, "completed_at": done, "external_id": nil}).Error
 	if err != nil {
 		return fmt.Errorf("erasure %d: done: %w", id, err)
@@ -115,15 +117,15 @@ func (s *Service) Run(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// add adds n to the erasure's counter column.
-func (s *Service) add(ctx context.Context, id uint64, column string, n int64) error {
+// add adds n to erasure e's counter column.
+func (s *Service) add(ctx context.Context, e *models.MemberErasure, column string, n int64) error {
 	if n == 0 {
 		return nil
 	}
-	err := s.DB.WithContext(ctx).Model(&models.MemberErasure{}).Where("id = ?", id).
+	err := s.DB.WithContext(ctx).Model(&models.MemberErasure{}).Where("tenant_id = ? AND id = ?", e.TenantID, e.ID).
 		Update(column, gorm.Expr("COALESCE("+column+", 0) + ?", n)).Error
 	if err != nil {
-		return fmt.Errorf("erasure %d: %s: %w", id, column, err)
+		return fmt.Errorf("erasure %d: %s: %w", e.ID, column, err)
 	}
 	return nil
 }
@@ -181,16 +183,20 @@ func redactDeadLetter(el []byte, match func(*models.QueueEvent) bool) ([]byte, b
 	return append(out, '}'), true
 }
 
-// RunPending runs every pending erasure, oldest first, and returns how many it finished.
+// RunPending runs every pending erasure, oldest first, and returns how many it finished. The
+// pending ones are found across tenants (database.AcrossTenants); each runs as its tenant's.
 func (s *Service) RunPending(ctx context.Context) (int, error) {
-	var ids []uint64
-	if err := s.DB.WithContext(ctx).Model(&models.MemberErasure{}).Where("status = ?", models.ErasurePending).
-		Order("id").Limit(100).Pluck("id", &ids).Error; err != nil {
+	var pending []models.MemberErasure
+	err := database.AcrossTenants(s.DB.WithContext(ctx), func(tx *gorm.DB) error {
+		return tx.Select("tenant_id", "id").Where("status = ?", models.ErasurePending).
+			Order("id").Limit(100).Find(&pending).Error
+	})
+	if err != nil {
 		return 0, err
 	}
 	n := 0
-	for _, id := range ids {
-		err := s.Run(ctx, id)
+	for _, p := range pending {
+		err := s.Run(ctx, p.TenantID, p.ID)
 		if errors.Is(err, ErrSpooled) { // its tenant's spool drains first; the others go on
 			continue
 		}

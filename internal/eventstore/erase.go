@@ -50,7 +50,7 @@ func (s *Store) Sweep(ctx context.Context, tenantID uint64, members []string, pi
 	var last *models.TrackedEvent
 	for {
 		started := time.Now()
-		q := s.db.WithContext(ctx).Model(&models.TrackedEvent{}).Select("id", "created_at", "session_id", "audience_member_id").
+		q := s.db.WithContext(ctx).Model(&models.TrackedEvent{}).Select("id", "tenant_id", "created_at", "session_id", "audience_member_id").
 			Where("tenant_id = ?", tenantID)
 		if len(members) > 0 {
 			q = q.Where("audience_member_id IN ?", members)
@@ -91,8 +91,8 @@ func (s *Store) Sweep(ctx context.Context, tenantID uint64, members []string, pi
 	}
 }
 
-// deleteRows deletes rows (in (created_at, id) order) and runs deleted in one transaction, and
-// returns how long that took.
+// deleteRows deletes rows (one tenant's, in (created_at, id) order) and runs deleted in one
+// transaction, and returns how long that took.
 func (s *Store) deleteRows(ctx context.Context, rows []models.TrackedEvent, deleted func(tx *gorm.DB, n int64) error) (time.Duration, error) {
 	started := time.Now()
 	ids := make([]string, len(rows))
@@ -100,7 +100,7 @@ func (s *Store) deleteRows(ctx context.Context, rows []models.TrackedEvent, dele
 		ids[i] = rows[i].ID
 	}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Where("id IN ? AND created_at >= ? AND created_at <= ?", ids, rows[0].CreatedAt, rows[len(rows)-1].CreatedAt).
+		res := tx.Where("tenant_id = ? AND id IN ? AND created_at >= ? AND created_at <= ?", rows[0].TenantID, ids, rows[0].CreatedAt, rows[len(rows)-1].CreatedAt).
 			Delete(&models.TrackedEvent{})
 		if res.Error != nil {
 			return res.Error

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 
+	"github.com/eventq/eventq/internal/database"
 	"github.com/eventq/eventq/models"
 )
 
@@ -15,26 +16,26 @@ import (
 // store a coarser time than the row held.
 const markSlack = time.Second
 
-// Mark sets the pending mark of the events of ids, created between first and last, to
+// Mark sets the pending mark of tenant's events of ids, created between first and last, to
 // pending. The created_at bounds confine the update to the day partitions that hold them
 // instead of probing every partition's index.
-func (tx Tx) Mark(ids []string, first, last time.Time, pending bool) error {
+func (tx Tx) Mark(tenant uint64, ids []string, first, last time.Time, pending bool) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	first, last = first.UTC().Add(-markSlack), last.UTC().Add(markSlack)
-	q := tx.db.Model(&models.TrackedEvent{}).Where("created_at BETWEEN ? AND ?", first, last)
+	q := tx.db.Model(&models.TrackedEvent{}).Where("tenant_id = ? AND created_at BETWEEN ? AND ?", tenant, first, last)
 	if err := tx.d.idIn(q, ids).UpdateColumn("queue_pending", pending).Error; err != nil {
 		return fmt.Errorf("eventstore: mark events: %w", err)
 	}
 	return nil
 }
 
-// DeleteBatches deletes the pending batches of ids and returns those it found: whoever deletes
-// a batch owns its events.
-func (tx Tx) DeleteBatches(ids []string) (map[string]bool, error) {
+// DeleteBatches deletes tenant's pending batches of ids and returns those it found: whoever
+// deletes a batch owns its events.
+func (tx Tx) DeleteBatches(tenant uint64, ids []string) (map[string]bool, error) {
 	var gone []string
-	if err := tx.db.Raw("DELETE FROM pending_batches WHERE id IN ? RETURNING id", ids).Scan(&gone).Error; err != nil {
+	if err := tx.db.Raw("DELETE FROM pending_batches WHERE tenant_id = ? AND id IN ? RETURNING id", tenant, ids).Scan(&gone).Error; err != nil {
 		return nil, fmt.Errorf("eventstore: delete pending batches: %w", err)
 	}
 	out := make(map[string]bool, len(gone))
@@ -45,48 +46,56 @@ func (tx Tx) DeleteBatches(ids []string) (map[string]bool, error) {
 }
 
 // Batches reads up to limit pending batches with ids after after, in id order: those committed
-// before cutoff, unless it is zero, and those of tenant, unless it is 0.
+// before cutoff, unless it is zero, and those of tenant, unless it is 0 (AcrossTenants).
 func (tx Tx) Batches(tenant uint64, cutoff time.Time, after string, limit int) ([]models.PendingBatch, error) {
-	q := tx.db.Where("id > ?", after).Order("id").Limit(limit)
-	if !cutoff.IsZero() {
-		q = q.Where("created_at < ?", cutoff)
-	}
-	if tenant != 0 {
-		q = q.Where("tenant_id = ?", tenant)
-	}
 	var batches []models.PendingBatch
-	if err := q.Find(&batches).Error; err != nil {
+	err := tx.scoped(tenant, func(db *gorm.DB) error {
+		q := db.Where("id > ?", after).Order("id").Limit(limit)
+		if !cutoff.IsZero() {
+			q = q.Where("created_at < ?", cutoff)
+		}
+		if tenant != 0 {
+			q = q.Where("tenant_id = ?", tenant)
+		}
+		return q.Find(&batches).Error
+	})
+	if err != nil {
 		return nil, fmt.Errorf("eventstore: pending batches: %w", err)
 	}
 	return batches, nil
 }
 
-// StillPending returns those of the pending batches of ids that are still stored.
-func (tx Tx) StillPending(ids []string) ([]string, error) {
+// StillPending returns those of tenant's pending batches of ids that are still stored.
+func (tx Tx) StillPending(tenant uint64, ids []string) ([]string, error) {
 	var still []string
-	if err := tx.db.Model(&models.PendingBatch{}).Where("id IN ?", ids).Pluck("id", &still).Error; err != nil {
+	if err := tx.db.Model(&models.PendingBatch{}).Where("tenant_id = ? AND id IN ?", tenant, ids).Pluck("id", &still).Error; err != nil {
 		return nil, fmt.Errorf("eventstore: pending batches: %w", err)
 	}
 	return still, nil
 }
 
-// Count counts tenant's stored events (every tenant's, if it is 0) that are not known to be
-// in their queue yet: those marked pending and those of pending batches. It reads the marks
-// through models.PendingIndex.
+// Count counts tenant's stored events (every tenant's, if it is 0: AcrossTenants) that are
+// not known to be in their queue yet: those marked pending and those of pending batches. It
+// reads the marks through models.PendingIndex.
 func (tx Tx) Count(tenant uint64) (int64, error) {
-	q := "SELECT count(*) FROM " + tx.d.pendingFrom() + " WHERE queue_pending"
-	batches := tx.db.Model(&models.PendingBatch{})
-	var args []any
-	if tenant != 0 {
-		q, args = q+" AND tenant_id = ?", append(args, tenant)
-		batches = batches.Where("tenant_id = ?", tenant)
-	}
-	var n int64
-	if err := tx.db.Raw(q, args...).Scan(&n).Error; err != nil {
-		return 0, fmt.Errorf("eventstore: count pending events: %w", err)
-	}
-	var lists []models.PendingBatch
-	if err := batches.Select("event_ids").Find(&lists).Error; err != nil {
+	var (
+		n     int64
+		lists []models.PendingBatch
+	)
+	err := tx.scoped(tenant, func(db *gorm.DB) error {
+		q := "SELECT count(*) FROM " + tx.d.pendingFrom() + " WHERE queue_pending"
+		batches := db.Model(&models.PendingBatch{})
+		var args []any
+		if tenant != 0 {
+			q, args = q+" AND tenant_id = ?", append(args, tenant)
+			batches = batches.Where("tenant_id = ?", tenant)
+		}
+		if err := db.Raw(q, args...).Scan(&n).Error; err != nil {
+			return err
+		}
+		return batches.Select("event_ids").Find(&lists).Error
+	})
+	if err != nil {
 		return 0, fmt.Errorf("eventstore: count pending events: %w", err)
 	}
 	for _, b := range lists {
@@ -165,7 +174,7 @@ func (tx Tx) oldestOf(cutoff time.Time, tenant uint64, limit int, options string
 func (tx Tx) nextMarkedTenant(after uint64) (uint64, bool, error) {
 	q := "SELECT tenant_id FROM " + tx.d.pendingFrom() + " WHERE queue_pending AND tenant_id > ? ORDER BY tenant_id LIMIT 1"
 	var ids []uint64
-	if err := tx.db.Raw(q, after).Scan(&ids).Error; err != nil {
+	if err := tx.scoped(0, func(db *gorm.DB) error { return db.Raw(q, after).Scan(&ids).Error }); err != nil {
 		return 0, false, fmt.Errorf("eventstore: tenants with marked events: %w", err)
 	}
 	if len(ids) == 0 {
@@ -236,4 +245,13 @@ func (tx Tx) createdAt(tenant uint64, id string) (time.Time, bool) {
 		return rows[0].CreatedAt, true
 	}
 	return time.Time{}, false
+}
+
+// scoped runs fn on tx's database: as it is for one tenant's statements, or, for tenant 0,
+// in database.AcrossTenants, the statements of every tenant's rows.
+func (tx Tx) scoped(tenant uint64, fn func(db *gorm.DB) error) error {
+	if tenant != 0 {
+		return fn(tx.db)
+	}
+	return database.AcrossTenants(tx.db, fn)
 }

@@ -154,7 +154,7 @@ func (s *Service) Update(ctx context.Context, tenantID uint64, ref string, in ma
 		return nil, err
 	}
 	m.UpdatedAt = s.clock.Now().UTC()
-	err = s.db.WithContext(ctx).Model(m).Select("email", "name", "external_id", "updated_at").Updates(m).Error
+	err = s.db.WithContext(ctx).Model(m).Where("tenant_id = ?", m.TenantID).Select("email", "name", "external_id", "updated_at").Updates(m).Error
 	if err != nil {
 		return nil, s.writeErr(err)
 	}

@@ -131,8 +131,12 @@ func (f fulfilment) do(ctx context.Context, svc *Service, eventID string) (strin
 }
 
 func (f fulfilment) done(ctx context.Context, db *gorm.DB) (bool, error) {
+	r, err := refsOf(f.s)
+	if err != nil {
+		return false, nil // nothing was stored for it: fulfilling it says why
+	}
 	var n int64
-	if err := db.WithContext(ctx).Model(&models.Purchase{}).Where("psp_checkout_session_id = ?", f.s.ID).Count(&n).Error; err != nil {
+	if err := db.WithContext(ctx).Model(&models.Purchase{}).Where("tenant_id = ? AND psp_checkout_session_id = ?", r.tenant, f.s.ID).Count(&n).Error; err != nil {
 		return false, fmt.Errorf("look up purchase: %w", err)
 	}
 	return n > 0, nil

@@ -55,7 +55,7 @@ func (svc *Service) fulfilSession(ctx context.Context, s Session, oneStatement b
 			return Result{}, err
 		}
 		var p models.Purchase
-		if err := svc.DB.WithContext(ctx).Where("psp_checkout_session_id = ?", s.ID).Take(&p).Error; err == nil {
+		if err := svc.DB.WithContext(ctx).Where("tenant_id = ? AND psp_checkout_session_id = ?", r.tenant, s.ID).Take(&p).Error; err == nil {
 			return Result{Status: StatusAlreadyFulfilled, PurchaseID: p.ID}, nil
 		}
 		return Result{Status: StatusPending}, nil

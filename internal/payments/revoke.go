@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eventq/eventq/internal/database"
+
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -60,8 +62,7 @@ func (svc *Service) applyReversal(ctx context.Context, r reversal) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("revoke: record reversal: %w", err)
 	}
-	var p models.Purchase
-	err = svc.DB.WithContext(ctx).Where("psp_payment_intent_id = ?", r.PaymentIntent).Take(&p).Error
+	p, err := svc.purchaseOf(ctx, r)
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return RevokeParked, nil
 	}
@@ -120,6 +121,30 @@ func (svc *Service) applyReversals(ctx context.Context, p *models.Purchase, t *m
 	return event != nil, nil
 }
 
+// purchaseOf finds the purchase that r reverses, by its payment intent. A connected account
+// is one tenant's, whose rows are read first; the platform's account is every tenant's
+// without one, and the payment intent is looked up across them (database.AcrossTenants), as
+// it is when the account's tenant has no such purchase (it may be another account's, which
+// the caller refuses, or not stored yet).
+func (svc *Service) purchaseOf(ctx context.Context, r reversal) (models.Purchase, error) {
+	var p models.Purchase
+	db := svc.DB.WithContext(ctx)
+	if r.Account != "" {
+		var t models.Tenant
+		err := db.Where("psp_account_id = ?", r.Account).Take(&t).Error
+		if err == nil {
+			err = db.Where("tenant_id = ? AND psp_payment_intent_id = ?", t.ID, r.PaymentIntent).Take(&p).Error
+		}
+		if !errors.Is(err, gorm.ErrRecordNotFound) {
+			return p, err
+		}
+	}
+	err := database.AcrossTenants(db, func(tx *gorm.DB) error {
+		return tx.Where("psp_payment_intent_id = ?", r.PaymentIntent).Take(&p).Error
+	})
+	return p, err
+}
+
 // pendingCompletion returns p's purchase_completed event when it is not known to be in its
 // queue yet: the fulfilment that stored it may not have appended it when a reversal of the
 // same purchase is applied beside it. Appending it first keeps the queue's order (completed,
@@ -158,7 +183,7 @@ func (svc *Service) applyReversalsTx(tx *gorm.DB, p *models.Purchase, t *models.
 		if done.RowsAffected == 0 || event != nil { // applied concurrently, or the purchase already ended here
 			continue
 		}
-		upd := tx.Model(&models.Purchase{}).Where("id = ? AND status = ?", p.ID, models.PurchasePaid).
+		upd := tx.Model(&models.Purchase{}).Where("tenant_id = ? AND id = ? AND status = ?", p.TenantID, p.ID, models.PurchasePaid).
 			Updates(map[string]any{"status": r.Kind, "updated_at": now})
 		if upd.Error != nil {
 			return nil, fmt.Errorf("revoke: end purchase: %w", upd.Error)
@@ -166,7 +191,7 @@ func (svc *Service) applyReversalsTx(tx *gorm.DB, p *models.Purchase, t *models.
 		if upd.RowsAffected == 0 {
 			continue // refunded or disputed before
 		}
-		err := tx.Model(&models.Entitlement{}).Where("purchase_id = ? AND revoked_at IS NULL", p.ID).
+		err := tx.Model(&models.Entitlement{}).Where("tenant_id = ? AND purchase_id = ? AND revoked_at IS NULL", p.TenantID, p.ID).
 			Updates(map[string]any{"revoked_at": now, "updated_at": now}).Error
 		if err != nil {
 			return nil, fmt.Errorf("revoke: entitlement: %w", err)

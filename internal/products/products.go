@@ -101,7 +101,7 @@ func (s *Service) Update(ctx context.Context, tenantID uint64, ref string, in ma
 		return nil, err
 	}
 	p.UpdatedAt = s.clock.Now().UTC()
-	if err := s.db.WithContext(ctx).Model(p).Select("name", "active", "updated_at").Updates(p).Error; err != nil {
+	if err := s.db.WithContext(ctx).Model(p).Where("tenant_id = ?", p.TenantID).Select("name", "active", "updated_at").Updates(p).Error; err != nil {
 		return nil, err
 	}
 	return p, nil

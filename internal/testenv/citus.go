@@ -105,9 +105,24 @@ func (s *Postgres) createCitusDatabase(name string) (string, error) {
 
 // copyDatabase makes database dst a copy of src, on every node of a cluster: a copy of
 // every node's database is a copy of the distributed one, its shards and their placements.
+// On Citus, dst's sessions refuse a statement that touches the shards of several tenants
+// (RoutedOnly).
 func (s *Postgres) copyDatabase(src, dst string) error {
-	return s.onEveryNode(src, "CREATE DATABASE "+dst+" TEMPLATE "+src)
+	if err := s.onEveryNode(src, "CREATE DATABASE "+dst+" TEMPLATE "+src); err != nil {
+		return err
+	}
+	if s.workers == nil {
+		return nil
+	}
+	_, err := s.admin.Exec("ALTER DATABASE " + dst + " SET " + RoutedOnly)
+	return err
 }
+
+// RoutedOnly is Citus's guard that fails a statement run as tasks on several shards, with
+// which the Citus suite runs: work for one tenant must be routed to the one node that holds
+// it, and work over all tenants says so (database.AcrossTenants). A test's own statement
+// that counts the rows of every tenant runs in testenv.AcrossTenants.
+const RoutedOnly = "citus.multi_task_query_log_level = 'error'"
 
 // renameDatabase renames database from to to, on every node of a cluster.
 func (s *Postgres) renameDatabase(from, to string) error {

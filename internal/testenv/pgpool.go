@@ -31,7 +31,7 @@ func (p *dbPool) learn(url string) error {
 	}
 	// DELETE, not TRUNCATE: the tables hold a few rows, and TRUNCATE makes new files for every
 	// table and index. Foreign keys are not checked meanwhile (session_replication_role).
-	stmts := []string{"SET session_replication_role = replica"}
+	stmts := []string{"SET session_replication_role = replica", "SET citus.multi_task_query_log_level = 'off'"}
 	tables, err := names(db, `SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'migrations' ORDER BY 1`)
 	if err != nil {
 		return err
