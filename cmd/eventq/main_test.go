@@ -35,7 +35,7 @@ func newCLI(t *testing.T) *cliEnv {
 
 func newCLIWithURL(t *testing.T, databaseURL string) *cliEnv {
 	t.Helper()
-	db, err := database.Open(databaseURL)
+	db, err := database.Open(testenv.Unguarded(databaseURL))
 	if err != nil {
 		t.Fatalf("open %s: %v", databaseURL, err)
 	}

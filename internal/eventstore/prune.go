@@ -29,7 +29,7 @@ const vacuumPages = 64
 // partition can hold rows to prune, and partition pruning confines the statements to it; the
 // outer created_at bound lets it prune partitions for the DELETE itself too.
 func (postgres) prune() prunePace {
-	return prunePace{batch: 10000, delete: "DELETE FROM tracked_events WHERE created_at < ? AND (id, created_at) IN " +
+	return prunePace{batch: 10000, delete: "DELETE FROM tracked_events WHERE tenant_id = ? AND created_at < ? AND (id, created_at) IN " +
 		"(SELECT id, created_at FROM tracked_events WHERE tenant_id = ? AND created_at < ? LIMIT ?)"}
 }
 
@@ -38,7 +38,7 @@ func (postgres) prune() prunePace {
 // lock free for three times as long as it took; the prune takes longer, ingestion barely
 // notices it.
 func (*sqliteWriter) prune() prunePace {
-	return prunePace{batch: 500, yield: 3, vacuum: true, delete: "DELETE FROM tracked_events WHERE created_at < ? AND rowid IN " +
+	return prunePace{batch: 500, yield: 3, vacuum: true, delete: "DELETE FROM tracked_events WHERE tenant_id = ? AND created_at < ? AND rowid IN " +
 		"(SELECT rowid FROM tracked_events WHERE tenant_id = ? AND created_at < ? LIMIT ?)"}
 }
 
@@ -61,7 +61,7 @@ func (s *Store) DeleteBefore(ctx context.Context, tenant uint64, cutoff time.Tim
 	total := int64(0)
 	for {
 		start := time.Now()
-		res := s.db.WithContext(ctx).Exec(pace.delete, cutoff.UTC(), tenant, cutoff.UTC(), pace.batch)
+		res := s.db.WithContext(ctx).Exec(pace.delete, tenant, cutoff.UTC(), tenant, cutoff.UTC(), pace.batch)
 		if res.Error != nil {
 			return total, fmt.Errorf("eventstore: delete: %w", res.Error)
 		}

@@ -216,7 +216,7 @@ func TestIngestionGoesOnWhileAPruneWaitsForALock(t *testing.T) {
 	store(t, db, tenant, cutoff.AddDate(0, 0, -1), 0, 50)
 
 	// A reader in a long transaction holds a lock on the table, as a long export would.
-	reader, err := database.Open(url)
+	reader, err := database.Open(testenv.Unguarded(url))
 	testenv.Must(t, err)
 	defer database.Close(reader)
 	tx := reader.Begin()

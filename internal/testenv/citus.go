@@ -192,3 +192,16 @@ func StatActivity(t testing.TB, db *gorm.DB) string {
 	}
 	return "pg_stat_activity"
 }
+
+// Unguarded is url with Citus's guard off (RoutedOnly): for a test's own checks, which read
+// every tenant's rows. Other URLs are returned as they are.
+func Unguarded(url string) string {
+	if Backend() != "citus" {
+		return url
+	}
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + "options=-c%20citus.multi_task_query_log_level%3Doff"
+}
