@@ -3,6 +3,8 @@ package testenv
 import (
 	"database/sql"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +30,8 @@ var citusSettings = []string{
 	"citus.node_conninfo=sslmode=disable",
 	// Tests make the database refuse a row with a trigger (RefuseSession).
 	"citus.enable_unsafe_triggers=on",
+	// A rebalance moves shards by logical replication, with writes going on.
+	"wal_level=logical",
 }
 
 // StartCitus starts a Citus cluster of throw-away servers: a coordinator, the returned
@@ -56,9 +60,10 @@ func startCitus(detached bool) (*Postgres, error) {
 // nodes are the servers of the cluster s coordinates (s first), or s alone.
 func (s *Postgres) nodes() []*Postgres { return append([]*Postgres{s}, s.workers...) }
 
-// AddWorker starts one more worker node and registers it with every database made on the
-// cluster so far; its shards come only with a rebalance (SELECT citus_rebalance_start()).
-// databases names them: Citus keeps its nodes per database.
+// AddWorker starts one more worker node and registers it with databases (Citus keeps its
+// nodes per database); its shards come only with a rebalance (SELECT
+// citus_rebalance_start()). The node is the caller's to stop; databases must not go back to
+// the pool (IsolatedCitusDatabase).
 func (s *Postgres) AddWorker(databases ...string) (*Postgres, error) {
 	w, err := startPostgres(false, citusSettings...)
 	if err != nil {
@@ -74,12 +79,35 @@ func (s *Postgres) AddWorker(databases ...string) (*Postgres, error) {
 			return nil, err
 		}
 		if err := execOn(s.URL(name), fmt.Sprintf("SELECT citus_add_node('127.0.0.1', %d)", w.Port)); err != nil {
+			err = fmt.Errorf("%w\nthe new node's log:\n%s\nthe coordinator's:\n%s", err, w.LogTail(), s.LogTail())
 			w.Stop()
 			return nil, err
 		}
 	}
-	s.workers = append(s.workers, w)
 	return w, nil
+}
+
+// IsolatedCitusDatabase is a fresh, migrated database on the Citus suite's cluster, as
+// DatabaseURL's, but one that no later test gets: a test may add nodes to it (AddWorker). It
+// returns the cluster, the database's name and its URL (guarded, as DatabaseURL's).
+func IsolatedCitusDatabase(t testing.TB) (cluster *Postgres, name, url string) {
+	t.Helper()
+	if Backend() != "citus" {
+		t.Fatal("IsolatedCitusDatabase: the suite does not run on Citus")
+	}
+	pg.once.Do(func() { pg.srv, pg.err = packageServer() })
+	if pg.err != nil {
+		t.Fatalf("citus: %v", pg.err)
+	}
+	name = fmt.Sprintf("t_%d_%d", os.Getpid(), pg.srv.serial.Add(1))
+	pg.srv.createdM.Lock()
+	pg.srv.created = append(pg.srv.created, name)
+	pg.srv.createdM.Unlock()
+	url, err := pg.srv.CreateMigratedDatabase(name)
+	if err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	return pg.srv, name, url
 }
 
 // createCitusDatabase makes database name on every node of the cluster, with the extension,
@@ -113,6 +141,15 @@ func (s *Postgres) copyDatabase(src, dst string) error {
 	}
 	if s.workers == nil {
 		return nil
+	}
+	// Citus records the database itself among its distributed objects, by oid: the copy's
+	// record names the template until it is pointed at the copy (a node added later would be
+	// given the template's name).
+	for _, n := range s.nodes() {
+		if err := execOn(n.URL(dst), `UPDATE pg_catalog.pg_dist_object SET objid = (SELECT oid FROM pg_database WHERE datname = current_database())
+			WHERE classid = 'pg_database'::regclass`); err != nil {
+			return err
+		}
 	}
 	_, err := s.admin.Exec("ALTER DATABASE " + dst + " SET " + RoutedOnly)
 	return err
@@ -204,4 +241,10 @@ func Unguarded(url string) string {
 		sep = "&"
 	}
 	return url + sep + "options=-c%20citus.multi_task_query_log_level%3Doff"
+}
+
+// LogTail is the end of the server's log.
+func (s *Postgres) LogTail() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
+	return string(b[max(0, len(b)-3000):])
 }

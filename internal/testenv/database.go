@@ -345,6 +345,11 @@ func startPostgres(detached bool, extraSettings ...string) (*Postgres, error) {
 func (s *Postgres) start() error {
 	s.cmd = exec.Command(s.argv[0], s.argv[1:]...)
 	s.cmd.SysProcAttr = s.attr
+	// The server's log, for a test to show when the server refused something (LogTail).
+	if f, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+		s.cmd.Stderr = f
+		defer f.Close()
+	}
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("start postgres: %w", err)
 	}
