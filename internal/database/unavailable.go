@@ -56,7 +56,7 @@ func Unavailable(err error) bool {
 		// failover); 58: system errors (I/O).
 		code := pgErr.Code
 		return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57P") || code == "53300" ||
-			code == "25006" || strings.HasPrefix(code, "58")
+			code == "25006" || strings.HasPrefix(code, "58") || code == "XX000" && lostNode(pgErr.Message)
 	case errors.As(err, &liteErr):
 		switch liteErr.Code() & 0xff { // the primary result code
 		case 5, 6, 8, 10, 13, 14: // BUSY, LOCKED, READONLY, IOERR, FULL, CANTOPEN
@@ -94,4 +94,12 @@ func UniqueViolation(err error) bool {
 		return code == 2067 || code == 1555 // SQLITE_CONSTRAINT_UNIQUE, SQLITE_CONSTRAINT_PRIMARYKEY
 	}
 	return false
+}
+
+// lostNode reports whether a Citus coordinator's internal error is a worker node lost in the
+// middle of a statement (Citus reports it so, not as a connection exception): for the
+// tenants the node holds, the database is unavailable.
+func lostNode(msg string) bool {
+	return strings.Contains(msg, "server closed the connection unexpectedly") ||
+		strings.Contains(msg, "connection to the remote node") || strings.Contains(msg, "invalid socket")
 }

@@ -185,6 +185,7 @@ func (d *Service) store(ctx context.Context, reqs []*commitRequest, n int) error
 	if err != nil {
 		return fmt.Errorf("delivery: store events: %w", err)
 	}
+	d.down.committed(d.clock.Now())
 	d.metrics.Ingested(len(rows))
 	return nil
 }

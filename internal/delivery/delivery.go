@@ -26,7 +26,8 @@ type Options struct {
 	Log      *slog.Logger
 	Metrics  *metrics.Metrics // may be nil
 	// DatabaseDown is open while the database was found unavailable: a commit that finds it
-	// open spools at once. Ingestion's lookups share it, to answer from memory meanwhile.
+	// open spools at once, unless other commits succeed meanwhile (outage). Ingestion's
+	// lookups share it, to answer from memory meanwhile.
 	DatabaseDown *breaker.Breaker
 	// Spool bounds the ingestion spool (INGEST_SPOOL_MAX and the per-tenant and byte limits);
 	// a zero Events turns the spool off.
@@ -48,7 +49,7 @@ type Service struct {
 	requests   chan *commitRequest
 	pushed     chan settlement
 	breaker    *breaker.Breaker // open while Redis failed an append: settling skips its round trips
-	dbDown     *breaker.Breaker
+	down       *outage
 	stop       chan struct{}
 	closeOnce  sync.Once
 	commitOnce sync.Once // starts the group-commit loops on the first commit
@@ -62,7 +63,7 @@ func New(o Options) *Service {
 		o.DatabaseDown = &breaker.Breaker{}
 	}
 	d := &Service{db: o.DB, events: o.Events, queue: o.Queue, queueing: o.Queueing, clock: o.Clock, log: o.Log, metrics: o.Metrics,
-		limits: o.Spool, dbDown: o.DatabaseDown, breaker: &breaker.Breaker{Cooldown: breakerCooldown},
+		limits: o.Spool, down: newOutage(o.DatabaseDown), breaker: &breaker.Breaker{Cooldown: breakerCooldown},
 		requests: make(chan *commitRequest, 4096), pushed: make(chan settlement, 1024), stop: make(chan struct{})}
 	d.startCommitters()
 	return d
@@ -85,14 +86,14 @@ func (d *Service) Deliver(ctx context.Context, tenant uint64, rows []models.Trac
 	if err != nil && !spoolNow {
 		return err
 	}
-	if !spoolNow && d.limits.Events > 0 && !d.dbDown.Allow(d.clock.Now()) {
+	if !spoolNow && d.limits.Events > 0 && d.down.down(d.clock.Now(), tenant) {
 		spoolNow, err = true, errCommitSlow // the database was just found down: no commit to wait for
 	}
 	if !spoolNow {
 		err = d.commit(ctx, tenant, rows, queued)
 	}
 	if err != nil && d.spoolable(err) {
-		d.dbDown.Fail(d.clock.Now())
+		d.down.failed(d.clock.Now(), tenant)
 		err = d.spool(ctx, tenant, rows, err)
 	}
 	return err // as it is: the caller maps the spool's and the database's errors to statuses

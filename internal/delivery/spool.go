@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -106,14 +107,19 @@ func (d *Service) DrainSpool(ctx context.Context, owner string) (int, error) {
 	}
 	defer d.queue.UnlockSpool(context.WithoutCancel(ctx), owner)
 	total := 0
+	var unavailable error
 	for _, t := range tenants {
 		n, err := d.drainTenantSpool(ctx, t, owner)
 		total += n
-		if err != nil {
+		switch {
+		case err != nil && database.Unavailable(err):
+			// The tenant's node is down (a Citus worker node): the other tenants drain.
+			unavailable = cmp.Or(unavailable, err)
+		case err != nil:
 			return total, err
 		}
 	}
-	return total, nil
+	return total, unavailable
 }
 
 // drainTenantSpool stores tenant's spooled requests in order and, when its events are queued,

@@ -57,6 +57,9 @@ func startCitus(detached bool) (*Postgres, error) {
 	return s, nil
 }
 
+// Worker is the cluster's i-th worker node (from 0), to stop and resume (Halt, Resume).
+func (s *Postgres) Worker(i int) *Postgres { return s.workers[i] }
+
 // nodes are the servers of the cluster s coordinates (s first), or s alone.
 func (s *Postgres) nodes() []*Postgres { return append([]*Postgres{s}, s.workers...) }
 
