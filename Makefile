@@ -27,11 +27,11 @@ fmt: ## rewrite the Go files with gofmt
 	gofmt -l -w .
 
 bench: ## measure eventq against its floors (own Redis, Postgres, SQLite); BENCH_FLAGS=-quick for a short run
-	@bash scripts/ensure-deps.sh go redis-server postgres
+	@bash scripts/ensure-deps.sh go redis-server postgres citus
 	$(GO) run -tags bench ./bench $(BENCH_FLAGS)
 
 bench-check: ## the bench harness's own test: a -quick run of every scenario, checking each reports figures (CI runs it)
-	@bash scripts/ensure-deps.sh go redis-server postgres
+	@bash scripts/ensure-deps.sh go redis-server postgres citus
 	$(GO) test -tags bench -count=1 -timeout 10m ./bench
 	$(GO) test -tags bench -count=1 -run TestBenchRoutes ./cmd/api
 

@@ -189,7 +189,7 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		positive("memory["+mp.Scenario+"].api_peak_rss_mib", mp.APIMiB)
 	}
 	for _, name := range []string{"read", "compression", "trim", "ingest-postgres", "ingest-sqlite", "longpoll", "leases", "rebuild postgres",
-		"rebuild sqlite", "fulfil", "webhook", "outage", "bombs", "frontdoor", "erasure postgres", "erasure sqlite", "retention", "limits"} {
+		"rebuild sqlite", "fulfil", "webhook", "outage", "bombs", "frontdoor", "erasure postgres", "erasure sqlite", "retention", "limits", "citus"} {
 		if !measured[name] {
 			t.Errorf("no peak RSS for scenario %q (have %v)", name, measured)
 		}

@@ -125,7 +125,7 @@ type plan struct {
 }
 
 // scenarios are the names -only accepts.
-var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits", "longpoll", "compression", "rebuild", "retention", "leases", "checkpoint", "outage", "bombs", "frontdoor", "erasure", "prune"}
+var scenarios = []string{"read", "trim", "ingest-postgres", "ingest-sqlite", "fulfil", "webhook", "limits", "longpoll", "compression", "rebuild", "retention", "leases", "checkpoint", "outage", "bombs", "frontdoor", "erasure", "prune", "citus"}
 
 // set is a set of scenario names.
 type set map[string]bool
@@ -204,6 +204,9 @@ func run(ctx context.Context, o options) (*Report, error) {
 		return nil, err
 	}
 	if err := runPostgresPhase(ctx, s, p, rep); err != nil {
+		return nil, err
+	}
+	if err := runCitusPhase(ctx, s, p, rep); err != nil {
 		return nil, err
 	}
 	if err := runHostilePhase(ctx, s, p.outage, p.runs("outage"), p.runs("bombs"), rep); err != nil {

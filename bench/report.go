@@ -166,6 +166,7 @@ func (r *Report) buildRows() {
 			add(fmt.Sprintf("insert floor %s", in.Database), fmt.Sprintf("100-row inserts rows/s (%d conn)", in.Floor.Conns), in.Floor.Rows100, nil, nil, "", nil)
 		}
 	}
+	citusRows(r, add)
 	if w := r.Webhook; w != nil {
 		name := fmt.Sprintf("webhook %.0f/s × %.0fs", w.RatePerSec, w.DurationSeconds)
 		add(name, "p99 ms (floor: GET /healthz)", w.API.P99, f(w.Floor.P99), f(w.Ratio), "≤ 5 ms", b(w.API.P99 <= w.TargetP99))
