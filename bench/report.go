@@ -41,6 +41,7 @@ type Report struct {
 	Bombs           *Bombs               `json:"bombs"`
 	FrontDoor       *FrontDoor           `json:"front_door"`
 	Erasure         []*Erasure           `json:"erasure"`
+	Citus           *Citus               `json:"citus,omitempty"`
 	Minimise        []*Minimise          `json:"minimisation"`
 	Memory          []*MemoryPeak        `json:"memory"`
 	Rows            []Row                `json:"table"`

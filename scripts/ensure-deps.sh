@@ -10,8 +10,8 @@
 #   redis-server, redis-cli   redis-server
 #   postgres, initdb          postgresql   (found in /usr/lib/postgresql/*/bin, off PATH)
 #   citus                     the Citus extension in that PostgreSQL, from the build in
-#                             EVENTQ_CITUS_DIR (default: ../shared/citus beside the clone,
-#                             its install.sh); name postgres before it
+#                             EVENTQ_CITUS_DIR (default: shared/citus beside the clone, else
+#                             /work/shared/citus; its install.sh); name postgres before it
 #   go                        not installed here: needs the Go toolchain named in go.mod
 #   anything else             the package of the same name (curl, jq, gcc, make, ...)
 set -euo pipefail
@@ -37,9 +37,18 @@ have() {
 	esac
 }
 
-# citus_dir: where the Citus build and its install.sh are.
+# citus_dir: where the Citus build and its install.sh are: EVENTQ_CITUS_DIR, else shared/citus
+# beside the clone, else the one of this project's machines (/work/shared/citus).
 citus_dir() {
-	echo "${EVENTQ_CITUS_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/shared/citus}"
+	local beside
+	beside=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/shared/citus
+	if [[ -n ${EVENTQ_CITUS_DIR:-} ]]; then
+		echo "$EVENTQ_CITUS_DIR"
+	elif [[ -f $beside/install.sh || ! -f /work/shared/citus/install.sh ]]; then
+		echo "$beside"
+	else
+		echo /work/shared/citus
+	fi
 }
 
 # package_for CMD: the Debian package that provides CMD, or nothing.
