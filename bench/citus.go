@@ -33,7 +33,8 @@ func runCitusPhase(ctx context.Context, s *stack, p plan, rep *Report) error {
 		return nil
 	}
 	s.logf("citus: a coordinator and %d worker nodes", testenv.CitusWorkers)
-	cluster, err := testenv.StartCitus()
+	// Every node as durable as the single Postgres it is set beside (stack.go).
+	cluster, err := testenv.StartCitus("fsync=on", "synchronous_commit=on", "full_page_writes=on")
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,16 +39,18 @@ var citusSettings = []string{
 // Postgres, and CitusWorkers worker nodes. Databases made on it (CreateDatabase,
 // CreateMigratedDatabase) have the extension on every node and the workers registered. It
 // needs Citus installed into the system's Postgres (scripts/ensure-deps.sh citus).
-func StartCitus() (*Postgres, error) { return startCitus(false) }
+// extraSettings apply to every node, as StartPostgres's (durability is off without them).
+func StartCitus(extraSettings ...string) (*Postgres, error) { return startCitus(false, extraSettings...) }
 
-func startCitus(detached bool) (*Postgres, error) {
-	s, err := startPostgres(detached, citusSettings...)
+func startCitus(detached bool, extraSettings ...string) (*Postgres, error) {
+	settings := append(slices.Clip(citusSettings), extraSettings...)
+	s, err := startPostgres(detached, settings...)
 	if err != nil {
 		return nil, fmt.Errorf("citus coordinator: %w (is Citus installed? scripts/ensure-deps.sh citus)", err)
 	}
 	s.workers = []*Postgres{}
 	for range CitusWorkers {
-		w, err := startPostgres(detached, citusSettings...)
+		w, err := startPostgres(detached, settings...)
 		if err != nil {
 			s.Stop()
 			return nil, fmt.Errorf("citus worker: %w", err)
