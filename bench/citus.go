@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/eventq/eventq/internal/testenv"
 )
@@ -17,6 +18,27 @@ const citusIngestTarget = 0.5
 type Citus struct {
 	FrontDoor *FrontDoor `json:"front_door"`
 	Erasure   *Erasure   `json:"erasure"`
+	Rebalance *Rebalance `json:"rebalance"`
+}
+
+// Rebalance is a worker node added under tracking and the shards moved onto it.
+type Rebalance struct {
+	Tenants       int     `json:"tenants"`
+	StoredEvents  int     `json:"stored_events"`
+	Placements    int64   `json:"placements_moved"`
+	Seconds       float64 `json:"seconds"`
+	RatePerSec    float64 `json:"tracking_requests_per_second"`
+	Before        Latency `json:"tracking_before"`
+	During        Latency `json:"tracking_during"`
+	FailedDuring  int     `json:"tracking_failed_during"`
+	DroppedDuring int     `json:"tracking_dropped_during"`
+}
+
+// rebalancePlan sizes benchRebalance.
+type rebalancePlan struct {
+	tenants, events int
+	rate            float64
+	aloneFor        time.Duration
 }
 
 // citusCheckTarget is the share of single Postgres's entitlement checks a second that Citus
@@ -64,7 +86,57 @@ func runCitusPhase(ctx context.Context, s *stack, p plan, rep *Report) error {
 		return err
 	}
 	rep.Citus.Erasure.Database = "citus"
-	return nil
+	rep.Citus.Rebalance, err = benchRebalance(ctx, s, cluster, p.rebalance)
+	return err
+}
+
+// benchRebalance stores events of several tenants, then tracks at a fixed rate over them
+// while a worker node is added and the shards are rebalanced onto it
+// (citus_rebalance_start, then citus_rebalance_wait), and compares the latency during the
+// moves with the same rate's before them.
+func benchRebalance(ctx context.Context, s *stack, cluster *testenv.Postgres, p rebalancePlan) (*Rebalance, error) {
+	res := &Rebalance{Tenants: p.tenants, StoredEvents: p.events, RatePerSec: p.rate}
+	s.logf("citus rebalance: %d tenants, %d stored events, tracking at %.0f req/s", p.tenants, p.events, p.rate)
+	var posts []func(context.Context, int) error
+	to := time.Now().UTC().Add(-time.Hour)
+	for range p.tenants {
+		t, err := s.seedTenant(ctx, "", true)
+		if err != nil {
+			return nil, err
+		}
+		if err := fillEvents(ctx, s.dbURL, s.db, t.ID, p.events/p.tenants, to.AddDate(0, 0, -2), to); err != nil {
+			return nil, err
+		}
+		posts = append(posts, poster(s, "/api/track", trackBodies(t.SiteKey, 1, 64)))
+	}
+	post := func(ctx context.Context, i int) error { return posts[i%len(posts)](ctx, i/len(posts)) }
+	res.Before = summarize(openLoop{Rate: p.rate, N: int(p.rate * p.aloneFor.Seconds()), Do: post}.run(ctx).Lat)
+
+	worker, err := cluster.AddWorker("bench")
+	if err != nil {
+		return nil, err
+	}
+	defer worker.Stop()
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	during := make(chan loadResult, 1)
+	go func() { during <- openLoop{Rate: p.rate, N: int(p.rate * 600), Do: post}.run(loadCtx) }()
+	start := time.Now()
+	err = s.db.WithContext(ctx).Exec("SELECT citus_rebalance_start()").Error
+	if err == nil {
+		err = s.db.WithContext(ctx).Exec("SELECT citus_rebalance_wait()").Error
+	}
+	res.Seconds = time.Since(start).Seconds()
+	stopLoad()
+	d := <-during
+	if err != nil {
+		return nil, fmt.Errorf("rebalance: %w", err)
+	}
+	res.During, res.FailedDuring, res.DroppedDuring = summarize(d.Lat), d.Failed, d.Dropped
+	err = s.db.WithContext(ctx).Raw(`SELECT count(*) FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid
+		WHERE n.nodeport = ?`, worker.Port).Scan(&res.Placements).Error
+	s.logf("  rebalance: %d placements moved in %.1f s; tracking p99 %.1f ms during (%.1f before), %d failed",
+		res.Placements, res.Seconds, res.During.P99, res.Before.P99, res.FailedDuring)
+	return res, err
 }
 
 // citusRows adds, for each Citus ingestion, its events a second against single Postgres's
@@ -88,6 +160,14 @@ func citusRows(r *Report, add func(scenario, metric string, value float64, floor
 		}
 		if e := c.Erasure; e != nil {
 			e.rows(add)
+		}
+		if rb := c.Rebalance; rb != nil {
+			name := fmt.Sprintf("citus rebalance onto a third node (%dk events, tracking %.0f req/s)", rb.StoredEvents/1000, rb.RatePerSec)
+			add(name, fmt.Sprintf("s to move %d shard placements", rb.Placements), rb.Seconds, nil, nil, "", nil)
+			ratio := rb.During.P99 / rb.Before.P99
+			add(name, "tracking p99 ms during (beside: before)", rb.During.P99, &rb.Before.P99, &ratio, "", nil)
+			met := rb.FailedDuring+rb.DroppedDuring == 0
+			add(name, "tracking requests failed or dropped during", float64(rb.FailedDuring+rb.DroppedDuring), nil, nil, "0", &met)
 		}
 	}
 	for _, c := range r.Ingest {

@@ -92,6 +92,7 @@ type options struct {
 
 // plan is how long and how hard each scenario runs.
 type plan struct {
+	rebalance        rebalancePlan
 	readIterations   int
 	readers          int
 	readersFor       time.Duration
@@ -160,6 +161,7 @@ var (
 		retention: fullRetention, leases: fullLeases, outage: fullOutage, frontDoor: fullFrontDoor, erasure: fullErasure,
 		limits:     limitsPlan{turns: 8, clients: 64, warmUp: time.Second, ingestFor: 3 * time.Second, reads: 30},
 		checkpoint: checkpointPlan{turns: 2, commits: 1500, rows: 1000, perSecond: 140},
+		rebalance:  rebalancePlan{tenants: 8, events: 400_000, rate: 1000, aloneFor: 5 * time.Second},
 	}
 	quickPlan = plan{
 		readIterations: 20, readers: 20, readersFor: time.Second, trimIterations: 10,
@@ -172,6 +174,7 @@ var (
 		retention: quickRetention, leases: quickLeases, outage: quickOutage, frontDoor: quickFrontDoor, erasure: quickErasure,
 		limits:     limitsPlan{turns: 2, clients: 64, warmUp: 300 * time.Millisecond, ingestFor: time.Second, reads: 5},
 		checkpoint: checkpointPlan{turns: 1, commits: 100, rows: 1000, perSecond: 140},
+		rebalance:  rebalancePlan{tenants: 4, events: 4000, rate: 100, aloneFor: time.Second},
 	}
 )
 

@@ -13,15 +13,18 @@ import (
 // a worker node that stops takes only the tenants it holds: their commits fail, while the
 // other tenants' go on being committed, and must not be spooled for their company.
 //
-// So a failed commit opens its tenant's breaker, and the shared one (which ingestion's lookups
-// also open, and by which they answer from memory) only when no commit succeeded within the
-// cooldown. A commit spools at once while its tenant's breaker is open, or while the shared one
-// is open and nothing was committed within the cooldown.
+// So a commit that failed opens its tenant's breaker, and the shared one (which ingestion's
+// lookups also open, and by which they answer from memory) only when no commit succeeded
+// within the cooldown. A commit that was slow opens the shared one too: the database as a
+// whole is overloaded (the one writer of SQLite, a server's disk), and every commit would wait.
+// A commit spools at once while its tenant's breaker is open, or while the shared one is open
+// and nothing was committed within the cooldown, or it was opened by a slow commit.
 type outage struct {
 	all      *breaker.Breaker
 	cooldown time.Duration
 
 	lastCommit atomic.Int64 // unix nanoseconds of the last commit that succeeded
+	slowUntil  atomic.Int64 // unix nanoseconds: a slow commit's cooldown ends
 
 	mu      sync.Mutex
 	tenants map[uint64]time.Time // open until
@@ -40,11 +43,20 @@ func (o *outage) down(now time.Time, tenant uint64) bool {
 		ok = false
 	}
 	o.mu.Unlock()
-	return ok || !o.all.Allow(now) && !o.committedSince(now.Add(-o.cooldown))
+	if ok || now.UnixNano() < o.slowUntil.Load() {
+		return true
+	}
+	return !o.all.Allow(now) && !o.committedSince(now.Add(-o.cooldown))
 }
 
-// failed records that tenant's commit found the database unavailable at now.
-func (o *outage) failed(now time.Time, tenant uint64) {
+// failed records that tenant's commit found the database unavailable at now, or, when slow,
+// did not answer in time.
+func (o *outage) failed(now time.Time, tenant uint64, slow bool) {
+	if slow {
+		o.slowUntil.Store(now.Add(o.cooldown).UnixNano())
+		o.all.Fail(now)
+		return
+	}
 	if o.cooldown > 0 {
 		o.mu.Lock()
 		o.tenants[tenant] = now.Add(o.cooldown)

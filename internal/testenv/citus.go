@@ -40,11 +40,16 @@ var citusSettings = []string{
 // CreateMigratedDatabase) have the extension on every node and the workers registered. It
 // needs Citus installed into the system's Postgres (scripts/ensure-deps.sh citus).
 // extraSettings apply to every node, as StartPostgres's (durability is off without them).
-func StartCitus(extraSettings ...string) (*Postgres, error) { return startCitus(false, extraSettings...) }
+func StartCitus(extraSettings ...string) (*Postgres, error) {
+	return startCitus(false, extraSettings...)
+}
 
 func startCitus(detached bool, extraSettings ...string) (*Postgres, error) {
 	settings := append(slices.Clip(citusSettings), extraSettings...)
 	s, err := startPostgres(detached, settings...)
+	if err == nil {
+		s.nodeSettings = settings
+	}
 	if err != nil {
 		return nil, fmt.Errorf("citus coordinator: %w (is Citus installed? scripts/ensure-deps.sh citus)", err)
 	}
@@ -71,7 +76,11 @@ func (s *Postgres) nodes() []*Postgres { return append([]*Postgres{s}, s.workers
 // citus_rebalance_start()). The node is the caller's to stop; databases must not go back to
 // the pool (IsolatedCitusDatabase).
 func (s *Postgres) AddWorker(databases ...string) (*Postgres, error) {
-	w, err := startPostgres(false, citusSettings...)
+	settings := s.nodeSettings
+	if settings == nil { // a cluster another test binary started
+		settings = citusSettings
+	}
+	w, err := startPostgres(false, settings...)
 	if err != nil {
 		return nil, err
 	}

@@ -202,6 +202,8 @@ type Postgres struct {
 	// The worker nodes of a Citus cluster whose coordinator this is (StartCitus): every
 	// database is made on each of them too.
 	workers []*Postgres
+	// The settings the cluster's nodes started with, for a node added later (AddWorker).
+	nodeSettings []string
 
 	// On a server shared by a suite's test binaries (SharedPostgresEnv), the file locked
 	// around the template's copies; empty on a binary's own server. And the databases this
