@@ -32,6 +32,7 @@ type Rebalance struct {
 	During        Latency `json:"tracking_during"`
 	FailedDuring  int     `json:"tracking_failed_during"`
 	DroppedDuring int     `json:"tracking_dropped_during"`
+	FirstErr      string  `json:"tracking_first_error,omitempty"`
 }
 
 // rebalancePlan sizes benchRebalance.
@@ -131,11 +132,11 @@ func benchRebalance(ctx context.Context, s *stack, cluster *testenv.Postgres, p 
 	if err != nil {
 		return nil, fmt.Errorf("rebalance: %w", err)
 	}
-	res.During, res.FailedDuring, res.DroppedDuring = summarize(d.Lat), d.Failed, d.Dropped
+	res.During, res.FailedDuring, res.DroppedDuring, res.FirstErr = summarize(d.Lat), d.Failed, d.Dropped, d.FirstErr
 	err = s.db.WithContext(ctx).Raw(`SELECT count(*) FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid
 		WHERE n.nodeport = ?`, worker.Port).Scan(&res.Placements).Error
-	s.logf("  rebalance: %d placements moved in %.1f s; tracking p99 %.1f ms during (%.1f before), %d failed",
-		res.Placements, res.Seconds, res.During.P99, res.Before.P99, res.FailedDuring)
+	s.logf("  rebalance: %d placements moved in %.1f s; tracking p99 %.1f ms during (%.1f before), %d failed (%s)",
+		res.Placements, res.Seconds, res.During.P99, res.Before.P99, res.FailedDuring, res.FirstErr)
 	return res, err
 }
 
