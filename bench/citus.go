@@ -120,7 +120,10 @@ func benchRebalance(ctx context.Context, s *stack, cluster *testenv.Postgres, p 
 	defer worker.Stop()
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	during := make(chan loadResult, 1)
-	go func() { during <- openLoop{Rate: p.rate, N: int(p.rate * 600), Do: post}.run(loadCtx) }()
+	// Stopping the load stops sending; the requests in flight finish on ctx (cancelled with
+	// loadCtx, they would count as failures of the rebalance).
+	inFlight := func(_ context.Context, i int) error { return post(ctx, i) }
+	go func() { during <- openLoop{Rate: p.rate, N: int(p.rate * 600), Do: inFlight}.run(loadCtx) }()
 	start := time.Now()
 	err = s.db.WithContext(ctx).Exec("SELECT citus_rebalance_start()").Error
 	if err == nil {
