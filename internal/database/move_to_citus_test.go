@@ -34,11 +34,7 @@ func TestMoveOntoCitusKeepsEveryRow(t *testing.T) {
 	testenv.Must(t, database.Migrate(single))
 	now := time.Now().UTC().Truncate(time.Second)
 	for tenant := uint64(1); tenant <= 3; tenant++ {
-		testenv.Must(t, single.Create(&models.Tenant{Name: fmt.Sprint(tenant), SiteKey: fmt.Sprint("site_", tenant)}).Error)
-		testenv.Must(t, single.Create(&models.AudienceMember{TenantID: tenant, Email: "a@example.com"}).Error)
-		testenv.Must(t, single.Create(&models.Product{TenantID: tenant, Name: "Course", Amount: 100, Currency: "usd", Active: true}).Error)
-		testenv.Must(t, single.Create(&models.Purchase{TenantID: tenant, AudienceMemberID: tenant, ProductID: tenant,
-			PSPCheckoutSessionID: fmt.Sprint("cs_", tenant), AmountTotal: 100, Currency: "usd", Status: models.PurchasePaid}).Error)
+		seedShop(t, single, tenant)
 		for n := 0; n < 20; n++ { // over three days
 			testenv.Must(t, single.Create(ptr(event(int(tenant)*100+n, tenant, now.Add(-time.Duration(n%3)*24*time.Hour), true, false))).Error)
 		}

@@ -33,11 +33,7 @@ func TestTenantKeysMigrationKeepsEveryRow(t *testing.T) {
 	testenv.Must(t, database.MigrateTo(db, beforeTenantKeys))
 	now := time.Now().UTC().Truncate(time.Second)
 	for tenant := uint64(1); tenant <= 2; tenant++ {
-		testenv.Must(t, db.Create(&models.Tenant{Name: fmt.Sprint(tenant), SiteKey: fmt.Sprint("site_", tenant)}).Error)
-		testenv.Must(t, db.Create(&models.AudienceMember{TenantID: tenant, Email: "a@example.com"}).Error)
-		testenv.Must(t, db.Create(&models.Product{TenantID: tenant, Name: "Course", Amount: 100, Currency: "usd", Active: true}).Error)
-		testenv.Must(t, db.Create(&models.Purchase{TenantID: tenant, AudienceMemberID: tenant, ProductID: tenant,
-			PSPCheckoutSessionID: fmt.Sprint("cs_", tenant), AmountTotal: 100, Currency: "usd", Status: models.PurchasePaid}).Error)
+		seedShop(t, db, tenant)
 		testenv.Must(t, db.Create(&models.Entitlement{TenantID: tenant, AudienceMemberID: tenant, ProductID: tenant, PurchaseID: tenant}).Error)
 		testenv.Must(t, db.Create(&models.MemberErasure{TenantID: tenant, MemberID: tenant, Status: models.ErasureDone, RequestedAt: now}).Error)
 		testenv.Must(t, db.Create(&models.PendingBatch{ID: fmt.Sprint("batch-", tenant), TenantID: tenant, EventIDs: "e", FirstAt: now, LastAt: now, CreatedAt: now}).Error)
@@ -154,6 +150,17 @@ func TestAcrossTenants(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// seedShop stores tenant number tenant (the next id) with a member, a product and a purchase,
+// each its tenant's first.
+func seedShop(t *testing.T, db *gorm.DB, tenant uint64) {
+	t.Helper()
+	testenv.Must(t, db.Create(&models.Tenant{Name: fmt.Sprint(tenant), SiteKey: fmt.Sprint("site_", tenant)}).Error)
+	testenv.Must(t, db.Create(&models.AudienceMember{TenantID: tenant, Email: "a@example.com"}).Error)
+	testenv.Must(t, db.Create(&models.Product{TenantID: tenant, Name: "Course", Amount: 100, Currency: "usd", Active: true}).Error)
+	testenv.Must(t, db.Create(&models.Purchase{TenantID: tenant, AudienceMemberID: tenant, ProductID: tenant,
+		PSPCheckoutSessionID: fmt.Sprint("cs_", tenant), AmountTotal: 100, Currency: "usd", Status: models.PurchasePaid}).Error)
+}
 
 // rowCounts counts the rows of every tenant table, in tenantTables' order.
 func rowCounts(t *testing.T, db *gorm.DB) []int64 {
