@@ -94,7 +94,7 @@ func (d *Service) Deliver(ctx context.Context, tenant uint64, rows []models.Trac
 		err = d.commit(ctx, tenant, rows, queued)
 	}
 	if err != nil && d.spoolable(err) {
-		d.down.failed(d.clock.Now(), tenant, errors.Is(err, errCommitSlow))
+		d.down.failed(d.clock.Now(), tenant, errors.Is(err, errCommitSlow) && !d.events.Distributed())
 		err = d.spool(ctx, tenant, rows, err)
 	}
 	return err // as it is: the caller maps the spool's and the database's errors to statuses

@@ -15,8 +15,9 @@ import (
 //
 // So a commit that failed opens its tenant's breaker, and the shared one (which ingestion's
 // lookups also open, and by which they answer from memory) only when no commit succeeded
-// within the cooldown. A commit that was slow opens the shared one too: the database as a
-// whole is overloaded (the one writer of SQLite, a server's disk), and every commit would wait.
+// within the cooldown. On one server, a commit that was slow opens the shared one too: the
+// database as a whole is overloaded (the one writer of SQLite, the server's disk), and every
+// commit would wait. On Citus a slow commit may be one node's, and counts as a failed one.
 // A commit spools at once while its tenant's breaker is open, or while the shared one is open
 // and nothing was committed within the cooldown, or it was opened by a slow commit.
 type outage struct {

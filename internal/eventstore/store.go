@@ -28,17 +28,24 @@ import (
 
 // Store reads and writes the stored events. It is safe for concurrent use.
 type Store struct {
-	db *gorm.DB
-	d  dialect
+	db          *gorm.DB
+	d           dialect
+	distributed bool
 }
 
-// New returns the Store of db, with the dialect of db's database.
+// New returns the Store of db, with the dialect of db's database. A Citus coordinator is
+// recognised when db answers at once; otherwise the store takes it for one server.
 func New(db *gorm.DB) *Store {
 	if database.IsPostgres(db) {
-		return &Store{db: db, d: postgres{}}
+		citus, _ := database.IsCitus(db)
+		return &Store{db: db, d: postgres{}, distributed: citus}
 	}
 	return &Store{db: db, d: newSQLite(db)}
 }
+
+// Distributed reports whether the events are spread over several servers (Citus), where a
+// slow commit may be one node's, not the whole database's.
+func (s *Store) Distributed() bool { return s.distributed }
 
 // Close releases what the store prepared. The store must not be used after it.
 func (s *Store) Close() { s.d.close() }
