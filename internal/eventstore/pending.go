@@ -17,15 +17,14 @@ import (
 const markSlack = time.Second
 
 // Mark sets the pending mark of tenant's events of ids, created between first and last, to
-// pending. The created_at bounds confine the update to the day partitions that hold them
-// instead of probing every partition's index.
+// pending. Where it helps (Postgres's day partitions), the created_at bounds confine the update.
 func (tx Tx) Mark(tenant uint64, ids []string, first, last time.Time, pending bool) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	first, last = first.UTC().Add(-markSlack), last.UTC().Add(markSlack)
-	q := tx.db.Model(&models.TrackedEvent{}).Where("tenant_id = ? AND created_at BETWEEN ? AND ?", tenant, first, last)
-	if err := tx.d.idIn(q, ids).UpdateColumn("queue_pending", pending).Error; err != nil {
+	q := tx.d.idIn(tx.db.Model(&models.TrackedEvent{}).Where("tenant_id = ?", tenant), ids)
+	if err := tx.d.within(q, first, last).UpdateColumn("queue_pending", pending).Error; err != nil {
 		return fmt.Errorf("eventstore: mark events: %w", err)
 	}
 	return nil
