@@ -54,7 +54,7 @@ func (s *Held) Claim(ctx context.Context, tenant uint64, cutoff time.Time) error
 				if !deleted[b.ID] || appended[i] >= int64(len(events)) {
 					continue
 				}
-				if err := tx.Mark(b.TenantID, events[appended[i]:], b.FirstAt, b.LastAt, true); err != nil {
+				if err := tx.Mark(b.TenantID, events[appended[i]:], true); err != nil {
 					return fmt.Errorf("delivery: held: claim pending batches: %w", err)
 				}
 			}

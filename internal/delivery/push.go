@@ -286,25 +286,16 @@ func unmarkPending(tx eventstore.Tx, events []queuedEvent) error {
 // setPending sets the pending mark of events to pending, one statement per tenant: each is
 // routed to the node that holds the tenant on Citus.
 func setPending(tx eventstore.Tx, events []queuedEvent, pending bool) error {
-	type marks struct {
-		ids         []string
-		first, last time.Time
-	}
-	byTenant := map[uint64]*marks{}
+	byTenant := map[uint64][]string{}
 	var order []uint64
 	for _, e := range events {
-		m := byTenant[e.tenant]
-		if m == nil {
-			m = &marks{first: e.at, last: e.at}
-			byTenant[e.tenant] = m
+		if _, seen := byTenant[e.tenant]; !seen {
 			order = append(order, e.tenant)
 		}
-		m.ids = append(m.ids, e.id)
-		m.first, m.last = earlier(m.first, e.at), later(m.last, e.at)
+		byTenant[e.tenant] = append(byTenant[e.tenant], e.id)
 	}
 	for _, t := range order {
-		m := byTenant[t]
-		if err := tx.Mark(t, m.ids, m.first, m.last, pending); err != nil {
+		if err := tx.Mark(t, byTenant[t], pending); err != nil {
 			return err
 		}
 	}

@@ -12,19 +12,15 @@ import (
 	"github.com/eventq/eventq/models"
 )
 
-// markSlack widens the created_at bounds of a change of marks on each side: the database may
-// store a coarser time than the row held.
-const markSlack = time.Second
-
-// Mark sets the pending mark of tenant's events of ids, created between first and last, to
-// pending. Where it helps (Postgres's day partitions), the created_at bounds confine the update.
-func (tx Tx) Mark(tenant uint64, ids []string, first, last time.Time, pending bool) error {
+// Mark sets the pending mark of tenant's events of ids to pending. The primary key
+// (tenant_id, id) finds them: a created_at bound led both databases' planners to read the
+// tenant's span on (tenant_id, created_at) instead.
+func (tx Tx) Mark(tenant uint64, ids []string, pending bool) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	first, last = first.UTC().Add(-markSlack), last.UTC().Add(markSlack)
 	q := tx.d.idIn(tx.db.Model(&models.TrackedEvent{}).Where("tenant_id = ?", tenant), ids)
-	if err := tx.d.within(q, first, last).UpdateColumn("queue_pending", pending).Error; err != nil {
+	if err := q.UpdateColumn("queue_pending", pending).Error; err != nil {
 		return fmt.Errorf("eventstore: mark events: %w", err)
 	}
 	return nil

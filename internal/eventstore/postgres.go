@@ -46,10 +46,6 @@ func (postgres) locking(db *gorm.DB, fn func(*gorm.DB) error) error { return db.
 // statement is prepared once and cached, and Postgres keeps a generic plan after five runs.
 // For id IN ($1, …, $n) that plan scans the whole time range and compares every row with
 // every id, many times slower than ANY($1), whose plan probes the primary key.
-// within leaves q as it is: with a created_at bound, the planner read the tenant's span on
-// (tenant_id, created_at) instead of probing each partition's primary key (tenant_id, id, …).
-func (postgres) within(q *gorm.DB, _, _ time.Time) *gorm.DB { return q }
-
 func (postgres) idIn(q *gorm.DB, ids []string) *gorm.DB {
 	return q.Where("id = ANY(?)", textArray(ids))
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -66,10 +65,6 @@ func (s *sqliteWriter) markChunk() int { return 200 }
 func (s *sqliteWriter) writableCTE() bool { return false }
 
 func (s *sqliteWriter) idIn(q *gorm.DB, ids []string) *gorm.DB { return q.Where("id IN ?", ids) }
-
-// within leaves q as it is: the primary key (tenant_id, id) finds the events, and a created_at
-// bound would lead SQLite to read the tenant's whole span on (tenant_id, created_at) instead.
-func (s *sqliteWriter) within(q *gorm.DB, _, _ time.Time) *gorm.DB { return q }
 
 // lock locks nothing: a read in SQLite's transaction would hold the whole database's write lock.
 func (s *sqliteWriter) lock(q *gorm.DB, _ string) *gorm.DB { return q }

@@ -19,7 +19,6 @@ package eventstore
 import (
 	"context"
 	"strings"
-	"time"
 
 	"gorm.io/gorm"
 
@@ -115,9 +114,6 @@ type dialect interface {
 	markChunk() int
 	// idIn restricts q to the events of ids.
 	idIn(q *gorm.DB, ids []string) *gorm.DB
-	// within bounds q, a change of one tenant's events found by id, to the events created
-	// between first and last where that helps the database find them.
-	within(q *gorm.DB, first, last time.Time) *gorm.DB
 	// lock locks the rows q reads, with the locking options given, until the transaction ends.
 	lock(q *gorm.DB, options string) *gorm.DB
 	// pendingFrom is the FROM of a read of the pending marks, through models.PendingIndex.
