@@ -25,7 +25,6 @@ const breakerCooldown = time.Second
 type queuedEvent struct {
 	tenant uint64
 	id     string
-	at     time.Time // created_at: bounds the update to its day partitions on Postgres
 }
 
 // PushPending appends committed rows marked QueuePending to the tenant's queue, in order, and
@@ -182,7 +181,7 @@ func appendEvents(events []eventqueue.Event, rows []models.TrackedEvent) []event
 // appendQueued appends tenant's rows to done, as events whose pending mark is to be cleared.
 func appendQueued(done []queuedEvent, tenant uint64, rows []models.TrackedEvent) []queuedEvent {
 	for i := range rows {
-		done = append(done, queuedEvent{tenant, rows[i].ID, rows[i].CreatedAt})
+		done = append(done, queuedEvent{tenant, rows[i].ID})
 	}
 	return done
 }
