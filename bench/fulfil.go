@@ -300,7 +300,7 @@ func fulfilTx(ctx context.Context, pool *pgxpool.Pool, shop *tenant) error {
 		var id int64
 		err := tx.QueryRow(ctx, `INSERT INTO purchases (tenant_id, audience_member_id, product_id,
 			psp_checkout_session_id, psp_payment_intent_id, amount_total, currency, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT (psp_checkout_session_id) DO NOTHING RETURNING id`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT (tenant_id, psp_checkout_session_id) DO NOTHING RETURNING id`,
 			int64(shop.ID), int64(shop.Member.ID), int64(shop.Product.ID), session, psp.NewID("pi"),
 			shop.Product.Amount, shop.Product.Currency, now).Scan(&id)
 		if err != nil {
