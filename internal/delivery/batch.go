@@ -35,10 +35,9 @@ type commitRequest struct {
 }
 
 // States of a commitRequest. A request the pusher takes first was committed, and Ingest
-// answers it as such; one Ingest abandons first is spooled, and its pusher, if its commit
-// lands after all, appends its events by id, which the spool's drain also appends by: each
-// is in the queue once. The pending batch's append records no id, so the drain would
-// append those events again (a commit landing between the timeout and the spool's hold mark).
+// answers it as such; one Ingest abandons first is spooled, and if its commit lands after all
+// its pusher appends it as any other: the spool's drain then stores the spooled copy no
+// second time (inserted by id), so each event is stored once and queued once.
 const (
 	reqOpen int32 = iota
 	reqPushing

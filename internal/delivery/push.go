@@ -43,16 +43,11 @@ func (d *Service) push(ctx context.Context, stored []*commitRequest) {
 	var batches []eventqueue.Batch
 	var reqs [][]*commitRequest  // reqs[i] are the requests of batches[i], in order
 	byTenant := map[uint64]int{} // tenant -> its index in batches
-	byID := map[uint64]bool{}    // tenants with a request Ingest abandoned: appended by id
-	for _, r := range stored {   // a request is pushed once: it is open here unless abandoned
-		if r.queued && !r.state.CompareAndSwap(reqOpen, reqPushing) {
-			byID[r.tenant] = true
-		}
-	}
 	for _, r := range stored {
 		if !r.queued {
 			continue
 		}
+		r.state.CompareAndSwap(reqOpen, reqPushing) // Ingest answers it as committed, unless it abandoned it first
 		i, ok := byTenant[r.tenant]
 		if !ok {
 			i = len(batches)
@@ -62,7 +57,7 @@ func (d *Service) push(ctx context.Context, stored []*commitRequest) {
 		}
 		batches[i].Events = appendEvents(batches[i].Events, r.rows)
 		reqs[i] = append(reqs[i], r)
-		if r.pending != "" && !byID[r.tenant] { // committed with a pending batch: the append is deduplicated by it
+		if r.pending != "" { // committed with a pending batch: the append is deduplicated by it
 			sp := batches[i].Pending
 			if k := len(sp) - 1; k >= 0 && sp[k].ID == r.pending {
 				sp[k].N += len(r.rows)

@@ -22,10 +22,10 @@ import (
 // so are the rows, created_at included. DrainSpool, in the worker, stores them once the
 // database answers: inserted by id, so that a row stored twice (a drain repeated after a
 // crash, or a slow commit that succeeded after its request was spooled) is stored once, and
-// queued once (the slow commit's pusher appends by id too: see reqAbandoned); and
-// queued through the tenant's hold mark, which Spool sets: rows of the tenant stored directly
-// meanwhile are held behind it, and the held events' drain appends every pending row of the
-// tenant in created_at order once its spool is empty.
+// queued once (the slow commit's pusher appends by id too: see reqAbandoned); and queued
+// through the tenant's hold mark, which Spool sets: rows of the tenant stored directly
+// meanwhile are held behind it, the spooled rows are stored pending, and the held events'
+// drain appends every pending row of the tenant in created_at order once its spool is empty.
 
 // spoolAfter is how long Ingest waits for a commit before it spools the request: a database
 // that hangs rather than refuses (a restart's recovery holds new connections for a second or
@@ -122,11 +122,13 @@ func (d *Service) DrainSpool(ctx context.Context, owner string) (int, error) {
 	return total, unavailable
 }
 
-// drainTenantSpool stores tenant's spooled requests in order and, when its events are queued,
-// appends each step's rows to the queue first (ahead of the held ones, which are all newer),
-// storing those appended unmarked; a row whose append fails, or does not fit in a full queue,
-// is stored pending for the held events' drain. Then it forgets the tenant and drains its held
-// events.
+// drainTenantSpool stores tenant's spooled requests in order, marked pending when its events
+// are queued, then forgets the tenant and drains its held events: every pending event of the
+// tenant goes to the queue in created_at order, the spooled and those stored directly
+// meanwhile together. The spool is in acceptance order, but not ahead of every held event: a
+// tenant's requests can be spooled and stored directly in turn (a commit too slow for one api,
+// the next request committed at once by another, the one after spooled again), so appending
+// the spooled events first would put them ahead of held ones accepted before them.
 func (d *Service) drainTenantSpool(ctx context.Context, tenant uint64, owner string) (int, error) {
 	queued, err := d.queueing.Queues(ctx, tenant)
 	if err != nil {
@@ -137,10 +139,9 @@ func (d *Service) drainTenantSpool(ctx context.Context, tenant uint64, owner str
 		return 0, err
 	}
 	total := 0
-	appending := queued // until an append fails or the queue is full: the rest keeps its order pending
 	// Steps overlap: up to spoolStoresInFlight are stored at once (COPYs on their own
-	// connections) while the next is read from Redis and appended to the queue, in order. A
-	// step leaves the spool once it and every step before it are stored.
+	// connections) while the next is read from Redis. A step leaves the spool once it and
+	// every step before it are stored; a drain repeated after a crash stores what is missing.
 	type storing struct {
 		spoolStep
 		done chan error
@@ -150,12 +151,6 @@ func (d *Service) drainTenantSpool(ctx context.Context, tenant uint64, owner str
 	step, err := d.readSpoolStep(ctx, tenant, 0, queued, gone)
 	for err == nil && (step.taken > 0 || len(inflight) > 0) {
 		if step.taken > 0 && len(inflight) < spoolStoresInFlight {
-			// Appended first, then stored with the marks of those appended cleared: a drain
-			// repeated after a crash in between appends nothing twice (the queue's
-			// deduplication of ids) and stores what is missing.
-			if appending {
-				appending = d.appendSpooled(ctx, tenant, step.rows)
-			}
 			st := storing{step, make(chan error, 1)}
 			go func() { st.done <- d.events.InsertOnce(ctx, st.rows) }()
 			inflight, offset = append(inflight, st), offset+step.taken
@@ -262,20 +257,4 @@ func (d *Service) erasedInSpool(ctx context.Context, tenant uint64) (map[string]
 			return gone, nil
 		}
 	}
-}
-
-// appendSpooled appends a step's rows (marked pending) to tenant's queue in order, before they
-// are stored, and clears the marks of those appended; those that do not fit in a full queue
-// stay marked, for the held events' drain. It reports whether every row went in.
-func (d *Service) appendSpooled(ctx context.Context, tenant uint64, rows []models.TrackedEvent) bool {
-	res := d.queue.Drain(ctx, d.clock.Now(), batchOf(tenant, rows))
-	if res.Err != nil {
-		d.log.Warn("delivery: spool: queue append failed; the events stay pending", "tenant_id", tenant, "err", res.Err)
-		return false
-	}
-	d.metrics.Queued(res.Appended)
-	for i := range rows[:len(rows)-res.Held] {
-		rows[i].QueuePending = false
-	}
-	return res.Held == 0
 }

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"database/sql/driver"
 	"reflect"
 	"slices"
 	"testing"
@@ -191,5 +192,42 @@ func TestSpoolEntriesReadBackAsWritten(t *testing.T) {
 		if got, err := decodeSpoolEntry(rows[:1], bad); err == nil || len(got) != 1 {
 			t.Fatalf("%q: %d rows, %v", bad, len(got), err)
 		}
+	}
+}
+
+// A tenant's requests spooled and stored directly in turn (a commit too slow for one api
+// spooled, the next request committed at once, perhaps by another api, the one after spooled
+// again) reach the queue in the order they were accepted, however the spool's drain and the
+// held events' interleave.
+func TestSpooledAndStoredRequestsInTurnKeepTheirOrder(t *testing.T) {
+	e := startIngest(t)
+	e.Ingest.limits.Events = 1000
+	ctx := context.Background()
+	tenant := testenv.MustTenant(t, e.DB, true).ID
+	var want []string
+	for i := 0; i < 6; i++ {
+		var cause error
+		if i%2 == 0 {
+			cause = driver.ErrBadConn // the database did not take this one: spooled
+		}
+		row := newRow(uuid.Must(uuid.NewV7()).String(), tenant, input("s", int64(i)), Client{}, e.Clock.Now().UTC())
+		row.Queued = true
+		if err := e.Ingest.Deliver(ctx, tenant, []models.TrackedEvent{row}, true, cause); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		want = append(want, row.ID)
+		e.Clock.Advance(database.DownCooldown + time.Millisecond) // past the outage's cooldown: the next commit is tried
+	}
+	if got := e.queueIDs(t, tenant); len(got) != 0 {
+		t.Fatalf("before the drain the queue holds %d events, want none (all wait behind the spool)", len(got))
+	}
+	if n, err := e.Ingest.DrainSpool(ctx, "test"); err != nil || n != 3 {
+		t.Fatalf("drained %d events, %v; want 3", n, err)
+	}
+	if got := e.queueIDs(t, tenant); !slices.Equal(got, want) {
+		t.Fatalf("queue %v,\nwant  %v", got, want)
+	}
+	if rows := e.Rows(t, tenant); rows != 6 {
+		t.Fatalf("%d rows, want 6", rows)
 	}
 }
