@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,7 +28,6 @@ func TestRebalanceUnderTracking(t *testing.T) {
 	if testenv.Backend() != "citus" {
 		t.Skip("adds a node to the Citus suite's cluster")
 	}
-	citusFaults(t)
 	cluster, name, url := testenv.IsolatedCitusDatabase(t)
 	db, err := database.Open(testenv.Unguarded(url))
 	testenv.Must(t, err)
@@ -181,7 +179,6 @@ func TestStoppedNodeIsAnOutageOfItsTenantsOnly(t *testing.T) {
 	if testenv.Backend() != "citus" {
 		t.Skip("stops a node of a Citus cluster")
 	}
-	citusFaults(t)
 	cluster, err := testenv.StartCitus()
 	testenv.Must(t, err)
 	t.Cleanup(cluster.Stop)
@@ -288,17 +285,4 @@ func firstDiff(a, b []string) int {
 		}
 	}
 	return min(len(a), len(b))
-}
-
-// citusFaultsEnv runs the tests of Citus's node faults (a rebalance, a stopped node). They pass
-// alone, but under make test's load they found a tenant's queue out of the order of its
-// acknowledgements, and events queued twice, which are not explained yet; until they are,
-// make test and CI leave them out rather than fail on a known open question.
-const citusFaultsEnv = "EVENTQ_TEST_CITUS_FAULTS"
-
-func citusFaults(t *testing.T) {
-	t.Helper()
-	if os.Getenv(citusFaultsEnv) == "" {
-		t.Skipf("the order and duplicates under load are an open question (docs/scaling.md); %s=1 runs it", citusFaultsEnv)
-	}
 }
