@@ -5,6 +5,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -65,8 +66,10 @@ func (t *TTL[K, V]) Stale(key K) (V, bool) {
 }
 
 // Add stores value for key for the cache's lifetime.
-func (t *TTL[K, V]) Add(key K, value V) {
-	t.c.Set(key, entry[V]{value: value, expires: t.clock.Now().Add(t.ttl)}, ttlcache.NoTTL)
+func (t *TTL[K, V]) Add(key K, value V) { t.addFor(key, value, t.ttl) }
+
+func (t *TTL[K, V]) addFor(key K, value V, life time.Duration) {
+	t.c.Set(key, entry[V]{value: value, expires: t.clock.Now().Add(life)}, ttlcache.NoTTL)
 }
 
 // Remove forgets key.
@@ -148,7 +151,8 @@ type Followed[K comparable, V any] struct {
 	gen   uint64 // counts Forgets and Resets
 }
 
-// NewFollowed returns an empty Followed whose entries live ttl by clk while fresh is true.
+// NewFollowed returns an empty Followed whose entries live up to ttl by clk (see life) while
+// fresh is true.
 func NewFollowed[K comparable, V any](ttl time.Duration, clk clock.Clock, fresh func() bool) *Followed[K, V] {
 	return &Followed[K, V]{ttl: New[K, V](ttl, clk), fresh: fresh}
 }
@@ -170,10 +174,18 @@ func (f *Followed[K, V]) Get(ctx context.Context, key K, load func(context.Conte
 	}
 	f.mu.Lock()
 	if f.gen == gen {
-		f.ttl.Add(key, v)
+		f.ttl.addFor(key, v, f.life())
 	}
 	f.mu.Unlock()
 	return v, nil
+}
+
+// life is an entry's lifetime: the ttl less up to a quarter of it, at random. Entries loaded
+// together (a page's members, the answers of a process that just started) then expire over
+// the ttl's last quarter instead of in the same instant, when their reloads would all wait on
+// the database at once; an entry still never lives longer than the ttl.
+func (f *Followed[K, V]) life() time.Duration {
+	return f.ttl.ttl - rand.N(f.ttl.ttl/4+1)
 }
 
 // Forget drops key's entry.

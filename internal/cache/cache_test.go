@@ -246,3 +246,37 @@ func TestFallbackLoadsAKeyOnceForConcurrentMisses(t *testing.T) {
 		}
 	}
 }
+
+// Answers a Followed cache loaded in the same instant expire over the last quarter of its ttl,
+// not all at once (2,000 members' entitlement answers expiring together sent 2,000 reads to
+// the database in the same moment), and none outlives the ttl.
+func TestFollowedAnswersLoadedTogetherExpireSpreadOut(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	c := NewFollowed[int, int](time.Minute, clk, func() bool { return true })
+	ctx := context.Background()
+	const n = 1000
+	for k := range n {
+		c.Get(ctx, k, func(context.Context) (int, error) { return k, nil })
+	}
+	cached := func() int {
+		kept := 0
+		for k := range n {
+			if _, ok := c.ttl.Get(k); ok {
+				kept++
+			}
+		}
+		return kept
+	}
+	clk.Advance(45*time.Second - time.Millisecond)
+	if kept := cached(); kept != n {
+		t.Fatalf("%d of %d expired before three quarters of the ttl", n-kept, n)
+	}
+	clk.Advance(7*time.Second + 500*time.Millisecond + time.Millisecond) // halfway through the last quarter
+	if kept := cached(); kept < n/4 || kept > 3*n/4 {
+		t.Fatalf("%d of %d kept halfway through the last quarter of the ttl, want about half", kept, n)
+	}
+	clk.Advance(7*time.Second + 500*time.Millisecond)
+	if kept := cached(); kept != 0 {
+		t.Fatalf("%d of %d outlived the ttl", kept, n)
+	}
+}
