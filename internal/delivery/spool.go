@@ -22,7 +22,7 @@ import (
 // so are the rows, created_at included. DrainSpool, in the worker, stores them once the
 // database answers: inserted by id, so that a row stored twice (a drain repeated after a
 // crash, or a slow commit that succeeded after its request was spooled) is stored once, and
-// queued once (the slow commit's pusher appends by id too: see reqAbandoned); and queued
+// queued once (see reqAbandoned); and queued
 // through the tenant's hold mark, which Spool sets: rows of the tenant stored directly
 // meanwhile are held behind it, the spooled rows are stored pending, and the held events'
 // drain appends every pending row of the tenant in created_at order once its spool is empty.
