@@ -60,13 +60,16 @@ func (s *Server) leaseEvents(c *fiber.Ctx) error {
 	}
 	b = append(b, `],"expires_at":"`...)
 	b = leases.ExpiresAt.UTC().AppendFormat(b, models.TimeFormat)
-	b = append(b, `"}`...)
+	b = append(b, `","batch_id":`...)
+	b = strconv.AppendQuote(b, leases.BatchID) // ASCII letters, digits and '-' too
+	b = append(b, '}')
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(b)
 }
 
 // ackEvents answers POST /api/platform/events/acks with the JSON body
-// {"acks":[id…],"retries":[id…],"extends":[id…],"visibility":S}: a status per lease id.
+// {"acks":[id…],"retries":[id…],"extends":[id…],"batches":[id…],"visibility":S}: a status
+// per lease id, then one per batch id.
 func (s *Server) ackEvents(c *fiber.Ctx) error {
 	in := validate.DecodeObject(c.Body())
 	var errs apperr.FieldErrors
@@ -75,7 +78,7 @@ func (s *Server) ackEvents(c *fiber.Ctx) error {
 	for _, f := range []struct {
 		name string
 		into *[]string
-	}{{"acks", &req.Acks}, {"retries", &req.Retries}, {"extends", &req.Extends}} {
+	}{{"acks", &req.Acks}, {"retries", &req.Retries}, {"extends", &req.Extends}, {"batches", &req.Batches}} {
 		raw := in[f.name]
 		if raw == nil {
 			continue

@@ -2,6 +2,7 @@ package consume
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/eventq/eventq/internal/eventqueue"
@@ -29,6 +30,7 @@ type LeaseRequest struct {
 type Leases struct {
 	Events    []eventqueue.Leased
 	ExpiresAt time.Time
+	BatchID   string // acknowledges every event of Events at once
 }
 
 // minLeasePoll bounds how often a waiting lease call looks again for leases that expire.
@@ -48,7 +50,7 @@ func (s *Service) Lease(ctx context.Context, tenantID uint64, req LeaseRequest) 
 		if req.Wait > 0 {
 			s.hold(ctx, req.Wait)
 		}
-		return Leases{Events: []eventqueue.Leased{}, ExpiresAt: s.now().Add(req.Visibility).UTC()}, nil
+		return Leases{Events: []eventqueue.Leased{}, ExpiresAt: s.now().Add(req.Visibility).UTC(), BatchID: eventqueue.NoBatchID}, nil
 	}
 	deadline := time.Now().Add(req.Wait)
 	lease := func() (eventqueue.LeaseResult, error) {
@@ -102,27 +104,55 @@ func isClosed(c <-chan struct{}) bool {
 }
 
 func leasesOf(res eventqueue.LeaseResult) Leases {
-	out := Leases{Events: res.Events, ExpiresAt: res.ExpiresAt}
+	out := Leases{Events: res.Events, ExpiresAt: res.ExpiresAt, BatchID: res.BatchID}
 	if out.Events == nil {
 		out.Events = []eventqueue.Leased{}
 	}
 	return out
 }
 
-// AckRequest is one acknowledgement call: lease ids to acknowledge, retry and extend.
+// AckRequest is one acknowledgement call: lease ids to acknowledge, retry and extend, and
+// batch ids to acknowledge.
 type AckRequest struct {
 	Acks, Retries, Extends []string
+	Batches                []string
 	Visibility             time.Duration // extensions last this long from now
 }
 
-// AckStatus is the outcome for one lease id.
+// AckStatus is the outcome for one lease id, or for one batch id (Batch): how many events it
+// acknowledged when its Status is acked.
 type AckStatus struct {
-	LeaseID string `json:"lease_id"`
-	Status  string `json:"status"`
+	ID     string
+	Batch  bool
+	Status string
+	Acked  int64
 }
 
-// Ack applies req to tenantID's leases atomically and returns a status per lease id: acks,
-// then retries, then extends, each in request order (see eventqueue.Store.Settle).
+// MarshalJSON is the contract's entry: {"lease_id","status"}, or {"batch_id","status","acked"}
+// ({"batch_id","status"} when unknown).
+func (a AckStatus) MarshalJSON() ([]byte, error) {
+	switch {
+	case !a.Batch:
+		return json.Marshal(struct {
+			LeaseID string `json:"lease_id"`
+			Status  string `json:"status"`
+		}{a.ID, a.Status})
+	case a.Status == eventqueue.StatusAcked:
+		return json.Marshal(struct {
+			BatchID string `json:"batch_id"`
+			Status  string `json:"status"`
+			Acked   int64  `json:"acked"`
+		}{a.ID, a.Status, a.Acked})
+	default:
+		return json.Marshal(struct {
+			BatchID string `json:"batch_id"`
+			Status  string `json:"status"`
+		}{a.ID, a.Status})
+	}
+}
+
+// Ack applies req to tenantID's leases atomically and returns a status per id: acks, then
+// retries, then extends, then batches, each in request order (see eventqueue.Store.Settle).
 // Acknowledged events at the front of the queue are trimmed, recorded like any trim. With the
 // tenant's events not queued, every id is unknown.
 func (s *Service) Ack(ctx context.Context, tenantID uint64, req AckRequest) ([]AckStatus, error) {
@@ -130,14 +160,14 @@ func (s *Service) Ack(ctx context.Context, tenantID uint64, req AckRequest) ([]A
 	for _, group := range []struct {
 		kind eventqueue.AckKind
 		ids  []string
-	}{{eventqueue.KindAck, req.Acks}, {eventqueue.KindRetry, req.Retries}, {eventqueue.KindExtend, req.Extends}} {
+	}{{eventqueue.KindAck, req.Acks}, {eventqueue.KindRetry, req.Retries}, {eventqueue.KindExtend, req.Extends}, {eventqueue.KindBatch, req.Batches}} {
 		for _, id := range group.ids {
 			items = append(items, eventqueue.AckItem{Kind: group.kind, LeaseID: id})
 		}
 	}
 	out := make([]AckStatus, len(items))
 	for i, it := range items {
-		out[i] = AckStatus{LeaseID: it.LeaseID, Status: eventqueue.StatusUnknown}
+		out[i] = AckStatus{ID: it.LeaseID, Batch: it.Kind == eventqueue.KindBatch, Status: eventqueue.StatusUnknown}
 	}
 	if len(items) == 0 {
 		return out, nil
@@ -146,13 +176,13 @@ func (s *Service) Ack(ctx context.Context, tenantID uint64, req AckRequest) ([]A
 	if err != nil || !active {
 		return out, err
 	}
-	statuses, trimmed, err := s.Queue.Settle(ctx, tenantID, items, req.Visibility)
+	settled, trimmed, err := s.Queue.Settle(ctx, tenantID, items, req.Visibility)
 	if err != nil {
 		return nil, err
 	}
 	s.record(tenantID, trimmed)
 	for i := range out {
-		out[i].Status = statuses[i]
+		out[i].Status, out[i].Acked = settled[i].Status, settled[i].Acked
 	}
 	return out, nil
 }

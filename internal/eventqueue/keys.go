@@ -58,6 +58,14 @@ func LeaseRangeExpiryKey(tenantID uint64) string { return tenantKey(tenantID, "l
 // LeaseRangeHeldKey counts the events tenantID's lease ranges hold (not acknowledged).
 func LeaseRangeHeldKey(tenantID uint64) string { return tenantKey(tenantID, "lease:range:held") }
 
+// LeaseBatchesKey is the hash of tenantID's batches that handed out events again: lease call
+// nonce → the offsets it leased again, comma-separated (a batch's new events are in its id).
+func LeaseBatchesKey(tenantID uint64) string { return tenantKey(tenantID, "lease:batches") }
+
+// LeaseBatchesAtKey is the sorted set of LeaseBatchesKey's nonces by the time (Unix ms) of
+// their lease call: they are forgotten after GoneRetention.
+func LeaseBatchesAtKey(tenantID uint64) string { return tenantKey(tenantID, "lease:batches:at") }
+
 // AckedKey is the sorted set of tenantID's acknowledged events still in the queue.
 func AckedKey(tenantID uint64) string { return tenantKey(tenantID, "lease:acked") }
 

@@ -51,7 +51,8 @@ func leaseKeys(tenantID uint64) []string {
 	return []string{Key(tenantID), OffsetKey(tenantID), LeaseStateKey(tenantID), LeaseExpiryKey(tenantID),
 		AckedKey(tenantID), GoneKey(tenantID), LeaseNextKey(tenantID), LeaseEpochKey(tenantID), DeadKey(tenantID),
 		LeaseWaitKey(tenantID), WakeChannel(tenantID), DeadAtKey(tenantID),
-		LeaseRangesKey(tenantID), LeaseRangeStartKey(tenantID), LeaseRangeExpiryKey(tenantID), LeaseRangeHeldKey(tenantID)}
+		LeaseRangesKey(tenantID), LeaseRangeStartKey(tenantID), LeaseRangeExpiryKey(tenantID), LeaseRangeHeldKey(tenantID),
+		LeaseBatchesKey(tenantID), LeaseBatchesAtKey(tenantID)}
 }
 
 // Leased is one event handed out by Lease.
@@ -68,6 +69,8 @@ type LeaseResult struct {
 	ExpiresAt  time.Time // when the leases expire, on Redis's clock
 	NextExpiry time.Time // the earliest lease expiry of the tenant; zero when none is leased
 	Trimmed    Trimmed   // the acknowledged front trimmed because events went to the dead letters
+	// BatchID names every event of this call: acknowledging it (KindBatch) acknowledges them all.
+	BatchID string
 	// DeadAdded and DeadDropped count the dead letters this call added and dropped (past the
 	// cap or expired); Redelivered the events it leased again; Live the tenant's live leases
 	// after it.
@@ -104,14 +107,55 @@ func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (Lea
 		out.NextExpiry = time.UnixMilli(next).UTC()
 	}
 	out.DeadAdded, out.DeadDropped, out.Redelivered, out.Live = toInt(res[6]), toInt(res[7]), toInt(res[8]), toInt(res[9])
+	var first, end int64 // the events leased for the first time: [first, end)
 	for i := leaseHead; i < len(res); i += 3 {
-		offset := toInt(res[i])
+		offset, deliveries := toInt(res[i]), toInt(res[i+1])
 		ev, _ := res[i+2].(string)
 		out.Events = append(out.Events, Leased{
-			LeaseID: LeaseID(epoch, offset, nonce), Offset: offset, Deliveries: toInt(res[i+1]), Event: ev,
+			LeaseID: LeaseID(epoch, offset, nonce), Offset: offset, Deliveries: deliveries, Event: ev,
 		})
+		if deliveries == 1 { // the script hands them out last, in one run
+			if end == 0 {
+				first = offset
+			}
+			end = offset + 1
+		}
 	}
+	out.BatchID = batchID(epoch, first, end, nonce, out.Redelivered > 0)
 	return out, nil
+}
+
+// NoBatchID is the batch id of a lease call that leased nothing without asking Redis (the
+// tenant's events are not queued): it is no tenant's, so acknowledging it answers unknown.
+const NoBatchID = "none-0-0-none-0"
+
+// A batch id names the events of one lease call: epoch-first-end-nonce-again, with
+// [first, end) the events leased for the first time (one run of offsets) and again "1" when
+// the call also leased events again, whose offsets the lease script recorded under its nonce.
+func batchID(epoch string, first, end int64, nonce string, again bool) string {
+	flag := "0"
+	if again {
+		flag = "1"
+	}
+	return epoch + "-" + strconv.FormatInt(first, 10) + "-" + strconv.FormatInt(end, 10) + "-" + nonce + "-" + flag
+}
+
+// parseBatchID reads a batch id back into the ack script's arguments; ok is false for a
+// string that is not one.
+func parseBatchID(id string) (args [5]any, ok bool) {
+	if len(id) > maxLeaseIDLen {
+		return args, false
+	}
+	parts := strings.Split(id, "-")
+	if len(parts) != 5 || (parts[4] != "0" && parts[4] != "1") {
+		return args, false
+	}
+	for _, p := range parts[1:3] {
+		if n, err := strconv.ParseInt(p, 10, 64); err != nil || n < 0 || strconv.FormatInt(n, 10) != p {
+			return args, false
+		}
+	}
+	return [5]any{parts[0], parts[1], parts[2], parts[3], parts[4]}, true
 }
 
 // leaseHead is how many values the lease script answers before the leased events.
@@ -130,6 +174,9 @@ const (
 	KindAck    AckKind = 'a' // the event is done
 	KindRetry  AckKind = 'r' // end the lease now: the event may be leased again at once
 	KindExtend AckKind = 'e' // the lease expires visibility from now
+	// KindBatch acknowledges every event of a lease call not yet acknowledged, as KindAck of
+	// each of its lease ids would; AckItem.LeaseID is then the call's batch id.
+	KindBatch AckKind = 'b'
 )
 
 // Statuses of acknowledgements (see the contract's "Shared consumption").
@@ -149,43 +196,121 @@ type AckItem struct {
 	LeaseID string
 }
 
-// maxLeaseIDLen bounds the lease ids worth parsing.
+// maxLeaseIDLen bounds the lease and batch ids worth parsing.
 const maxLeaseIDLen = 128
 
-// Settle applies items to tenantID's leases in order, atomically (one script), extending with
-// visibility, and returns a status per item. Acknowledged events at the front of the queue are
-// trimmed as Trim would (Trimmed says what went). A lease id that is not one of the tenant's
-// is StatusUnknown.
-func (s *Store) Settle(ctx context.Context, tenantID uint64, items []AckItem, visibility time.Duration) ([]string, Trimmed, error) {
-	args := make([]any, 1, 1+4*len(items))
-	args[0] = visibility.Milliseconds()
-	for _, it := range items {
-		epoch, offset, nonce := "", "", ""
-		if len(it.LeaseID) <= maxLeaseIDLen {
-			parts := strings.Split(it.LeaseID, "-")
-			if len(parts) == 3 {
-				if n, err := strconv.ParseInt(parts[1], 10, 64); err == nil && n >= 0 && strconv.FormatInt(n, 10) == parts[1] {
-					epoch, offset, nonce = parts[0], parts[1], parts[2]
+// Settled is the outcome of one AckItem: a status, and for KindBatch how many events it
+// acknowledged (StatusAcked, possibly 0) or StatusUnknown.
+type Settled struct {
+	Status string
+	Acked  int64
+}
+
+// maxBatchEvents bounds the events of batches one ack script acknowledges: a call naming more
+// runs several scripts, so that no batch id, genuine or not, holds Redis for long.
+const maxBatchEvents = 10 * maxRange
+
+// Settle applies items to tenantID's leases, atomically (one script), extending with
+// visibility, and returns an outcome per item. Items of KindBatch are applied after the
+// others; a call whose batches hold more than maxBatchEvents events applies them in several
+// scripts. Acknowledged events at the front of the queue are trimmed as Trim would (Trimmed
+// says what went). A lease or batch id that is not one of the tenant's is StatusUnknown.
+func (s *Store) Settle(ctx context.Context, tenantID uint64, items []AckItem, visibility time.Duration) ([]Settled, Trimmed, error) {
+	out := make([]Settled, len(items))
+	args := []any{visibility.Milliseconds(), 0}
+	var perID []int // the index in items of each lease id sent
+	type batch struct {
+		args  [5]any
+		index []int // every item naming it: the first gets the outcome, the others repeat it
+	}
+	var batches []*batch
+	byID := map[string]*batch{}
+	for i, it := range items {
+		out[i].Status = StatusUnknown
+		if it.Kind == KindBatch {
+			if b := byID[it.LeaseID]; b != nil {
+				b.index = append(b.index, i)
+			} else if a, ok := parseBatchID(it.LeaseID); ok {
+				b = &batch{args: a, index: []int{i}}
+				byID[it.LeaseID] = b
+				batches = append(batches, b)
+			}
+			continue
+		}
+		args = append(args, leaseArgs(it)...)
+		perID = append(perID, i)
+	}
+	args[1] = len(perID)
+	var trimmed Trimmed
+	for len(perID) > 0 || len(batches) > 0 {
+		var group []*batch
+		for events := 0; len(batches) > 0 && (len(group) == 0 || events+batchEvents(batches[0].args) <= maxBatchEvents); batches = batches[1:] {
+			events += batchEvents(batches[0].args)
+			group = append(group, batches[0])
+			args = append(args, batches[0].args[:]...)
+		}
+		res, err := ackScript.Run(ctx, s.rdb, leaseKeys(tenantID), args...).Slice()
+		if err != nil {
+			return nil, trimmed, fmt.Errorf("eventqueue: ack: %w", err)
+		}
+		if len(res) != 3+len(perID)+len(group) {
+			return nil, trimmed, fmt.Errorf("eventqueue: ack: script answered %d values for %d ids and %d batches", len(res), len(perID), len(group))
+		}
+		for k, i := range perID {
+			out[i].Status, _ = res[3+k].(string)
+		}
+		for k, b := range group {
+			first := Settled{Status: StatusUnknown}
+			if n := toInt(res[3+len(perID)+k]); n >= 0 {
+				first = Settled{Status: StatusAcked, Acked: n}
+			}
+			for j, i := range b.index {
+				out[i] = first
+				if j > 0 && first.Status == StatusAcked {
+					out[i].Acked = 0 // the first acknowledged them
 				}
 			}
 		}
-		if offset == "" { // not a lease id at all: the script answers unknown
-			epoch, offset = "", "-1"
+		trimmed = trimmed.then(trimmedOf(res[0:3]))
+		perID, args = nil, []any{visibility.Milliseconds(), 0}
+	}
+	return out, trimmed, nil
+}
+
+// batchEvents is how many events a batch id's arguments name at most: its run of new events,
+// and as many again as a lease call hands out for the ones leased again.
+func batchEvents(args [5]any) int {
+	first, _ := strconv.Atoi(args[1].(string))
+	end, _ := strconv.Atoi(args[2].(string))
+	n := max(end-first, 0)
+	if args[4] == "1" {
+		n += maxRange
+	}
+	return n
+}
+
+// leaseArgs are the ack script's arguments for one lease id: kind, epoch, offset, nonce.
+func leaseArgs(it AckItem) []any {
+	if len(it.LeaseID) <= maxLeaseIDLen {
+		parts := strings.Split(it.LeaseID, "-")
+		if len(parts) == 3 {
+			if n, err := strconv.ParseInt(parts[1], 10, 64); err == nil && n >= 0 && strconv.FormatInt(n, 10) == parts[1] {
+				return []any{string(it.Kind), parts[0], parts[1], parts[2]}
+			}
 		}
-		args = append(args, string(it.Kind), epoch, offset, nonce)
 	}
-	res, err := ackScript.Run(ctx, s.rdb, leaseKeys(tenantID), args...).Slice()
-	if err != nil {
-		return nil, Trimmed{}, fmt.Errorf("eventqueue: ack: %w", err)
+	return []any{string(it.Kind), "", "-1", ""} // not a lease id at all: the script answers unknown
+}
+
+// then is t followed by u, a later trim of the same queue.
+func (t Trimmed) then(u Trimmed) Trimmed {
+	if u.Count == 0 {
+		if t.Count == 0 {
+			return u
+		}
+		return t
 	}
-	if len(res) != 3+len(items) {
-		return nil, Trimmed{}, fmt.Errorf("eventqueue: ack: script answered %d values for %d ids", len(res), len(items))
-	}
-	statuses := make([]string, len(items))
-	for i := range items {
-		statuses[i], _ = res[3+i].(string)
-	}
-	return statuses, trimmedOf(res[0:3]), nil
+	return Trimmed{Count: t.Count + u.Count, Front: u.Front, LastID: u.LastID}
 }
 
 func trimmedOf(v []any) Trimmed {

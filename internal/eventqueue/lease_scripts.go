@@ -92,6 +92,7 @@ local fresh = 0 -- events of the range made below, if it is live
 local room = math.min(limit, maxleased - live)
 local out = {epoch, expires, 0, front, false, -1, 0, 0, 0, 0}
 local dead, added, redelivered, leased = false, 0, 0, 0
+local again = {} -- the offsets leased again: the batch's record (its new events are in its id)
 while room > 0 do
   local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, room)
   if #due == 0 then break end
@@ -132,6 +133,7 @@ while room > 0 do
     else
       d = d + 1
       redelivered = redelivered + 1
+      again[#again + 1] = m
       state[#state + 1] = m
       state[#state + 1] = fmt(d) .. ':' .. ARGV[6]
       expiry[#expiry + 1] = m
@@ -184,6 +186,15 @@ if room > 0 and nxt < front + length then
   end
 end
 redis.call('SET', KEYS[7], fmt(nxt))
+if #again > 0 then
+  redis.call('HSET', KEYS[17], ARGV[6], table.concat(again, ','))
+  redis.call('ZADD', KEYS[18], now, ARGV[6])
+  local old = redis.call('ZRANGEBYSCORE', KEYS[18], '-inf', now - tonumber(ARGV[10]), 'LIMIT', 0, 100)
+  if #old > 0 then
+    redis.call('HDEL', KEYS[17], unpack(old))
+    redis.call('ZREM', KEYS[18], unpack(old))
+  end
+end
 local trimmed = {0, front, false}
 local dropped = 0
 if dead then
@@ -207,24 +218,52 @@ out[10] = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf') + rangeHeld + fresh
 return out
 `)
 
-// ack: KEYS as leaseKeys; ARGV visibility ms, then kind ("a", "r", "e"), epoch, offset,
-// nonce per lease id. Returns {trimmed, front, last trimmed id, then a status per id}.
+// ack: KEYS as leaseKeys; ARGV visibility ms, the number of lease ids, then kind ("a", "r",
+// "e"), epoch, offset, nonce per lease id, then epoch, first offset, end, nonce and "1" when it
+// leased events again (else "0") per batch. A batch is acknowledged as its events' lease ids
+// would be, after the lease ids. Returns {trimmed, front, last trimmed id, then a status per
+// lease id, then per batch the events it acknowledged, or -1 when it is unknown}.
 var ackScript = redis.NewScript(luaPrelude + luaRanges + `
 local vis = tonumber(ARGV[1])
 local epoch = redis.call('GET', KEYS[8])
 local front = tonumber(redis.call('GET', KEYS[2]) or '0')
 local nxt = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), front)
-local n = (#ARGV - 1) / 4
+local ids = tonumber(ARGV[2])
+local items = {} -- kind, epoch, offset, nonce, and the batch an ack of a batch's event counts in
+for i = 3, 2 + 4 * ids, 4 do
+  items[#items + 1] = {ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]}
+end
+local batches = {}
+for i = 3 + 4 * ids, #ARGV, 5 do
+  local b = #batches + 1
+  local start, stop, nonce = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), ARGV[i + 3]
+  batches[b] = -1
+  if ARGV[i] == epoch and start and stop and start <= stop and stop - start <= maxRange then
+    local record = ''
+    if ARGV[i + 4] == '1' then
+      record = redis.call('HGET', KEYS[17], nonce)
+    end
+    if record then
+      batches[b] = 0
+      for o = start, stop - 1 do
+        items[#items + 1] = {'a', epoch, fmt(o), nonce, b}
+      end
+      for m in string.gmatch(record, '%d+') do
+        items[#items + 1] = {'a', epoch, m, nonce, b}
+      end
+    end
+  end
+end
 local cand, seen, moves = {}, {}, {}
-for i = 2, #ARGV, 4 do
-  local e, m = ARGV[i + 1], ARGV[i + 2]
+for _, it in ipairs(items) do
+  local e, m = it[2], it[3]
   local o = tonumber(m)
   if e == epoch and o ~= nil and o < nxt then
     if not seen[m] then
       seen[m] = true
       cand[#cand + 1] = m
     end
-    if ARGV[i] ~= 'a' then moves[m] = true end
+    if it[1] ~= 'a' then moves[m] = true end
   end
 end
 -- The ranges that may hold the candidates (see lease_ranges.go); a retry or an extend works on
@@ -259,10 +298,10 @@ end
 local whole = {}
 if #ranges > 0 and next(moves) ~= nil then
   local per = {}
-  for i = 2, #ARGV, 4 do
-    local kind, m, nonce = ARGV[i], ARGV[i + 2], ARGV[i + 3]
+  for _, it in ipairs(items) do
+    local kind, m, nonce = it[1], it[3], it[4]
     local o = tonumber(m)
-    if ARGV[i + 1] == epoch and o ~= nil and o < nxt then
+    if it[2] == epoch and o ~= nil and o < nxt then
       local r = rangeAt(o)
       if r then
         local p = per[r] or {ok = true, named = {}, n = 0}
@@ -357,8 +396,8 @@ local res = {0, 0, false}
 local newAcked, newAckedOffsets, moved, isMoved, ackedAt = {}, {}, {}, {}, {}
 local retried = false
 local rangeAcks = 0
-for i = 2, #ARGV, 4 do
-  local kind, e, m, nonce = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+for _, it in ipairs(items) do
+  local kind, e, m, nonce = it[1], it[2], it[3], it[4]
   local o = tonumber(m)
   local s
   if e ~= epoch or o == nil or o >= nxt then
@@ -406,7 +445,14 @@ for i = 2, #ARGV, 4 do
       end
     end
   end
-  res[#res + 1] = s
+  if it[5] then
+    if s == 'acked' then batches[it[5]] = batches[it[5]] + 1 end
+  else
+    res[#res + 1] = s
+  end
+end
+for _, b in ipairs(batches) do
+  res[#res + 1] = b
 end
 local pre = {}
 if #newAckedOffsets > 0 then

@@ -153,8 +153,8 @@ return res
 `)
 
 // The batched lease and ack scripts answer and leave the state exactly as the per-event
-// scripts they replaced, over random sequences of leases, acks, retries, extends, trims and
-// dead letters: tenant 1 runs the old scripts, tenant 2 the new ones, on the same calls. make
+// scripts they replaced, over random sequences of leases, acks, retries, extends, batch acks
+// (the old scripts get an ack of each of the batch's events), trims and dead letters: tenant 1 runs the old scripts, tenant 2 the new ones, on the same calls. make
 // test runs 12 sequences; make chaos (testenv.Long) runs 200.
 func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 	seeds := int64(12)
@@ -165,13 +165,14 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 	s := New(rdb)
 	t.Cleanup(s.Close)
 	ctx := context.Background()
+	batchAcks, againAcks := 0, 0 // batch acks that acknowledged something; of them, with events leased again
 	for seed := int64(1); seed <= seeds; seed++ {
 		rdb.FlushAll(ctx)
 		r := rand.New(rand.NewSource(seed))
 		const a, b = 1, 2
 		next := 0
-		var ids []string     // lease ids handed out so far (tenant a's; b's are the same but the epoch)
-		var calls [][]string // the same, per lease call
+		var ids []string // lease ids handed out so far (tenant a's; b's are the same but the epoch)
+		var calls []call // the same, per lease call
 		epochOf := map[uint64]string{}
 		for step := 0; step < 60; step++ {
 			switch op := r.Intn(10); {
@@ -218,12 +219,20 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 				if !reflect.DeepEqual(res[0], res[1]) {
 					t.Fatalf("seed %d step %d lease:\nold %v\nnew %v", seed, step, res[0], res[1])
 				}
-				var call []string
+				c := call{nonce: nonce}
 				for i := 6; i < len(res[0]); i += 3 {
-					call = append(call, strconv.FormatInt(res[0][i].(int64), 10)+"-"+nonce)
+					o := res[0][i].(int64)
+					c.ids = append(c.ids, strconv.FormatInt(o, 10)+"-"+nonce)
+					if res[0][i+1].(int64) > 1 {
+						c.again = true
+					} else if c.end == 0 {
+						c.first, c.end = o, o+1
+					} else {
+						c.end = o + 1
+					}
 				}
-				ids = append(ids, call...)
-				calls = append(calls, call)
+				ids = append(ids, c.ids...)
+				calls = append(calls, c)
 			case op < 9: // settle
 				n := 1 + r.Intn(25)
 				var args [2][]any
@@ -233,7 +242,7 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 				}
 				whole := []string(nil) // every lease of one call extended, as the SDK does
 				if len(calls) > 0 && r.Intn(4) == 0 {
-					whole = calls[r.Intn(len(calls))]
+					whole = calls[r.Intn(len(calls))].ids
 					n = len(whole)
 				}
 				for j := 0; j < n; j++ {
@@ -262,6 +271,30 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 						args[i] = append(args[i], kind, ep, off, nonce)
 					}
 				}
+				// Batch acks: the old scripts get each event of the batch as an ack, and the
+				// new one's count must be the acks among their statuses.
+				ids := (len(args[0]) - 1) / 4
+				args[1] = append([]any{args[1][0], ids}, args[1][1:]...)
+				var expand []int // per batch: how many acks the old script got for it; -1 unknown
+				var again []bool
+				for j := r.Intn(4) - 1; j > 0 && len(calls) > 0; j-- {
+					c := calls[r.Intn(len(calls))]
+					if r.Intn(10) == 0 {
+						args[1] = append(args[1], "other", strconv.FormatInt(c.first, 10), strconv.FormatInt(c.end, 10), c.nonce, "0")
+						expand, again = append(expand, -1), append(again, false)
+						continue
+					}
+					flag := "0"
+					if c.again {
+						flag = "1"
+					}
+					args[1] = append(args[1], epochOf[b], strconv.FormatInt(c.first, 10), strconv.FormatInt(c.end, 10), c.nonce, flag)
+					for _, id := range c.ids {
+						off, nonce, _ := strings.Cut(id, "-")
+						args[0] = append(args[0], "a", epochOf[a], off, nonce)
+					}
+					expand, again = append(expand, len(c.ids)), append(again, c.again)
+				}
 				var res [2][]any
 				for i, sc := range []*redis.Script{oldAckScript, ackScript} {
 					v, err := sc.Run(ctx, rdb, leaseKeys([]uint64{a, b}[i]), args[i]...).Slice()
@@ -269,6 +302,30 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 						t.Fatalf("seed %d step %d: %v", seed, step, err)
 					}
 					res[i] = v
+				}
+				old := res[0][: 3+ids : 3+ids]
+				rest := res[0][3+ids:]
+				for _, k := range expand {
+					if k < 0 {
+						old = append(old, int64(-1))
+						continue
+					}
+					acked := int64(0)
+					for _, st := range rest[:k] {
+						if st == StatusAcked {
+							acked++
+						}
+					}
+					old, rest = append(old, acked), rest[k:]
+				}
+				res[0] = old
+				for k, x := range old[3+ids:] {
+					if x.(int64) > 0 {
+						batchAcks++
+						if again[k] {
+							againAcks++
+						}
+					}
 				}
 				if !reflect.DeepEqual(res[0], res[1]) {
 					t.Fatalf("seed %d step %d settle %v:\nold %v\nnew %v", seed, step, args[0], res[0], res[1])
@@ -295,6 +352,19 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 			}
 		}
 	}
+	if batchAcks == 0 || againAcks == 0 {
+		t.Fatalf("%d batch acks acknowledged something, %d of them with events leased again: the sequences no longer test them", batchAcks, againAcks)
+	}
+}
+
+// call is one lease call of TestLeaseScriptsMatchPerEventScripts: its lease ids
+// ("offset-nonce"), and its batch: the run of events leased for the first time, and whether
+// it leased others again.
+type call struct {
+	ids        []string
+	nonce      string
+	first, end int64
+	again      bool
 }
 
 // leaseStateOf is tenant's queue and lease state, expiries as "past"/"future"/"0", with each

@@ -34,9 +34,13 @@ func mustSettle(t *testing.T, s *Store, tenant uint64, kind AckKind, ids ...stri
 	for i, id := range ids {
 		items[i] = AckItem{Kind: kind, LeaseID: id}
 	}
-	st, tr, err := s.Settle(context.Background(), tenant, items, 30*time.Second)
+	settled, tr, err := s.Settle(context.Background(), tenant, items, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
+	}
+	st := make([]string, len(settled))
+	for i, x := range settled {
+		st[i] = x.Status
 	}
 	return st, tr
 }

@@ -37,7 +37,8 @@ return 1
 func (s *Store) BeginRebuild(ctx context.Context, tenantID uint64, front int64) error {
 	keys := []string{Key(tenantID), AppendedKey(tenantID), HeldKey(tenantID), OffsetKey(tenantID), RebuildKey(tenantID),
 		LeaseStateKey(tenantID), LeaseExpiryKey(tenantID), AckedKey(tenantID), GoneKey(tenantID), LeaseNextKey(tenantID), LeaseEpochKey(tenantID),
-		LeaseRangesKey(tenantID), LeaseRangeStartKey(tenantID), LeaseRangeExpiryKey(tenantID), LeaseRangeHeldKey(tenantID)}
+		LeaseRangesKey(tenantID), LeaseRangeStartKey(tenantID), LeaseRangeExpiryKey(tenantID), LeaseRangeHeldKey(tenantID),
+		LeaseBatchesKey(tenantID), LeaseBatchesAtKey(tenantID)}
 	if err := beginRebuild.Run(ctx, s.rdb, keys, front, rebuildLock.Milliseconds()).Err(); err != nil {
 		return fmt.Errorf("eventqueue: rebuild: %w", err)
 	}
