@@ -34,10 +34,13 @@ type LeasedEvent struct {
 }
 
 // Leases is the answer of one Lease call: the events, lowest offset first, and when their
-// leases expire unless extended (on the server's clock).
+// leases expire unless extended (on the server's clock). BatchID names every event of the
+// answer: AckRequest.Batches acknowledges them all with it. It is "" from a server that has
+// no batch acks; acknowledge each lease id then.
 type Leases struct {
 	Events    []LeasedEvent
 	ExpiresAt time.Time
+	BatchID   string
 }
 
 // Lease leases up to limit events (1–MaxLeaseLimit) of the tenant's queue that no live lease
@@ -68,6 +71,7 @@ func (c *Client) Lease(ctx context.Context, limit int, visibility, wait time.Dur
 			Event      Event  `json:"event"`
 		} `json:"data"`
 		ExpiresAt time.Time `json:"expires_at"`
+		BatchID   string    `json:"batch_id"`
 	}
 	if err := json.Unmarshal(body, &res); err != nil {
 		return Leases{}, fmt.Errorf("lease events: decode response: %w", err)
@@ -75,7 +79,7 @@ func (c *Client) Lease(ctx context.Context, limit int, visibility, wait time.Dur
 	if res.Data == nil || res.ExpiresAt.IsZero() {
 		return Leases{}, fmt.Errorf("lease events: malformed response: %.200s", body)
 	}
-	out := Leases{Events: make([]LeasedEvent, len(res.Data)), ExpiresAt: res.ExpiresAt}
+	out := Leases{Events: make([]LeasedEvent, len(res.Data)), ExpiresAt: res.ExpiresAt, BatchID: res.BatchID}
 	for i, d := range res.Data {
 		if d.LeaseID == "" {
 			return Leases{}, fmt.Errorf("lease events: malformed response: an event without lease_id: %.200s", body)
@@ -95,9 +99,12 @@ func visibilitySeconds(d time.Duration) int {
 
 // AckRequest settles leases in one Ack call: Acks are done, Retries are handed back to be
 // leased again at once, Extends last Visibility more from now (rounded up to whole seconds;
-// zero means DefaultVisibility). At most MaxAckIDs ids in all.
+// zero means DefaultVisibility). Batches are batch ids (Leases.BatchID): every event of each
+// not yet acknowledged is done, as if each of its lease ids were in Acks. At most MaxAckIDs
+// ids in all, a batch id counting as one.
 type AckRequest struct {
 	Acks, Retries, Extends []string
+	Batches                []string
 	Visibility             time.Duration
 }
 
@@ -124,19 +131,25 @@ const (
 	StatusUnknown AckStatus = "unknown"
 )
 
-// AckResult is the outcome for one lease id.
+// AckResult is the outcome for one lease id, or for one batch id: then LeaseID is "",
+// BatchID names it, Status is StatusAcked or StatusUnknown (not a batch of this tenant, one
+// issued before a queue rebuild, or one whose events leased again were forgotten after a day)
+// and Acked counts the events this call acknowledged.
 type AckResult struct {
 	LeaseID string
+	BatchID string
 	Status  AckStatus
+	Acked   int
 }
 
-// Ack acknowledges, retries and extends leases in one atomic call
+// Ack acknowledges, retries and extends leases, and acknowledges batches, in one atomic call
 // (POST /api/platform/events/acks) and returns one result per id: acks, then retries, then
-// extends, each in request order. Acknowledged events at the front of the queue leave it at
-// once. Ack is safe to repeat after an error whose outcome is unknown: a repeated ack answers
-// already_acked, a repeated retry expired, a repeated extend extends again.
+// extends, then batches, each in request order. Acknowledged events at the front of the queue
+// leave it at once. Ack is safe to repeat after an error whose outcome is unknown: a repeated
+// ack answers already_acked, a repeated batch acked with Acked 0, a repeated retry expired, a
+// repeated extend extends again.
 func (c *Client) Ack(ctx context.Context, req AckRequest) ([]AckResult, error) {
-	n := len(req.Acks) + len(req.Retries) + len(req.Extends)
+	n := len(req.Acks) + len(req.Retries) + len(req.Extends) + len(req.Batches)
 	if n > MaxAckIDs {
 		return nil, fmt.Errorf("ack leases: at most %d ids, got %d", MaxAckIDs, n)
 	}
@@ -147,8 +160,9 @@ func (c *Client) Ack(ctx context.Context, req AckRequest) ([]AckResult, error) {
 		Acks       []string `json:"acks,omitempty"`
 		Retries    []string `json:"retries,omitempty"`
 		Extends    []string `json:"extends,omitempty"`
+		Batches    []string `json:"batches,omitempty"`
 		Visibility int      `json:"visibility"`
-	}{req.Acks, req.Retries, req.Extends, visibilitySeconds(req.Visibility)}
+	}{req.Acks, req.Retries, req.Extends, req.Batches, visibilitySeconds(req.Visibility)}
 	payload, err := json.Marshal(in)
 	if err != nil {
 		return nil, fmt.Errorf("ack leases: %w", err)
@@ -160,7 +174,9 @@ func (c *Client) Ack(ctx context.Context, req AckRequest) ([]AckResult, error) {
 	var res struct {
 		Data []struct {
 			LeaseID string    `json:"lease_id"`
+			BatchID string    `json:"batch_id"`
 			Status  AckStatus `json:"status"`
+			Acked   int       `json:"acked"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(body, &res); err != nil {
@@ -171,9 +187,44 @@ func (c *Client) Ack(ctx context.Context, req AckRequest) ([]AckResult, error) {
 	}
 	out := make([]AckResult, n)
 	for i, d := range res.Data {
-		out[i] = AckResult{LeaseID: d.LeaseID, Status: d.Status}
+		out[i] = AckResult{LeaseID: d.LeaseID, BatchID: d.BatchID, Status: d.Status, Acked: d.Acked}
 	}
 	return out, nil
+}
+
+// AckBatch acknowledges every event of leases not yet acknowledged and returns how many this
+// call acknowledged: with the batch id alone, or, when the server has no batch acks or does
+// not know the batch (StatusUnknown), with every lease id. Like Ack it is safe to repeat.
+func (c *Client) AckBatch(ctx context.Context, leases Leases) (int, error) {
+	if len(leases.Events) == 0 {
+		return 0, nil
+	}
+	if leases.BatchID != "" {
+		res, err := c.Ack(ctx, AckRequest{Batches: []string{leases.BatchID}})
+		if err != nil {
+			return 0, err
+		}
+		if res[0].Status == StatusAcked {
+			return res[0].Acked, nil
+		}
+		c.log.InfoContext(ctx, "eventq client: batch unknown to the server, acknowledging its leases one by one", "batch_id", leases.BatchID)
+	}
+	ids := make([]string, len(leases.Events))
+	for i, e := range leases.Events {
+		ids[i] = e.LeaseID
+	}
+	res, err := c.Ack(ctx, AckRequest{Acks: ids})
+	if err != nil {
+		return 0, err
+	}
+	c.logSettled(ctx, res)
+	n := 0
+	for _, r := range res {
+		if r.Status == StatusAcked {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // DeadLetter is an event that was leased EVENTQUEUE_MAX_DELIVERIES times without being

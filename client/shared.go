@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -47,7 +48,8 @@ var errNotRun = errors.New("not handled: cancelled")
 // ConsumeShared runs a consumer loop that can share the tenant's queue with any number of
 // other ConsumeShared loops, in this process or others, through any api process: it leases
 // a batch (WithLeaseLimit, 100 by default), calls handler once per event, in offset order,
-// and settles the batch in one Ack; repeat. Different consumers get disjoint batches.
+// and settles the batch in one Ack: its batch id alone when every event was handled, lease
+// ids otherwise; repeat. Different consumers get disjoint batches.
 //
 // Delivery is at least once, with no order across consumers. An event is acknowledged only
 // after handler returned nil for it. While the handler runs, the batch's leases are extended
@@ -132,7 +134,7 @@ func (c *Client) consumeShared(ctx context.Context, opts []SharedOption, process
 			}
 			continue
 		}
-		allFailed, err := c.runLeased(ctx, &b, cfg, leases.Events, process)
+		allFailed, err := c.runLeased(ctx, &b, cfg, leases, process)
 		if err != nil {
 			return err
 		}
@@ -151,15 +153,19 @@ func (c *Client) consumeShared(ctx context.Context, opts []SharedOption, process
 	}
 }
 
-// runLeased hands events to process while their leases are kept, then settles them: acks for
-// the handled ones, the others handed back after their back-off. allFailed reports that no
-// event succeeded.
-func (c *Client) runLeased(ctx context.Context, b *backoff, cfg sharedConfig, events []LeasedEvent, process func(context.Context, []LeasedEvent, []error)) (allFailed bool, err error) {
+// runLeased hands the leased events to process while their leases are kept, then settles
+// them: one batch ack when every event was handled, else acks for the handled ones and the
+// others handed back after their back-off. allFailed reports that no event succeeded.
+func (c *Client) runLeased(ctx context.Context, b *backoff, cfg sharedConfig, leases Leases, process func(context.Context, []LeasedEvent, []error)) (allFailed bool, err error) {
+	events := leases.Events
 	results := make([]error, len(events))
 	stop := c.keepLeases(ctx, cfg.visibility, events)
 	process(ctx, events, results)
 	stop()
 
+	if leases.BatchID != "" && !slices.ContainsFunc(results, func(err error) bool { return err != nil }) {
+		return false, c.settleBatch(ctx, b, leases)
+	}
 	var req AckRequest
 	later := map[time.Duration][]string{} // hand back after a back-off of at least 1s
 	allFailed = true
@@ -259,6 +265,15 @@ func (c *Client) settle(ctx context.Context, b *backoff, req AckRequest) error {
 		if err == nil {
 			c.logSettled(ctx, res)
 		}
+		return err
+	})
+}
+
+// settleBatch acknowledges every event of leases (AckBatch), repeating it after transient
+// errors.
+func (c *Client) settleBatch(ctx context.Context, b *backoff, leases Leases) error {
+	return c.persist(ctx, b, FinalAckTimeout, fmt.Sprintf("%d leases are left to expire", len(leases.Events)), func(ctx context.Context) error {
+		_, err := c.AckBatch(ctx, leases)
 		return err
 	})
 }

@@ -120,17 +120,17 @@ func consumeSharedOnce(ctx context.Context, api *client.Client, out *bufio.Write
 	if err != nil || len(l.Events) == 0 {
 		return err
 	}
-	ids := make([]string, len(l.Events))
-	for i, e := range l.Events {
-		ids[i] = e.LeaseID
-	}
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), client.FinalAckTimeout)
 	defer cancel()
 	if err := writeEvents(out, leasedEvents(l.Events)); err != nil {
+		ids := make([]string, len(l.Events))
+		for i, e := range l.Events {
+			ids[i] = e.LeaseID
+		}
 		_, rerr := api.Ack(tctx, client.AckRequest{Retries: ids})
 		return errors.Join(err, rerr)
 	}
-	_, err = api.Ack(tctx, client.AckRequest{Acks: ids})
+	_, err = api.AckBatch(tctx, l)
 	return err
 }
 
