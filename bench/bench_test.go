@@ -318,7 +318,15 @@ func TestQuickRunReportsEveryScenario(t *testing.T) {
 		for _, r := range l.Runs {
 			positive(fmt.Sprintf("leases.runs[%d consumers].events_per_second", r.Consumers), r.EventsPerSec)
 		}
+		if len(l.PerIDRuns) != 2 {
+			t.Errorf("leases: %d per-id runs, want 1 and 8 consumers", len(l.PerIDRuns))
+		}
+		for _, r := range l.PerIDRuns {
+			positive(fmt.Sprintf("leases.per_id_runs[%d consumers].events_per_second", r.Consumers), r.EventsPerSec)
+		}
 		positive("leases.single_ratio", l.SingleRatio)
+		positive("leases.eight_ratio", l.EightRatio)
+		positive("leases.store_lease_per_id_ack_events_per_second", l.StorePerIDEventsPerS)
 		positive("leases.work_one.events_per_second", l.WorkOne.EventsPerSec)
 		positive("leases.work_four.events_per_second", l.WorkFour.EventsPerSec)
 		positive("leases.store_lease_ack_events_per_second", l.StoreLeaseEventsPerS)

@@ -24,23 +24,29 @@ const leaseBatch = 100
 // LeaseRun is one run of consumers draining a queue through leases.
 type LeaseRun struct {
 	Consumers    int     `json:"consumers"`
-	WorkMs       float64 `json:"work_ms_per_event"` // simulated processing, sleeping, per event
+	PerID        bool    `json:"per_id_acks,omitempty"` // acks name every lease id, not the batch id
+	WorkMs       float64 `json:"work_ms_per_event"`     // simulated processing, sleeping, per event
 	Events       int     `json:"events"`
 	Seconds      float64 `json:"seconds"`
 	EventsPerSec float64 `json:"events_per_second"`
 }
 
-// Leases is scenario 11: shared consumption. Lease + ack round trips of batches of 100 with
-// 1, 2, 4 and 8 consumers against one GET + DELETE consumer of the same queue (the floor);
-// 4 consumers with 1 ms of work per event against 1; lease latency while 10,000 events (the
-// cap) are leased; Redis memory per leased event.
+// Leases is scenario 11: shared consumption. Lease + batch ack round trips of batches of 100
+// with 1, 2, 4 and 8 consumers, and lease + per-id acks with 1 and 8, against one GET +
+// DELETE consumer of the same queue (the floor); 4 consumers with 1 ms of work per event
+// against 1; lease latency while 10,000 events (the cap) are leased; Redis memory per leased
+// event.
 type Leases struct {
 	Batch           int        `json:"batch"`
 	FloorEventsPerS float64    `json:"floor_get_delete_events_per_second"` // the better of two runs
-	Runs            []LeaseRun `json:"runs"`                               // no work: 1, 2, 4, 8 consumers
+	Runs            []LeaseRun `json:"runs"`                               // no work: 1, 2, 4, 8 consumers, batch acks
+	PerIDRuns       []LeaseRun `json:"per_id_runs"`                        // no work: 1 and 8 consumers, per-id acks
 	SingleRatio     float64    `json:"single_ratio"`                       // 1 consumer ÷ floor
 	SingleTarget    float64    `json:"single_target_min"`
 	SingleMet       bool       `json:"single_met"`
+	EightRatio      float64    `json:"eight_ratio"` // 8 consumers ÷ floor
+	EightTarget     float64    `json:"eight_target_min"`
+	EightMet        bool       `json:"eight_met"`
 	WorkOne         LeaseRun   `json:"work_one"`
 	WorkFour        LeaseRun   `json:"work_four"`
 	WorkRatio       float64    `json:"work_ratio"` // 4 consumers ÷ 1, with work
@@ -49,8 +55,10 @@ type Leases struct {
 	AtCap           Latency    `json:"lease_100_at_cap"`              // 9,900 others leased, each call fills the cap
 	Reclaim         Latency    `json:"lease_1000_reclaiming_expired"` // 10,000 expired leases reclaimed
 	// The same single-consumer round trips on the queue store alone (the Redis scripts the
-	// api runs, without HTTP): lease + ack against read + trim, to show where the time goes.
+	// api runs, without HTTP): lease + batch ack and lease + per-id ack against read + trim,
+	// to show where the time goes.
 	StoreLeaseEventsPerS float64 `json:"store_lease_ack_events_per_second"`
+	StorePerIDEventsPerS float64 `json:"store_lease_per_id_ack_events_per_second"`
 	StoreReadEventsPerS  float64 `json:"store_read_trim_events_per_second"`
 	// The lease keys' MEMORY USAGE is exact. INFO used_memory's change over the same leases
 	// also counts what the api, the worker and expiring keys allocated or freed meanwhile:
@@ -75,7 +83,7 @@ var (
 
 // benchLeases runs scenario 11.
 func benchLeases(ctx context.Context, s *stack, p leasePlan) (*Leases, error) {
-	res := &Leases{Batch: leaseBatch, SingleTarget: 0.7, WorkTarget: 3}
+	res := &Leases{Batch: leaseBatch, SingleTarget: 0.8, EightTarget: 0.9, WorkTarget: 3}
 	n := max(p.events, p.workEvents, eventqueue.MaxLeased+p.capCalls*leaseBatch)
 	if s.profile {
 		n = max(n, profileEvents)
@@ -100,17 +108,17 @@ func benchLeases(ctx context.Context, s *stack, p leasePlan) (*Leases, error) {
 		res.FloorEventsPerS = max(res.FloorEventsPerS, float64(p.events)/time.Since(start).Seconds())
 		return s.emptied(ctx, t)
 	}
-	run := func(consumers, n int, work time.Duration) (LeaseRun, error) {
+	run := func(consumers, n int, work time.Duration, perID bool) (LeaseRun, error) {
 		t, err := fresh(n)
 		if err != nil {
 			return LeaseRun{}, err
 		}
 		start := time.Now()
-		if err := drainLeases(ctx, s, t, consumers, work); err != nil {
+		if err := drainLeases(ctx, s, t, consumers, work, perID); err != nil {
 			return LeaseRun{}, fmt.Errorf("leases: %d consumers: %w", consumers, err)
 		}
 		took := time.Since(start).Seconds()
-		return LeaseRun{Consumers: consumers, WorkMs: ms(work), Events: n, Seconds: took, EventsPerSec: float64(n) / took}, s.emptied(ctx, t)
+		return LeaseRun{Consumers: consumers, PerID: perID, WorkMs: ms(work), Events: n, Seconds: took, EventsPerSec: float64(n) / took}, s.emptied(ctx, t)
 	}
 
 	if s.profile {
@@ -122,23 +130,33 @@ func benchLeases(ctx context.Context, s *stack, p leasePlan) (*Leases, error) {
 		return nil, err
 	}
 	for _, c := range []int{1, 2, 4, 8} {
-		r, err := run(c, p.events, 0)
+		r, err := run(c, p.events, 0, false)
 		if err != nil {
 			return nil, err
 		}
 		s.logf("  leases: %d consumers %.0f events/s", c, r.EventsPerSec)
 		res.Runs = append(res.Runs, r)
 	}
+	for _, c := range []int{1, 8} {
+		r, err := run(c, p.events, 0, true)
+		if err != nil {
+			return nil, err
+		}
+		s.logf("  leases, per-id acks: %d consumers %.0f events/s", c, r.EventsPerSec)
+		res.PerIDRuns = append(res.PerIDRuns, r)
+	}
 	if err := floor(); err != nil { // again after: the ratio uses the better floor
 		return nil, err
 	}
 	res.SingleRatio = res.Runs[0].EventsPerSec / res.FloorEventsPerS
 	res.SingleMet = res.SingleRatio >= res.SingleTarget
+	res.EightRatio = res.Runs[3].EventsPerSec / res.FloorEventsPerS
+	res.EightMet = res.EightRatio >= res.EightTarget
 	var err error
-	if res.WorkOne, err = run(1, p.workEvents, time.Millisecond); err != nil {
+	if res.WorkOne, err = run(1, p.workEvents, time.Millisecond, false); err != nil {
 		return nil, err
 	}
-	if res.WorkFour, err = run(4, p.workEvents, time.Millisecond); err != nil {
+	if res.WorkFour, err = run(4, p.workEvents, time.Millisecond, false); err != nil {
 		return nil, err
 	}
 	res.WorkRatio = res.WorkFour.EventsPerSec / res.WorkOne.EventsPerSec
@@ -155,7 +173,7 @@ func benchLeases(ctx context.Context, s *stack, p leasePlan) (*Leases, error) {
 		return nil, err
 	}
 	for held := 0; held < eventqueue.MaxLeased-leaseBatch; {
-		ids, err := leaseOnce(ctx, s, t, min(1000, eventqueue.MaxLeased-leaseBatch-held), 600)
+		ids, _, err := leaseOnce(ctx, s, t, min(1000, eventqueue.MaxLeased-leaseBatch-held), 600)
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +182,7 @@ func benchLeases(ctx context.Context, s *stack, p leasePlan) (*Leases, error) {
 	var lat []time.Duration
 	for range p.capCalls {
 		start := time.Now()
-		ids, err := leaseOnce(ctx, s, t, leaseBatch, 600)
+		ids, batch, err := leaseOnce(ctx, s, t, leaseBatch, 600)
 		lat = append(lat, time.Since(start))
 		if err != nil {
 			return nil, err
@@ -172,7 +190,7 @@ func benchLeases(ctx context.Context, s *stack, p leasePlan) (*Leases, error) {
 		if len(ids) != leaseBatch {
 			return nil, fmt.Errorf("leases: at the cap a lease of %d got %d", leaseBatch, len(ids))
 		}
-		if err := ackAll(ctx, s, t, ids); err != nil {
+		if err := ackBatch(ctx, s, t, batch, len(ids)); err != nil {
 			return nil, err
 		}
 	}
@@ -188,7 +206,7 @@ func benchLeases(ctx context.Context, s *stack, p leasePlan) (*Leases, error) {
 	for round := 0; round <= p.reclaims; round++ {
 		for range eventqueue.MaxLeased / 1000 {
 			start := time.Now()
-			ids, err := leaseOnce(ctx, s, t, 1000, 1)
+			ids, _, err := leaseOnce(ctx, s, t, 1000, 1)
 			if round > 0 {
 				lat = append(lat, time.Since(start))
 			}
@@ -222,7 +240,7 @@ func benchLeases(ctx context.Context, s *stack, p leasePlan) (*Leases, error) {
 	}
 	usedBefore, keysBefore := s.usedMemory(ctx), keyBytes()
 	for leased := 0; leased < eventqueue.MaxLeased; {
-		ids, err := leaseOnce(ctx, s, t, 1000, 600)
+		ids, _, err := leaseOnce(ctx, s, t, 1000, 600)
 		if err != nil {
 			return nil, err
 		}
@@ -235,11 +253,12 @@ func benchLeases(ctx context.Context, s *stack, p leasePlan) (*Leases, error) {
 }
 
 // storeRoundTrips drains a queue of payloads through the queue store, as the api does without
-// HTTP: once with ReadPage + Trim of 100, once with Lease + Settle of 100.
+// HTTP: once with ReadPage + Trim of 100, once with Lease + Settle of the batch id, once with
+// Lease + Settle of every lease id.
 func storeRoundTrips(ctx context.Context, s *stack, res *Leases, payloads []any) error {
 	store := eventqueue.New(s.rdb)
 	defer store.Close()
-	const readID, leaseID = 1<<40 + 1, 1<<40 + 2 // tenants no one else uses
+	const readID = 1<<40 + 1 // a tenant no one else uses
 	if err := fillQueue(ctx, s.rdb, readID, payloads); err != nil {
 		return err
 	}
@@ -259,29 +278,43 @@ func storeRoundTrips(ctx context.Context, s *stack, res *Leases, payloads []any)
 		}
 	}
 	res.StoreReadEventsPerS = float64(len(payloads)) / time.Since(start).Seconds()
-	if err := fillQueue(ctx, s.rdb, leaseID, payloads); err != nil {
-		return err
-	}
-	start = time.Now()
-	for {
-		l, err := store.Lease(ctx, leaseID, eventqueue.LeaseArgs{Limit: leaseBatch, Visibility: 30 * time.Second, MaxDeliveries: 10})
-		if err != nil {
+	for _, perID := range []bool{false, true} {
+		leaseID := uint64(1<<40 + 2) // another
+		if perID {
+			leaseID++
+		}
+		if err := fillQueue(ctx, s.rdb, leaseID, payloads); err != nil {
 			return err
 		}
-		if len(l.Events) == 0 {
-			break
+		start = time.Now()
+		for {
+			l, err := store.Lease(ctx, leaseID, eventqueue.LeaseArgs{Limit: leaseBatch, Visibility: 30 * time.Second, MaxDeliveries: 10})
+			if err != nil {
+				return err
+			}
+			if len(l.Events) == 0 {
+				break
+			}
+			items := []eventqueue.AckItem{{Kind: eventqueue.KindBatch, LeaseID: l.BatchID}}
+			if perID {
+				items = make([]eventqueue.AckItem, len(l.Events))
+				for i, e := range l.Events {
+					items[i] = eventqueue.AckItem{Kind: eventqueue.KindAck, LeaseID: e.LeaseID}
+				}
+			}
+			if _, _, err := store.Settle(ctx, leaseID, items, 30*time.Second); err != nil {
+				return err
+			}
 		}
-		items := make([]eventqueue.AckItem, len(l.Events))
-		for i, e := range l.Events {
-			items[i] = eventqueue.AckItem{Kind: eventqueue.KindAck, LeaseID: e.LeaseID}
+		perS := float64(len(payloads)) / time.Since(start).Seconds()
+		if perID {
+			res.StorePerIDEventsPerS = perS
+		} else {
+			res.StoreLeaseEventsPerS = perS
 		}
-		if _, _, err := store.Settle(ctx, leaseID, items, 30*time.Second); err != nil {
-			return err
+		if n := s.rdb.LLen(ctx, eventqueue.Key(leaseID)).Val(); n != 0 {
+			return fmt.Errorf("leases: store round trips left %d events", n)
 		}
-	}
-	res.StoreLeaseEventsPerS = float64(len(payloads)) / time.Since(start).Seconds()
-	if n := s.rdb.LLen(ctx, eventqueue.Key(leaseID)).Val(); n != 0 {
-		return fmt.Errorf("leases: store round trips left %d events", n)
 	}
 	return nil
 }
@@ -336,8 +369,9 @@ func drainGetDelete(ctx context.Context, s *stack, t *tenant) error {
 }
 
 // drainLeases consumes t's queue with consumers lease + ack loops of batches of 100, each
-// sleeping work per event before its ack, until every one has leased nothing.
-func drainLeases(ctx context.Context, s *stack, t *tenant, consumers int, work time.Duration) error {
+// sleeping work per event before its ack (of the batch id, or of every lease id with perID),
+// until every one has leased nothing.
+func drainLeases(ctx context.Context, s *stack, t *tenant, consumers int, work time.Duration, perID bool) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, consumers)
 	for range consumers {
@@ -345,7 +379,7 @@ func drainLeases(ctx context.Context, s *stack, t *tenant, consumers int, work t
 		go func() {
 			defer wg.Done()
 			for {
-				ids, err := leaseOnce(ctx, s, t, leaseBatch, 30)
+				ids, batch, err := leaseOnce(ctx, s, t, leaseBatch, 30)
 				if err != nil {
 					errs <- err
 					return
@@ -358,7 +392,12 @@ func drainLeases(ctx context.Context, s *stack, t *tenant, consumers int, work t
 						time.Sleep(work)
 					}
 				}
-				if err := ackAll(ctx, s, t, ids); err != nil {
+				if perID {
+					err = ackAll(ctx, s, t, ids)
+				} else {
+					err = ackBatch(ctx, s, t, batch, len(ids))
+				}
+				if err != nil {
 					errs <- err
 					return
 				}
@@ -371,12 +410,12 @@ func drainLeases(ctx context.Context, s *stack, t *tenant, consumers int, work t
 }
 
 // leaseOnce leases up to limit of t's events for visibility seconds and returns their lease
-// ids, decoding the whole answer as a consumer would.
-func leaseOnce(ctx context.Context, s *stack, t *tenant, limit, visibility int) ([]string, error) {
+// ids and the batch id, decoding the whole answer as a consumer would.
+func leaseOnce(ctx context.Context, s *stack, t *tenant, limit, visibility int) ([]string, string, error) {
 	path := fmt.Sprintf("/api/platform/events/leases?limit=%d&visibility=%d", limit, visibility)
 	r, err := s.http.Do(s.request(ctx, "POST", path, t.Token, nil))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer r.Body.Close()
 	var body struct {
@@ -387,15 +426,41 @@ func leaseOnce(ctx context.Context, s *stack, t *tenant, limit, visibility int) 
 			Event      json.RawMessage `json:"event"`
 		} `json:"data"`
 		ExpiresAt string `json:"expires_at"`
+		BatchID   string `json:"batch_id"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || r.StatusCode != 200 {
-		return nil, fmt.Errorf("lease: status %d, %v", r.StatusCode, err)
+		return nil, "", fmt.Errorf("lease: status %d, %v", r.StatusCode, err)
 	}
 	ids := make([]string, len(body.Data))
 	for i, d := range body.Data {
 		ids[i] = d.LeaseID
 	}
-	return ids, nil
+	return ids, body.BatchID, nil
+}
+
+// ackBatch acknowledges a batch of n events by its id and checks they all were.
+func ackBatch(ctx context.Context, s *stack, t *tenant, batch string, n int) error {
+	payload, _ := json.Marshal(map[string]any{"batches": []string{batch}})
+	req := s.request(ctx, "POST", "/api/platform/events/acks", t.Token, payload)
+	req.Header.Set("Content-Type", "application/json")
+	r, err := s.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer r.Body.Close()
+	var body struct {
+		Data []struct {
+			Status string `json:"status"`
+			Acked  int    `json:"acked"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || r.StatusCode != http.StatusOK || len(body.Data) != 1 {
+		return fmt.Errorf("batch ack: status %d, %v", r.StatusCode, err)
+	}
+	if d := body.Data[0]; d.Status != "acked" || d.Acked != n {
+		return fmt.Errorf("batch ack: %q, %d acked, want acked %d", d.Status, d.Acked, n)
+	}
+	return nil
 }
 
 // ackAll acknowledges ids and checks every one is acked.
@@ -429,20 +494,29 @@ func ackAll(ctx context.Context, s *stack, t *tenant, ids []string) error {
 func (l *Leases) rows(add func(scenario, metric string, value float64, floor, ratio *float64, target string, met *bool)) {
 	f := func(v float64) *float64 { return &v }
 	b := func(v bool) *bool { return &v }
-	name := fmt.Sprintf("leases, batches of %d", l.Batch)
+	name := fmt.Sprintf("leases, batches of %d, batch acks", l.Batch)
 	for i, r := range l.Runs {
 		metric := fmt.Sprintf("events/s, %d consumers (floor: GET + DELETE)", r.Consumers)
-		if i == 0 {
+		switch i {
+		case 0:
 			add(name, "events/s, 1 consumer (floor: GET + DELETE)", r.EventsPerSec, f(l.FloorEventsPerS), f(l.SingleRatio),
 				fmt.Sprintf("≥ %.1f×", l.SingleTarget), b(l.SingleMet))
-			continue
+		case 3:
+			add(name, metric, r.EventsPerSec, f(l.FloorEventsPerS), f(l.EightRatio), fmt.Sprintf("≥ %.1f×", l.EightTarget), b(l.EightMet))
+		default:
+			add(name, metric, r.EventsPerSec, f(l.FloorEventsPerS), f(r.EventsPerSec/l.FloorEventsPerS), "", nil)
 		}
-		add(name, metric, r.EventsPerSec, f(l.FloorEventsPerS), f(r.EventsPerSec/l.FloorEventsPerS), "", nil)
+	}
+	for _, r := range l.PerIDRuns {
+		add(fmt.Sprintf("leases, batches of %d, per-id acks", l.Batch), fmt.Sprintf("events/s, %d consumers (floor: GET + DELETE)", r.Consumers),
+			r.EventsPerSec, f(l.FloorEventsPerS), f(r.EventsPerSec/l.FloorEventsPerS), "", nil)
 	}
 	add(name+", 1 ms work/event", "events/s, 4 consumers (beside: 1)", l.WorkFour.EventsPerSec, f(l.WorkOne.EventsPerSec), f(l.WorkRatio),
 		fmt.Sprintf("≥ %.0f×", l.WorkTarget), b(l.WorkMet))
-	add(name+", Redis scripts only", "events/s, lease + ack (floor: read + trim)", l.StoreLeaseEventsPerS, f(l.StoreReadEventsPerS),
+	add(name+", Redis scripts only", "events/s, lease + batch ack (floor: read + trim)", l.StoreLeaseEventsPerS, f(l.StoreReadEventsPerS),
 		f(l.StoreLeaseEventsPerS/l.StoreReadEventsPerS), "", nil)
+	add(fmt.Sprintf("leases, batches of %d, per-id acks, Redis scripts only", l.Batch), "events/s, lease + ack (floor: read + trim)", l.StorePerIDEventsPerS, f(l.StoreReadEventsPerS),
+		f(l.StorePerIDEventsPerS/l.StoreReadEventsPerS), "", nil)
 	add("lease 100 at the cap (10k leased)", "p50 / p99 ms", l.AtCap.P50, f(l.AtCap.P99), nil, "", nil)
 	add("lease 1,000 reclaiming 10k expired", "p50 / p99 ms", l.Reclaim.P50, f(l.Reclaim.P99), nil, "", nil)
 	add("Redis memory per leased event", "bytes, INFO used_memory change, noisy (beside: MEMORY USAGE of the lease keys, exact)", l.MemoryPerLeased, f(l.KeysPerLeased), nil, "", nil)
@@ -460,7 +534,7 @@ func profileLeases(ctx context.Context, s *stack, fresh func() (*tenant, error))
 		name  string
 		drain func(*tenant) error
 	}{
-		{"leases-1", func(t *tenant) error { return drainLeases(ctx, s, t, 1, 0) }},
+		{"leases-1", func(t *tenant) error { return drainLeases(ctx, s, t, 1, 0, false) }},
 		{"getdelete-1", func(t *tenant) error { return drainGetDelete(ctx, s, t) }},
 	} {
 		t, err := fresh()
