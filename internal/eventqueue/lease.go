@@ -101,25 +101,30 @@ func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (Lea
 	if len(res) < leaseHead || (len(res)-leaseHead)%3 != 0 {
 		return LeaseResult{}, fmt.Errorf("eventqueue: lease: script answered %d values", len(res))
 	}
+	fresh, _ := res[leaseHead-1].([]any)
 	epoch, _ := res[0].(string)
 	out := LeaseResult{ExpiresAt: time.UnixMilli(toInt(res[1])).UTC(), Trimmed: trimmedOf(res[2:5])}
 	if next := toInt(res[5]); next >= 0 {
 		out.NextExpiry = time.UnixMilli(next).UTC()
 	}
 	out.DeadAdded, out.DeadDropped, out.Redelivered, out.Live = toInt(res[6]), toInt(res[7]), toInt(res[8]), toInt(res[9])
-	var first, end int64 // the events leased for the first time: [first, end)
+	out.Events = make([]Leased, 0, (len(res)-leaseHead)/3+len(fresh))
 	for i := leaseHead; i < len(res); i += 3 {
-		offset, deliveries := toInt(res[i]), toInt(res[i+1])
+		offset := toInt(res[i])
 		ev, _ := res[i+2].(string)
 		out.Events = append(out.Events, Leased{
-			LeaseID: LeaseID(epoch, offset, nonce), Offset: offset, Deliveries: deliveries, Event: ev,
+			LeaseID: LeaseID(epoch, offset, nonce), Offset: offset, Deliveries: toInt(res[i+1]), Event: ev,
 		})
-		if deliveries == 1 { // the script hands them out last, in one run
-			if end == 0 {
-				first = offset
-			}
-			end = offset + 1
-		}
+	}
+	first := toInt(res[10]) // the events leased for the first time: [first, end)
+	for i, v := range fresh {
+		ev, _ := v.(string)
+		offset := first + int64(i)
+		out.Events = append(out.Events, Leased{LeaseID: LeaseID(epoch, offset, nonce), Offset: offset, Deliveries: 1, Event: ev})
+	}
+	end := first + int64(len(fresh))
+	if len(fresh) == 0 {
+		first, end = 0, 0
 	}
 	out.BatchID = batchID(epoch, first, end, nonce, out.Redelivered > 0)
 	return out, nil
@@ -158,8 +163,8 @@ func parseBatchID(id string) (args [5]any, ok bool) {
 	return [5]any{parts[0], parts[1], parts[2], parts[3], parts[4]}, true
 }
 
-// leaseHead is how many values the lease script answers before the leased events.
-const leaseHead = 10
+// leaseHead is how many values the lease script answers before the events it leased again.
+const leaseHead = 12
 
 // LeaseID is the lease id of the event at offset leased by the lease call nonce.
 func LeaseID(epoch string, offset int64, nonce string) string {

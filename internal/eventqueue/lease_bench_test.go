@@ -7,9 +7,14 @@ import (
 	"time"
 )
 
-// BenchmarkLeaseAck is one consumer's lease + ack of batches of 100 on the store alone (the
-// Redis scripts the api runs, without HTTP); ns/op is per event.
-func BenchmarkLeaseAck(b *testing.B) {
+// BenchmarkLeaseAck is one consumer's lease + per-id ack of batches of 100 on the store alone
+// (the Redis scripts the api runs, without HTTP); ns/op is per event.
+func BenchmarkLeaseAck(b *testing.B) { benchLeaseAck(b, false) }
+
+// BenchmarkLeaseBatchAck is BenchmarkLeaseAck with batch acks.
+func BenchmarkLeaseBatchAck(b *testing.B) { benchLeaseAck(b, true) }
+
+func benchLeaseAck(b *testing.B, batch bool) {
 	r, store := fullQueue(b)
 	ctx := context.Background()
 	args := LeaseArgs{Limit: 100, Visibility: 30 * time.Second, MaxDeliveries: 10}
@@ -38,9 +43,12 @@ func BenchmarkLeaseAck(b *testing.B) {
 			if err != nil || len(res.Events) != 100 {
 				b.Fatal(len(res.Events), err)
 			}
-			items := make([]AckItem, len(res.Events))
-			for i, e := range res.Events {
-				items[i] = AckItem{Kind: KindAck, LeaseID: e.LeaseID}
+			items := []AckItem{{Kind: KindBatch, LeaseID: res.BatchID}}
+			if !batch {
+				items = make([]AckItem, len(res.Events))
+				for i, e := range res.Events {
+					items[i] = AckItem{Kind: KindAck, LeaseID: e.LeaseID}
+				}
 			}
 			t0 = time.Now()
 			if _, _, err := store.Settle(ctx, 1, items, time.Second); err != nil {

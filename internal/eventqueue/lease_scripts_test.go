@@ -206,8 +206,12 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 					if err != nil {
 						t.Fatalf("seed %d step %d: %v", seed, step, err)
 					}
-					if sc == leaseScript { // the counters the old script did not report
+					if sc == leaseScript { // the counters the old script did not report, and the new events as triples
+						first, fresh := v[10].(int64), v[11].([]any)
 						v = append(v[:6:6], v[leaseHead:]...)
+						for i, ev := range fresh {
+							v = append(v, first+int64(i), int64(1), ev)
+						}
 					}
 					epochOf[ten] = v[0].(string)
 					v[0], v[1] = nil, nil // epoch and expiry
@@ -235,13 +239,17 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 				calls = append(calls, c)
 			case op < 9: // settle
 				n := 1 + r.Intn(25)
+				batchesOnly := r.Intn(3) == 0 // the ack script's path for whole batches
+				if batchesOnly {
+					n = 0
+				}
 				var args [2][]any
 				args[0], args[1] = []any{int64(3600000)}, []any{int64(3600000)}
 				if r.Intn(4) == 0 {
 					args[0][0], args[1][0] = int64(0), int64(0)
 				}
 				whole := []string(nil) // every lease of one call extended, as the SDK does
-				if len(calls) > 0 && r.Intn(4) == 0 {
+				if len(calls) > 0 && r.Intn(4) == 0 && !batchesOnly {
 					whole = calls[r.Intn(len(calls))].ids
 					n = len(whole)
 				}
@@ -277,7 +285,11 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 				args[1] = append([]any{args[1][0], ids}, args[1][1:]...)
 				var expand []int // per batch: how many acks the old script got for it; -1 unknown
 				var again []bool
-				for j := r.Intn(4) - 1; j > 0 && len(calls) > 0; j-- {
+				j := r.Intn(4) - 1
+				if batchesOnly {
+					j = 1 + r.Intn(3)
+				}
+				for ; j > 0 && len(calls) > 0; j-- {
 					c := calls[r.Intn(len(calls))]
 					if r.Intn(10) == 0 {
 						args[1] = append(args[1], "other", strconv.FormatInt(c.first, 10), strconv.FormatInt(c.end, 10), c.nonce, "0")
