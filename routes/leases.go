@@ -48,9 +48,9 @@ func (s *Server) leaseEvents(c *fiber.Ctx) error {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"lease_id":`...)
-		b = strconv.AppendQuote(b, e.LeaseID) // lease ids are ASCII letters, digits and '-'
-		b = append(b, `,"offset":`...)
+		b = append(b, `{"lease_id":"`...)
+		b = append(b, e.LeaseID...) // hex digits and '-': nothing to escape
+		b = append(b, `","offset":`...)
 		b = strconv.AppendInt(b, e.Offset, 10)
 		b = append(b, `,"deliveries":`...)
 		b = strconv.AppendInt(b, e.Deliveries, 10)
@@ -60,9 +60,9 @@ func (s *Server) leaseEvents(c *fiber.Ctx) error {
 	}
 	b = append(b, `],"expires_at":"`...)
 	b = leases.ExpiresAt.UTC().AppendFormat(b, models.TimeFormat)
-	b = append(b, `","batch_id":`...)
-	b = strconv.AppendQuote(b, leases.BatchID) // ASCII letters, digits and '-' too
-	b = append(b, '}')
+	b = append(b, `","batch_id":"`...)
+	b = append(b, leases.BatchID...) // letters, digits and '-' too
+	b = append(b, `"}`...)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(b)
 }
