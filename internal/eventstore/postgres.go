@@ -67,6 +67,33 @@ func (postgres) serial(db *gorm.DB, fn func(*gorm.DB) error) error {
 	})
 }
 
+// analyze analyzes the day partitions of the events that hold rows but were never analyzed:
+// autovacuum has not come round to them yet (they were just loaded or restored), or it is
+// off. Without statistics the planner takes such a partition for a few hundred rows and reads
+// every page of a range by sorting all the tenant's rows left in it, so an export grows with
+// the square of its events (docs/performance-log.md). It is best effort: a failure leaves the
+// read as it would have been.
+func (postgres) analyze(ctx context.Context, db *gorm.DB) {
+	var parts []string
+	err := db.WithContext(ctx).Raw(`SELECT c.oid::regclass::text FROM pg_inherits i
+		JOIN pg_class c ON c.oid = i.inhrelid
+		JOIN pg_stat_user_tables st ON st.relid = c.oid
+		WHERE i.inhparent = ?::regclass AND st.last_analyze IS NULL AND st.last_autoanalyze IS NULL
+		AND st.n_mod_since_analyze >= ?`, database.EventsTable, analyzeAbove).Scan(&parts).Error
+	if err != nil {
+		return
+	}
+	for _, p := range parts {
+		if db.WithContext(ctx).Exec("ANALYZE " + p).Error != nil {
+			return
+		}
+	}
+}
+
+// analyzeAbove is the fewest rows a partition never analyzed holds for a read to analyze it
+// first: below it any plan reads the partition quickly.
+const analyzeAbove = 10000
+
 // insert writes rows to Postgres with one COPY, without the parsing and per-parameter
 // work of a multi-row INSERT, and their pending batches with one INSERT, in one transaction.
 // The rows go in COPY's binary format, encoded here (appendCopyRow): pgx's own CopyFrom boxes

@@ -47,6 +47,9 @@ func (s *Store) Pages(ctx context.Context, r Range, fn func([]models.TrackedEven
 		page  = make([]models.TrackedEvent, 0, size)
 		last  *models.TrackedEvent
 	)
+	if !s.distributed { // Citus's nodes plan their shards themselves
+		s.d.analyze(ctx, s.db)
+	}
 	for {
 		stmt := s.db.WithContext(ctx).Model(&models.TrackedEvent{}).Select(readColumns).
 			Where("tenant_id = ?", r.TenantID)

@@ -78,6 +78,10 @@ func (s *sqliteWriter) pendingFrom() string {
 // serial runs fn on the pool, not in a transaction, which on SQLite takes the write lock at once.
 func (s *sqliteWriter) serial(db *gorm.DB, fn func(*gorm.DB) error) error { return fn(db) }
 
+// analyze does nothing: SQLite reads a range by the (tenant_id, created_at) index with or
+// without statistics.
+func (s *sqliteWriter) analyze(context.Context, *gorm.DB) {}
+
 // insertLocked is insert, its caller holding the write lock.
 func (s *sqliteWriter) insertLocked(ctx context.Context, rows []models.TrackedEvent, pending []models.PendingBatch) error {
 	if len(rows) <= sqliteInsertChunk && len(pending) == 0 { // one statement is atomic by itself: no BEGIN/COMMIT

@@ -120,6 +120,9 @@ type dialect interface {
 	pendingFrom() string
 	// serial runs a long read of one tenant's events without taking every core.
 	serial(db *gorm.DB, fn func(*gorm.DB) error) error
+	// analyze gives the planner the statistics a long read of events needs, where they are
+	// missing.
+	analyze(ctx context.Context, db *gorm.DB)
 	writableCTE() bool
 	sweep() sweepPace
 	prune() prunePace
