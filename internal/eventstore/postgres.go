@@ -84,7 +84,7 @@ func (postgres) analyze(ctx context.Context, db *gorm.DB) {
 		return
 	}
 	for _, p := range parts {
-		if db.WithContext(ctx).Exec("ANALYZE " + p).Error != nil {
+		if db.WithContext(ctx).Exec("ANALYZE "+p).Error != nil {
 			return
 		}
 	}
