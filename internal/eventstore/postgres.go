@@ -67,19 +67,20 @@ func (postgres) serial(db *gorm.DB, fn func(*gorm.DB) error) error {
 	})
 }
 
-// analyze analyzes the day partitions of the events that hold rows but were never analyzed:
-// autovacuum has not come round to them yet (they were just loaded or restored), or it is
-// off. Without statistics the planner takes such a partition for a few hundred rows and reads
-// every page of a range by sorting all the tenant's rows left in it, so an export grows with
-// the square of its events (docs/performance-log.md). It is best effort: a failure leaves the
-// read as it would have been.
+// analyze analyzes the day partitions of the events whose statistics autovacuum would renew
+// now: rows changed since their last analysis (or since they were made) exceed a tenth of the
+// rows it counted. Autovacuum may not have come round to them yet (they were just loaded or
+// restored), or be off. Without fitting statistics the planner takes such a partition for a
+// few hundred rows and reads every page of a range by sorting all the tenant's rows left in
+// it, so an export grows with the square of its events (docs/performance-log.md). It is best
+// effort: a failure leaves the read as it would have been.
 func (postgres) analyze(ctx context.Context, db *gorm.DB) {
 	var parts []string
 	err := db.WithContext(ctx).Raw(`SELECT c.oid::regclass::text FROM pg_inherits i
 		JOIN pg_class c ON c.oid = i.inhrelid
 		JOIN pg_stat_user_tables st ON st.relid = c.oid
-		WHERE i.inhparent = ?::regclass AND st.last_analyze IS NULL AND st.last_autoanalyze IS NULL
-		AND st.n_mod_since_analyze >= ?`, database.EventsTable, analyzeAbove).Scan(&parts).Error
+		WHERE i.inhparent = ?::regclass AND st.n_mod_since_analyze >= ?
+		AND st.n_mod_since_analyze > 0.1 * greatest(c.reltuples, 0)`, database.EventsTable, analyzeAbove).Scan(&parts).Error
 	if err != nil {
 		return
 	}
@@ -90,8 +91,8 @@ func (postgres) analyze(ctx context.Context, db *gorm.DB) {
 	}
 }
 
-// analyzeAbove is the fewest rows a partition never analyzed holds for a read to analyze it
-// first: below it any plan reads the partition quickly.
+// analyzeAbove is the fewest rows changed in a partition for a read to analyze it first:
+// below it any plan reads the partition quickly.
 const analyzeAbove = 10000
 
 // insert writes rows to Postgres with one COPY, without the parsing and per-parameter
