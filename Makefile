@@ -3,7 +3,7 @@
 GO    ?= go
 
 .DEFAULT_GOAL := help
-.PHONY: help run test chaos build vet fmt bench bench-check lint-openapi clean
+.PHONY: help run test chaos build vet fmt bench bench-against bench-check lint-openapi clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ fmt: ## rewrite the Go files with gofmt
 bench: ## measure eventq against its floors (own Redis, Postgres, SQLite); BENCH_FLAGS=-quick for a short run
 	@bash scripts/ensure-deps.sh go redis-server postgres citus
 	$(GO) run -tags bench ./bench $(BENCH_FLAGS)
+
+bench-against: ## the bench of REV=<commit> and of this tree, alternating RUNS=N times (default 1), with the same BENCH_FLAGS
+	@bash scripts/bench-against.sh
 
 bench-check: ## the bench harness's own test: a -quick run of every scenario, checking each reports figures (CI runs it)
 	@bash scripts/ensure-deps.sh go redis-server postgres citus
