@@ -55,24 +55,93 @@ type Change struct {
 type Feed struct {
 	rdb redis.UniversalClient
 	log *slog.Logger
+
+	mu      sync.Mutex
+	waiting []*announcement // not sent yet, in arrival order
+	sending bool            // a caller is sending; the others wait for it
 }
+
+// announcement is one Announce call's change, and what became of it.
+type announcement struct {
+	c    Change
+	err  error
+	done chan struct{} // closed once sent, err set
+	lead chan struct{} // closed when this caller is to send what waits
+}
+
+// announceTimeout bounds one send of the waiting announcements, whichever caller's context
+// it runs under.
+const announceTimeout = 2 * time.Second
 
 // NewFeed returns the feed on rdb.
 func NewFeed(rdb redis.UniversalClient, log *slog.Logger) *Feed { return &Feed{rdb: rdb, log: log} }
 
-// Announce appends c, after the change was committed. A failure is logged and returned: the
-// change stands, and processes that cannot read the feed do not cache (Follower.Fresh).
+// Announce appends c, after the change was committed, and returns once it is in the stream.
+// A failure is logged and returned: the change stands, and processes that cannot read the feed
+// do not cache (Follower.Fresh).
+//
+// Announcements made at the same moment go to Redis together, in one pipeline: a caller that
+// finds another sending waits, and the sender hands the sending of everything that queued
+// meanwhile to the first of those callers. So concurrent fulfilments cost one round trip
+// between them, and none waits for more than the send before its own.
 func (f *Feed) Announce(ctx context.Context, c Change) error {
-	err := f.rdb.XAdd(ctx, &redis.XAddArgs{Stream: Key, MaxLen: maxLen, Approx: true, Values: []any{
-		"k", string(c.Kind), "t", strconv.FormatUint(c.Tenant, 10), "i", strconv.FormatUint(c.ID, 10),
-		"r", strings.Join(c.Refs, "\x00"),
-	}}).Err()
-	if err != nil {
-		f.log.Warn("changes: announce failed; followers' caches may hold the old answer until they expire",
-			"kind", c.Kind, "tenant", c.Tenant, "err", err)
-		return fmt.Errorf("changes: announce: %w", err)
+	a := &announcement{c: c, done: make(chan struct{}), lead: make(chan struct{})}
+	f.mu.Lock()
+	f.waiting = append(f.waiting, a)
+	lead := !f.sending
+	f.sending = true
+	f.mu.Unlock()
+	if !lead {
+		select {
+		case <-a.done:
+			return a.err
+		case <-a.lead:
+		}
 	}
-	return nil
+	f.send(ctx)
+	<-a.done
+	return a.err
+}
+
+// send appends every waiting announcement in one pipeline, then hands the sending to the
+// first that arrived meanwhile, or ends it.
+func (f *Feed) send(ctx context.Context) {
+	f.mu.Lock()
+	batch := f.waiting
+	f.waiting = nil
+	f.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), announceTimeout)
+	cmds, _ := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, a := range batch {
+			p.XAdd(ctx, &redis.XAddArgs{Stream: Key, MaxLen: maxLen, Approx: true, Values: []any{
+				"k", string(a.c.Kind), "t", strconv.FormatUint(a.c.Tenant, 10), "i", strconv.FormatUint(a.c.ID, 10),
+				"r", strings.Join(a.c.Refs, "\x00"),
+			}})
+		}
+		return nil
+	})
+	cancel()
+	for i, a := range batch {
+		err := errors.New("not sent")
+		if i < len(cmds) {
+			err = cmds[i].Err()
+		}
+		if err != nil {
+			f.log.Warn("changes: announce failed; followers' caches may hold the old answer until they expire",
+				"kind", a.c.Kind, "tenant", a.c.Tenant, "err", err)
+			a.err = fmt.Errorf("changes: announce: %w", err)
+		}
+		close(a.done)
+	}
+
+	f.mu.Lock()
+	if len(f.waiting) > 0 {
+		close(f.waiting[0].lead)
+	} else {
+		f.sending = false
+	}
+	f.mu.Unlock()
 }
 
 // freshFor is how long after its last successful read a follower counts as following.
