@@ -70,6 +70,11 @@ func (svc *Service) fulfilSession(ctx context.Context, s Session, oneStatement b
 		return Result{}, err
 	}
 	res := st.res
+	// The announcement needs only the commit above: it goes to Redis while the rest is done,
+	// so that its round trip adds nothing to the fulfilment's. Also when it was fulfilled
+	// before: a retry after a failed announcement announces again.
+	announced := make(chan error, 1)
+	go func() { announced <- svc.announce(ctx, r.tenant, r.member) }()
 	if res.Status == StatusFulfilled && queued {
 		pushed := []models.TrackedEvent{st.event}
 		if st.reversal != nil {
@@ -79,12 +84,17 @@ func (svc *Service) fulfilSession(ctx context.Context, s Session, oneStatement b
 	}
 	// A reversal recorded while this transaction ran (it could not see the purchase, nor this
 	// transaction the reversal) is applied here; applying is idempotent.
-	if _, err := svc.applyReversals(ctx, &st.purchase, r.tenantOn(s.Account)); err != nil {
+	applied, err := svc.applyReversals(ctx, &st.purchase, r.tenantOn(s.Account))
+	if aerr := <-announced; err == nil {
+		err = aerr
+	}
+	if err != nil {
 		return Result{}, err
 	}
-	// Also when it was fulfilled before: a retry after a failed announcement announces again.
-	if err := svc.announce(ctx, r.tenant, r.member); err != nil {
-		return Result{}, err
+	if applied { // after the reversal's commit, which the announcement above may have preceded
+		if err := svc.announce(ctx, r.tenant, r.member); err != nil {
+			return Result{}, err
+		}
 	}
 	return res, nil
 }
