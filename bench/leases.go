@@ -440,54 +440,54 @@ func leaseOnce(ctx context.Context, s *stack, t *tenant, limit, visibility int) 
 
 // ackBatch acknowledges a batch of n events by its id and checks they all were.
 func ackBatch(ctx context.Context, s *stack, t *tenant, batch string, n int) error {
-	payload, _ := json.Marshal(map[string]any{"batches": []string{batch}})
-	req := s.request(ctx, "POST", "/api/platform/events/acks", t.Token, payload)
-	req.Header.Set("Content-Type", "application/json")
-	r, err := s.http.Do(req)
+	data, err := postAcks(ctx, s, t, map[string]any{"batches": []string{batch}})
 	if err != nil {
 		return err
 	}
-	defer r.Body.Close()
-	var body struct {
-		Data []struct {
-			Status string `json:"status"`
-			Acked  int    `json:"acked"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || r.StatusCode != http.StatusOK || len(body.Data) != 1 {
-		return fmt.Errorf("batch ack: status %d, %v", r.StatusCode, err)
-	}
-	if d := body.Data[0]; d.Status != "acked" || d.Acked != n {
-		return fmt.Errorf("batch ack: %q, %d acked, want acked %d", d.Status, d.Acked, n)
+	if len(data) != 1 || data[0].Status != "acked" || data[0].Acked != n {
+		return fmt.Errorf("batch ack: %+v, want acked %d", data, n)
 	}
 	return nil
 }
 
 // ackAll acknowledges ids and checks every one is acked.
 func ackAll(ctx context.Context, s *stack, t *tenant, ids []string) error {
-	payload, _ := json.Marshal(map[string]any{"acks": ids})
-	req := s.request(ctx, "POST", "/api/platform/events/acks", t.Token, payload)
-	req.Header.Set("Content-Type", "application/json")
-	r, err := s.http.Do(req)
+	data, err := postAcks(ctx, s, t, map[string]any{"acks": ids})
 	if err != nil {
 		return err
 	}
-	defer r.Body.Close()
-	var body struct {
-		Data []struct {
-			Status string `json:"status"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || r.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(r.Body)
-		return fmt.Errorf("ack: status %d, %v %s", r.StatusCode, err, b)
-	}
-	for _, d := range body.Data {
+	for _, d := range data {
 		if d.Status != "acked" {
 			return fmt.Errorf("ack: status %q, want acked", d.Status)
 		}
 	}
 	return nil
+}
+
+// ackEntry is one entry of an acks answer.
+type ackEntry struct {
+	Status string `json:"status"`
+	Acked  int    `json:"acked"`
+}
+
+// postAcks posts body to the acks route and returns the entries of its answer.
+func postAcks(ctx context.Context, s *stack, t *tenant, body map[string]any) ([]ackEntry, error) {
+	payload, _ := json.Marshal(body)
+	req := s.request(ctx, "POST", "/api/platform/events/acks", t.Token, payload)
+	req.Header.Set("Content-Type", "application/json")
+	r, err := s.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Body.Close()
+	var answer struct {
+		Data []ackEntry `json:"data"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&answer); err != nil || r.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(r.Body)
+		return nil, fmt.Errorf("acks: status %d, %v %s", r.StatusCode, err, b)
+	}
+	return answer.Data, nil
 }
 
 // rows adds scenario 11 to the table.
