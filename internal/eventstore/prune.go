@@ -36,9 +36,11 @@ func (postgres) prune() prunePace {
 // SQLite has one writer for the whole database: while a prune step holds the write lock, every
 // ingestion commit waits. So a step deletes a few milliseconds' worth of rows, and leaves the
 // lock free for three times as long as it took; the prune takes longer, ingestion barely
-// notices it.
+// notices it. The outer conditions carry a unary + so that SQLite finds the step's rows by
+// their rowids: on the (tenant_id, created_at) index it read every row of the tenant left
+// before the cutoff at each step, and a prune of a million events took 660 s instead of 31.
 func (*sqliteWriter) prune() prunePace {
-	return prunePace{batch: 500, yield: 3, vacuum: true, delete: "DELETE FROM tracked_events WHERE tenant_id = ? AND created_at < ? AND rowid IN " +
+	return prunePace{batch: 500, yield: 3, vacuum: true, delete: "DELETE FROM tracked_events WHERE +tenant_id = ? AND +created_at < ? AND rowid IN " +
 		"(SELECT rowid FROM tracked_events WHERE tenant_id = ? AND created_at < ? LIMIT ?)"}
 }
 
