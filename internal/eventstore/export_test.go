@@ -15,3 +15,6 @@ const SQLiteInsertChunk = sqliteInsertChunk
 
 // PendingBatchInsert is pendingBatchInsert.
 var PendingBatchInsert = pendingBatchInsert
+
+// PruneDelete is the statement of one prune step on s's database.
+func (s *Store) PruneDelete() string { return s.d.prune().delete }
