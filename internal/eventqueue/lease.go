@@ -101,14 +101,14 @@ func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (Lea
 	if len(res) < leaseHead || (len(res)-leaseHead)%3 != 0 {
 		return LeaseResult{}, fmt.Errorf("eventqueue: lease: script answered %d values", len(res))
 	}
-	fresh, _ := res[leaseHead-1].([]any)
+	fresh := toInt(res[leaseHead-1])
 	epoch, _ := res[0].(string)
 	out := LeaseResult{ExpiresAt: time.UnixMilli(toInt(res[1])).UTC(), Trimmed: trimmedOf(res[2:5])}
 	if next := toInt(res[5]); next >= 0 {
 		out.NextExpiry = time.UnixMilli(next).UTC()
 	}
 	out.DeadAdded, out.DeadDropped, out.Redelivered, out.Live = toInt(res[6]), toInt(res[7]), toInt(res[8]), toInt(res[9])
-	out.Events = make([]Leased, 0, (len(res)-leaseHead)/3+len(fresh))
+	out.Events = make([]Leased, 0, (len(res)-leaseHead)/3+int(fresh))
 	for i := leaseHead; i < len(res); i += 3 {
 		offset := toInt(res[i])
 		ev, _ := res[i+2].(string)
@@ -116,15 +116,18 @@ func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (Lea
 			LeaseID: LeaseID(epoch, offset, nonce), Offset: offset, Deliveries: toInt(res[i+1]), Event: ev,
 		})
 	}
-	first := toInt(res[10]) // the events leased for the first time: [first, end)
-	for i, v := range fresh {
-		ev, _ := v.(string)
-		offset := first + int64(i)
-		out.Events = append(out.Events, Leased{LeaseID: LeaseID(epoch, offset, nonce), Offset: offset, Deliveries: 1, Event: ev})
-	}
-	end := first + int64(len(fresh))
-	if len(fresh) == 0 {
+	first, end := toInt(res[10]), toInt(res[10])+fresh // the events leased for the first time
+	if fresh == 0 {
 		first, end = 0, 0
+	} else {
+		from, events, err := s.freshEvents(ctx, tenantID, epoch, toInt(res[3]), first, int(fresh))
+		if err != nil {
+			return LeaseResult{}, err
+		}
+		for i, ev := range events {
+			offset := from + int64(i)
+			out.Events = append(out.Events, Leased{LeaseID: LeaseID(epoch, offset, nonce), Offset: offset, Deliveries: 1, Event: ev})
+		}
 	}
 	out.BatchID = batchID(epoch, first, end, nonce, out.Redelivered > 0)
 	return out, nil

@@ -64,8 +64,8 @@ end
 // times go to the dead letters instead), then never-leased ones from the cursor. Returns
 // {epoch, expires ms, trimmed, front, last trimmed id, next expiry ms or -1, dead letters
 // added, dead letters dropped, redeliveries, live leases, the offset of the first event leased
-// for the first time, those events (a nested array: one run of offsets, each delivered once),
-// then offset, deliveries, event per event leased again}.
+// for the first time, how many were (one run of offsets, each delivered once: the caller reads
+// them), then offset, deliveries, event per event leased again}.
 var leaseScript = redis.NewScript(luaPrelude + luaDead + luaRanges + `
 local limit, vis, maxd, maxleased = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 redis.call('SET', KEYS[8], ARGV[5], 'NX')
@@ -91,7 +91,7 @@ local rangeHeld = tonumber(redis.call('GET', KEYS[16]) or '0') -- every range is
 local live = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf') + rangeHeld
 local fresh = 0 -- events of the range made below, if it is live
 local room = math.min(limit, maxleased - live)
-local out = {epoch, expires, 0, front, false, -1, 0, 0, 0, 0, 0, {}}
+local out = {epoch, expires, 0, front, false, -1, 0, 0, 0, 0, 0, 0}
 local dead, added, redelivered, leased = false, 0, 0, 0
 local again = {} -- the offsets leased again: the batch's record (its new events are in its id)
 while room > 0 do
@@ -165,20 +165,22 @@ while room > 0 do
 end
 local nxt = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), front)
 if room > 0 and nxt < front + length then
-  local evs = redis.call('LRANGE', KEYS[1], nxt - front, nxt - front + room - 1)
-  out[11], out[12] = nxt, evs -- as they are: their offsets follow from nxt, their deliveries are 1
+  -- The caller reads these events itself, after the script: through Lua they would be
+  -- copied twice more (lease.go, Lease).
+  local n = math.min(room, front + length - nxt)
+  out[11], out[12] = nxt, n
   -- never leased: one range (of at most maxRange events) instead of a lease each
-  for s = nxt, nxt + #evs - 1, maxRange do
+  for s = nxt, nxt + n - 1, maxRange do
     local key = fmt(s)
-    redis.call('HSET', KEYS[13], key, fmt(math.min(s + maxRange, nxt + #evs)) .. ':0:' .. ARGV[6])
+    redis.call('HSET', KEYS[13], key, fmt(math.min(s + maxRange, nxt + n)) .. ':0:' .. ARGV[6])
     redis.call('ZADD', KEYS[14], s, key)
     redis.call('ZADD', KEYS[15], expires, key)
   end
-  if #evs > 0 then
-    redis.call('INCRBY', KEYS[16], #evs)
-    nxt = nxt + #evs
+  if n > 0 then
+    redis.call('INCRBY', KEYS[16], n)
+    nxt = nxt + n
     if expires > now then
-      fresh = #evs
+      fresh = n
     end
   end
 end
@@ -206,7 +208,7 @@ for _, k in ipairs({KEYS[4], KEYS[15]}) do
     nextExpiry = tonumber(first[2])
   end
 end
-if #out == 12 and #out[12] == 0 and tonumber(ARGV[7]) > 0 then
+if #out == 12 and out[12] == 0 and tonumber(ARGV[7]) > 0 then
   redis.call('SET', KEYS[10], '1', 'PX', ARGV[7])
 end
 out[3], out[4], out[5], out[6] = trimmed[1], trimmed[2], trimmed[3], nextExpiry

@@ -207,7 +207,14 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 						t.Fatalf("seed %d step %d: %v", seed, step, err)
 					}
 					if sc == leaseScript { // the counters the old script did not report, and the new events as triples
-						first, fresh := v[10].(int64), v[11].([]any)
+						first, n, front := v[10].(int64), v[11].(int64), v[3].(int64)
+						var fresh []string
+						if n > 0 {
+							fresh, err = rdb.LRange(ctx, Key(ten), first-front, first-front+n-1).Result()
+						}
+						if err != nil || int64(len(fresh)) != n {
+							t.Fatalf("seed %d step %d: %d of %d new events: %v", seed, step, len(fresh), n, err)
+						}
 						v = append(v[:6:6], v[leaseHead:]...)
 						for i, ev := range fresh {
 							v = append(v, first+int64(i), int64(1), ev)

@@ -1,0 +1,89 @@
+package eventqueue
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The events a lease call leased for the first time are read after its script: a trim in
+// between moves the front under the list's indices, and a rebuild replaces the list. The read
+// finds the events where they are now, leaves out those trimmed, and returns none after a
+// rebuild; through the read path's own connections and through go-redis alike.
+func TestFreshEventsFollowTheFront(t *testing.T) {
+	for name, s := range leaseStores(t) {
+		for i, path := range []string{"own connections", "go-redis"} {
+			t.Run(name+"/"+path, func(t *testing.T) {
+				store := s
+				if path == "go-redis" {
+					store = &Store{rdb: s.rdb}
+				}
+				testFreshEvents(t, store, uint64(7+i))
+			})
+		}
+	}
+}
+
+func testFreshEvents(t *testing.T, s *Store, tenant uint64) {
+	ctx := context.Background()
+	t.Run("a read over many chunks", func(t *testing.T) {
+		big := make([][]byte, 700) // 1.4 MB: the reply spans several of the reader's chunks
+		for i := range big {
+			big[i] = []byte(fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, strings.Repeat("x", 2000+i%7)))
+		}
+		if err := s.Append(ctx, tenant+100, big...); err != nil {
+			t.Fatal(err)
+		}
+		epoch := strings.SplitN(mustLease(t, s, tenant+100, 1, time.Minute, 10).BatchID, "-", 2)[0]
+		from, events, err := s.freshEvents(ctx, tenant+100, epoch, 0, 1, len(big)-1)
+		if err != nil || from != 1 || len(events) != len(big)-1 {
+			t.Fatalf("%d events from %d: %v", len(events), from, err)
+		}
+		for i, e := range events {
+			if e != string(big[i+1]) {
+				t.Fatalf("event %d differs", i+1)
+			}
+		}
+	})
+	appendN(t, s, tenant, 0, 40)
+	epoch := strings.SplitN(mustLease(t, s, tenant, 1, time.Minute, 10).BatchID, "-", 2)[0]
+	want := func(from int64, events []string, err error, wantFrom, wantTo int64) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for i, e := range events {
+			if e != string(ev(int(from)+i).JSON) {
+				t.Fatalf("event %d is %s", from+int64(i), e)
+			}
+			got = append(got, from+int64(i))
+		}
+		if from != wantFrom || len(events) != int(wantTo-wantFrom) {
+			t.Fatalf("read offsets %v from %d, want %d … %d", got, from, wantFrom, wantTo-1)
+		}
+	}
+	from, events, err := s.freshEvents(ctx, tenant, epoch, 0, 10, 10)
+	want(from, events, err, 10, 20)
+
+	for _, c := range []struct{ trimTo, wantFrom int64 }{{5, 10}, {15, 15}, {25, 20}} {
+		front, _ := s.Offset(ctx, tenant)
+		if _, err := s.Trim(ctx, tenant, c.trimTo-front, -1); err != nil {
+			t.Fatal(err)
+		}
+		from, events, err = s.freshEvents(ctx, tenant, epoch, 0, 10, 10) // as if the script saw the front at 0
+		want(from, events, err, c.wantFrom, max(20, c.wantFrom))
+	}
+	from, events, err = s.freshEvents(ctx, tenant, epoch, 25, 30, 5)
+	want(from, events, err, 30, 35)
+
+	if err := s.BeginRebuild(ctx, tenant, 25); err != nil {
+		t.Fatal(err)
+	}
+	from, events, err = s.freshEvents(ctx, tenant, epoch, 25, 30, 5)
+	if err != nil || len(events) != 0 {
+		t.Fatalf("after a rebuild: %d events from %d, %v", len(events), from, err)
+	}
+}
