@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -20,6 +21,8 @@ const MaxRead = 10000
 type Store struct {
 	rdb  redis.UniversalClient
 	fast *lrangeReader // nil: every read goes through go-redis
+	// hints holds a leaseHint by tenant id: one entry per tenant whose queue is leased.
+	hints sync.Map
 	// MaxLength is the most events AppendOnce lets one queue hold (EVENTQUEUE_MAX_LENGTH);
 	// 0 means no limit. Set it before use.
 	MaxLength int64

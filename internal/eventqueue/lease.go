@@ -71,6 +71,8 @@ type LeaseResult struct {
 	Trimmed    Trimmed   // the acknowledged front trimmed because events went to the dead letters
 	// BatchID names every event of this call: acknowledging it (KindBatch) acknowledges them all.
 	BatchID string
+	// ReadAhead reports that the call read its new events in the lease script's round trip.
+	ReadAhead bool
 	// DeadAdded and DeadDropped count the dead letters this call added and dropped (past the
 	// cap or expired); Redelivered the events it leased again; Live the tenant's live leases
 	// after it.
@@ -92,9 +94,13 @@ type LeaseArgs struct {
 // instead. Never more than MaxLeased events are leased at once.
 func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (LeaseResult, error) {
 	nonce := randomHex(8)
-	res, err := leaseScript.Run(ctx, s.rdb, leaseKeys(tenantID), args.Limit, args.Visibility.Milliseconds(),
-		max(args.MaxDeliveries, 1), MaxLeased, randomHex(8), nonce, args.Wait.Milliseconds(),
-		args.Dead.max(), args.Dead.retention().Milliseconds(), GoneRetention.Milliseconds()).Slice()
+	keys := leaseKeys(tenantID)
+	scriptArgs := []any{args.Limit, args.Visibility.Milliseconds(), max(args.MaxDeliveries, 1), MaxLeased, randomHex(8),
+		nonce, args.Wait.Milliseconds(), args.Dead.max(), args.Dead.retention().Milliseconds(), GoneRetention.Milliseconds()}
+	res, ahead, err := s.leaseReadingAhead(ctx, tenantID, keys, scriptArgs, args.Limit)
+	if res == nil {
+		res, err = leaseScript.Run(ctx, s.rdb, keys, scriptArgs...).Slice()
+	}
 	if err != nil {
 		return LeaseResult{}, fmt.Errorf("eventqueue: lease: %w", err)
 	}
@@ -120,7 +126,7 @@ func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (Lea
 	if fresh == 0 {
 		first, end = 0, 0
 	} else {
-		from, events, err := s.freshEvents(ctx, tenantID, epoch, toInt(res[3]), first, int(fresh))
+		from, events, err := s.freshEvents(ctx, tenantID, epoch, toInt(res[3]), first, int(fresh), ahead)
 		if err != nil {
 			return LeaseResult{}, err
 		}
@@ -130,6 +136,10 @@ func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (Lea
 		}
 	}
 	out.BatchID = batchID(epoch, first, end, nonce, out.Redelivered > 0)
+	out.ReadAhead = ahead != nil
+	if fresh > 0 {
+		s.noteLease(tenantID, toInt(res[3]), first, end)
+	}
 	return out, nil
 }
 
@@ -281,6 +291,9 @@ func (s *Store) Settle(ctx context.Context, tenantID uint64, items []AckItem, vi
 		}
 		trimmed = trimmed.then(trimmedOf(res[0:3]))
 		perID, args = nil, []any{visibility.Milliseconds(), 0}
+	}
+	if trimmed.Count > 0 {
+		s.noteFront(tenantID, trimmed.Front)
 	}
 	return out, trimmed, nil
 }

@@ -1,6 +1,7 @@
 package eventqueue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,37 +27,118 @@ type rangeRead struct {
 }
 
 // freshEvents returns the events at offsets first … first+n-1 of tenantID's queue, read after
-// a lease call under epoch that found the queue's front at front. Those the front has passed
-// meanwhile are left out (from is the offset of the first returned); when the queue was
-// rebuilt (another epoch), none is: their leases went with it.
+// a lease call under epoch that found the queue's front at front, starting from what ahead
+// read (nil: nothing). Those the front has passed meanwhile are left out (from is the offset
+// of the first returned); when the queue was rebuilt (another epoch), none is: their leases
+// went with it.
 //
-// A trim between the script and the read shifts the list under the indices. The read tells:
-// it gets the front in the same transaction. What it got of the wanted offsets is kept, and
-// the rest (a run just below them, moved down by the trim) is read again; each read either
-// completes the run or finds the front further on, so this ends.
-func (s *Store) freshEvents(ctx context.Context, tenantID uint64, epoch string, front, first int64, n int) (from int64, events []string, err error) {
+// A trim between the script and a read shifts the list under the indices. The read tells: it
+// gets the front in the same transaction. What it got of the wanted offsets is kept and the
+// rest is read again, from the front it found.
+func (s *Store) freshEvents(ctx context.Context, tenantID uint64, epoch string, front, first int64, n int, ahead *readAhead) (from int64, events []string, err error) {
 	events = make([]string, n) // by offset - first
+	have := make([]bool, n)
 	end := first + int64(n)
-	lo, hi := max(first, front), end // [lo, hi) is still to read; [hi, end) is read
-	for lo < hi {
-		r, err := s.readRange(ctx, tenantID, int(lo-front), int(hi-1-front))
+	lo := max(first, front)                    // below lo, the events are gone
+	take := func(r rangeRead, at int64) bool { // at: the offset of r's first event
+		if r.epoch != epoch {
+			return false
+		}
+		for i, ev := range r.events {
+			if o := at + int64(i); o >= lo && o < end {
+				events[o-first], have[o-first] = ev, true
+			}
+		}
+		lo = max(lo, r.front)
+		return true
+	}
+	if ahead != nil {
+		if !take(ahead.read, ahead.read.front+ahead.start) {
+			return end, nil, nil
+		}
+		front = ahead.read.front
+	}
+	for attempt := 0; ; attempt++ {
+		a, b := lo, lo // the events still to read: [a, b)
+		for o := lo; o < end; o++ {
+			if !have[o-first] {
+				if a == b {
+					a = o
+				}
+				b = o + 1
+			}
+		}
+		if a == b {
+			from = min(lo, end)
+			return from, events[from-first:], nil
+		}
+		if attempt == 100 {
+			return 0, nil, errors.New("eventqueue: lease: the queue's front keeps moving")
+		}
+		r, err := s.readRange(ctx, tenantID, int(a-front), int(b-1-front))
 		if err != nil {
 			return 0, nil, fmt.Errorf("eventqueue: lease: %w", err)
 		}
-		if r.epoch != epoch {
+		if !take(r, r.front+a-front) {
 			return end, nil, nil
 		}
-		at := r.front + lo - front // the offset of the first event read
-		for i, ev := range r.events {
-			if o := at + int64(i); o >= lo && o < hi {
-				events[o-first] = ev
-			}
-		}
-		hi = min(hi, at) // the events up to the tail exist: [at, hi) is read whole
-		lo, front = max(lo, r.front), r.front
+		front = r.front
 	}
-	from = min(lo, end)
-	return from, events[from-first:], nil
+}
+
+// readAhead is what Lease read in the lease script's round trip: LRANGE from index start on,
+// with the front and epoch of that moment.
+type readAhead struct {
+	read  rangeRead
+	start int64
+}
+
+// leaseHint is where a tenant's next lease call should find new events: where the last one
+// ended, with the front it saw (or a later ack trimmed to). follows reports that the last
+// call began where the call before it ended, as one consumer's calls do; then the next call
+// reads ahead. Each api process keeps its own hints; a wrong one costs a read, never an event.
+type leaseHint struct {
+	front, next int64
+	follows     bool
+}
+
+// leaseReadingAhead runs the lease script and, when tenantID's hint says so, reads the limit
+// events at the hinted offset in the same round trip. A nil reply means it did not run the
+// script: the caller runs it through go-redis.
+func (s *Store) leaseReadingAhead(ctx context.Context, tenantID uint64, keys []string, args []any, limit int) ([]any, *readAhead, error) {
+	v, ok := s.hints.Load(tenantID)
+	if !ok || s.fast == nil {
+		return nil, nil, nil
+	}
+	h := v.(leaseHint)
+	if !h.follows || h.next < h.front {
+		return nil, nil, nil
+	}
+	start := h.next - h.front
+	res, r, err := s.fast.leaseAhead(ctx, leaseScript, keys, args, int(start), int(start)+limit-1)
+	if err != nil {
+		return nil, nil, nil // NOSCRIPT, a redirect, a stale connection: through go-redis
+	}
+	return res, &readAhead{read: r, start: start}, nil
+}
+
+// noteLease records a lease call that found the front at front and leased [first, end) for
+// the first time.
+func (s *Store) noteLease(tenantID uint64, front, first, end int64) {
+	follows := false
+	if v, ok := s.hints.Load(tenantID); ok {
+		follows = v.(leaseHint).next == first
+	}
+	s.hints.Store(tenantID, leaseHint{front: front, next: end, follows: follows})
+}
+
+// noteFront records that an ack trimmed tenantID's queue to front.
+func (s *Store) noteFront(tenantID uint64, front int64) {
+	if v, ok := s.hints.Load(tenantID); ok {
+		h := v.(leaseHint)
+		h.front = max(h.front, front)
+		s.hints.Store(tenantID, h)
+	}
 }
 
 // readRange reads the queue's front offset, its lease epoch and LRANGE start stop, in one
@@ -133,14 +215,23 @@ func (c *respConn) readRange(ctx context.Context, timeout time.Duration, key, of
 			err, clean = ctx.Err(), false
 		}
 	}()
-	c.cmd = appendCommand(c.cmd[:0], "MULTI")
-	c.cmd = appendCommand(c.cmd, "GET", offsetKey)
-	c.cmd = appendCommand(c.cmd, "GET", epochKey)
-	c.cmd = appendCommand(c.cmd, "LRANGE", key, strconv.Itoa(start), strconv.Itoa(stop))
-	c.cmd = appendCommand(c.cmd, "EXEC")
+	c.cmd = appendRangeRead(c.cmd[:0], key, offsetKey, epochKey, start, stop)
 	if _, err := c.conn.Write(c.cmd); err != nil {
 		return r, false, err
 	}
+	return c.rangeReply()
+}
+
+func appendRangeRead(b []byte, key, offsetKey, epochKey string, start, stop int) []byte {
+	b = appendCommand(b, "MULTI")
+	b = appendCommand(b, "GET", offsetKey)
+	b = appendCommand(b, "GET", epochKey)
+	b = appendCommand(b, "LRANGE", key, strconv.Itoa(start), strconv.Itoa(stop))
+	return appendCommand(b, "EXEC")
+}
+
+// rangeReply reads the replies to appendRangeRead's commands.
+func (c *respConn) rangeReply() (r rangeRead, clean bool, err error) {
 	var refused error
 	for i := range 4 {
 		line, err := c.line()
@@ -220,6 +311,11 @@ func (c *respConn) bulk(dst []byte) ([]byte, error) {
 	if !ok {
 		return dst, fmt.Errorf("redis: unexpected element %q", line)
 	}
+	return c.bulkBody(dst, size)
+}
+
+// bulkBody appends the next size bytes to dst and skips the CRLF after them.
+func (c *respConn) bulkBody(dst []byte, size int) ([]byte, error) {
 	for left := size + 2; left > 0; { // the bytes, then CRLF
 		if c.r == c.w {
 			if err := c.fill(); err != nil {
@@ -233,4 +329,124 @@ func (c *respConn) bulk(dst []byte) ([]byte, error) {
 		c.r, left = c.r+k, left-k
 	}
 	return dst, nil
+}
+
+// value reads one reply as go-redis's Slice would give it: int64, string, nil or []any. An
+// error reply inside an array is returned as the error once the whole reply is read.
+func (c *respConn) value() (any, error) {
+	line, err := c.line()
+	if err != nil {
+		return nil, err
+	}
+	if len(line) == 0 {
+		return nil, errors.New("redis: empty reply")
+	}
+	switch line[0] {
+	case ':':
+		return strconv.ParseInt(string(line[1:]), 10, 64)
+	case '+':
+		return string(line[1:]), nil
+	case '-':
+		return nil, redisError(line[1:])
+	case '$':
+		if string(line) == "$-1" {
+			return nil, nil
+		}
+		size, ok := parseLen(line, '$')
+		if !ok {
+			return nil, fmt.Errorf("redis: unexpected reply %q", line)
+		}
+		b, err := c.bulkBody(make([]byte, 0, size), size)
+		return string(b), err
+	case '*':
+		if string(line) == "*-1" {
+			return nil, nil
+		}
+		n, ok := parseLen(line, '*')
+		if !ok {
+			return nil, fmt.Errorf("redis: unexpected reply %q", line)
+		}
+		out := make([]any, n)
+		var first error
+		for i := range out {
+			v, err := c.value()
+			var rerr redisError
+			switch {
+			case errors.As(err, &rerr):
+				first = cmp.Or(first, err)
+			case err != nil:
+				return nil, err
+			}
+			out[i] = v
+		}
+		return out, first
+	}
+	return nil, fmt.Errorf("redis: unexpected reply %q", line)
+}
+
+// leaseAhead runs script with keys and args, and reads the front, the epoch and LRANGE key
+// start stop after it, in one round trip over a pooled plain connection (see Store.Lease).
+// The script's reply comes as go-redis's Slice would give it. When Redis does not know the
+// script (NOSCRIPT), or the connection cannot serve, it returns an error and the caller runs
+// the script through go-redis.
+func (l *lrangeReader) leaseAhead(ctx context.Context, script *redis.Script, keys []string, args []any, start, stop int) ([]any, rangeRead, error) {
+	key, offsetKey, epochKey := keys[0], keys[1], keys[7]
+	p, err := l.node(ctx, key)
+	if err != nil {
+		return nil, rangeRead{}, err
+	}
+	c, _, err := p.get(ctx)
+	if err != nil {
+		return nil, rangeRead{}, err
+	}
+	res, r, clean, err := c.leaseAhead(ctx, p.opt.ReadTimeout, script.Hash(), keys, args, key, offsetKey, epochKey, start, stop)
+	if clean {
+		p.put(c)
+	} else {
+		p.discard(c)
+	}
+	var rerr redisError
+	if errors.As(err, &rerr) && rerr.redirect() {
+		return nil, rangeRead{}, errUseClient
+	}
+	return res, r, err
+}
+
+func (c *respConn) leaseAhead(ctx context.Context, timeout time.Duration, sha string, keys []string, args []any, key, offsetKey, epochKey string, start, stop int) (res []any, r rangeRead, clean bool, err error) {
+	unwatch := c.watch(ctx, timeout)
+	defer func() {
+		putChunk(c.buf)
+		c.buf, c.r, c.w = nil, 0, 0
+		if !unwatch() && err == nil {
+			err, clean = ctx.Err(), false
+		}
+	}()
+	cmd := make([]string, 0, 3+len(keys)+len(args))
+	cmd = append(cmd, "EVALSHA", sha, strconv.Itoa(len(keys)))
+	cmd = append(cmd, keys...)
+	for _, a := range args {
+		cmd = append(cmd, fmt.Sprint(a))
+	}
+	c.cmd = appendCommand(c.cmd[:0], cmd...)
+	c.cmd = appendRangeRead(c.cmd, key, offsetKey, epochKey, start, stop)
+	if _, err := c.conn.Write(c.cmd); err != nil {
+		return nil, r, false, err
+	}
+	v, scriptErr := c.value()
+	var rerr redisError
+	if scriptErr != nil && !errors.As(scriptErr, &rerr) {
+		return nil, r, false, scriptErr
+	}
+	r, clean, err = c.rangeReply() // read whatever the script answered, so the connection stays usable
+	if scriptErr != nil {
+		return nil, r, clean, scriptErr
+	}
+	if err != nil {
+		return nil, r, clean, err
+	}
+	res, ok := v.([]any)
+	if !ok {
+		return nil, r, clean, fmt.Errorf("redis: the lease script answered %T", v)
+	}
+	return res, r, clean, nil
 }

@@ -37,7 +37,7 @@ func testFreshEvents(t *testing.T, s *Store, tenant uint64) {
 			t.Fatal(err)
 		}
 		epoch := strings.SplitN(mustLease(t, s, tenant+100, 1, time.Minute, 10).BatchID, "-", 2)[0]
-		from, events, err := s.freshEvents(ctx, tenant+100, epoch, 0, 1, len(big)-1)
+		from, events, err := s.freshEvents(ctx, tenant+100, epoch, 0, 1, len(big)-1, nil)
 		if err != nil || from != 1 || len(events) != len(big)-1 {
 			t.Fatalf("%d events from %d: %v", len(events), from, err)
 		}
@@ -65,7 +65,7 @@ func testFreshEvents(t *testing.T, s *Store, tenant uint64) {
 			t.Fatalf("read offsets %v from %d, want %d … %d", got, from, wantFrom, wantTo-1)
 		}
 	}
-	from, events, err := s.freshEvents(ctx, tenant, epoch, 0, 10, 10)
+	from, events, err := s.freshEvents(ctx, tenant, epoch, 0, 10, 10, nil)
 	want(from, events, err, 10, 20)
 
 	for _, c := range []struct{ trimTo, wantFrom int64 }{{5, 10}, {15, 15}, {25, 20}} {
@@ -73,17 +73,94 @@ func testFreshEvents(t *testing.T, s *Store, tenant uint64) {
 		if _, err := s.Trim(ctx, tenant, c.trimTo-front, -1); err != nil {
 			t.Fatal(err)
 		}
-		from, events, err = s.freshEvents(ctx, tenant, epoch, 0, 10, 10) // as if the script saw the front at 0
+		from, events, err = s.freshEvents(ctx, tenant, epoch, 0, 10, 10, nil) // as if the script saw the front at 0
 		want(from, events, err, c.wantFrom, max(20, c.wantFrom))
 	}
-	from, events, err = s.freshEvents(ctx, tenant, epoch, 25, 30, 5)
+	from, events, err = s.freshEvents(ctx, tenant, epoch, 25, 30, 5, nil)
 	want(from, events, err, 30, 35)
 
 	if err := s.BeginRebuild(ctx, tenant, 25); err != nil {
 		t.Fatal(err)
 	}
-	from, events, err = s.freshEvents(ctx, tenant, epoch, 25, 30, 5)
+	from, events, err = s.freshEvents(ctx, tenant, epoch, 25, 30, 5, nil)
 	if err != nil || len(events) != 0 {
 		t.Fatalf("after a rebuild: %d events from %d, %v", len(events), from, err)
+	}
+}
+
+// One consumer's lease calls follow each other, so a lease call reads its new events in the
+// script's round trip, at the offset where the last call ended. Whatever happens between two
+// calls (another process's lease, a trim, a script cache flushed), every event is handed
+// out once and as it is.
+func TestLeaseReadsAhead(t *testing.T) {
+	for name, s := range leaseStores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			const tenant = 21
+			other := &Store{rdb: s.rdb, fast: newLRangeReader(s.rdb)} // another api process
+			t.Cleanup(other.Close)
+			appendN(t, s, tenant, 0, 2000)
+			seen := map[int64]int{}
+			aheads := 0
+			lease := func(st *Store) LeaseResult {
+				res := mustLease(t, st, tenant, 50, time.Minute, 10)
+				for _, e := range res.Events {
+					if e.Event != string(ev(int(e.Offset)).JSON) {
+						t.Fatalf("offset %d holds %s", e.Offset, e.Event)
+					}
+					seen[e.Offset]++
+				}
+				if res.ReadAhead {
+					aheads++
+				}
+				return res
+			}
+			ack := func(st *Store, res LeaseResult) {
+				if _, _, err := st.Settle(ctx, tenant, []AckItem{{Kind: KindBatch, LeaseID: res.BatchID}}, time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; i < 8; i++ { // one consumer
+				ack(s, lease(s))
+			}
+			if aheads < 5 {
+				t.Fatalf("%d of 8 calls read ahead", aheads)
+			}
+			o := lease(other) // between two calls of the first process: its hint is wrong
+			mine := lease(s)
+			if !mine.ReadAhead || mine.Events[0].Offset != o.Events[len(o.Events)-1].Offset+1 {
+				t.Fatalf("after another's lease: read ahead %v, from %d", mine.ReadAhead, mine.Events[0].Offset)
+			}
+			ack(other, o)
+			ack(s, mine)
+			mine = lease(s)
+			if _, err := other.Trim(ctx, tenant, 30, -1); err != nil { // a trim under the next read ahead
+				t.Fatal(err)
+			}
+			ack(s, mine)
+			ack(s, lease(s))
+			if err := s.rdb.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			ack(s, lease(s))
+			for {
+				res := lease(s)
+				if len(res.Events) == 0 {
+					break
+				}
+				ack(s, res)
+			}
+			front, _ := s.Offset(ctx, tenant)
+			for o := front; o < 2000; o++ {
+				if seen[o] != 1 {
+					t.Fatalf("offset %d handed out %d times", o, seen[o])
+				}
+			}
+			for o, n := range seen {
+				if n != 1 {
+					t.Fatalf("offset %d handed out %d times", o, n)
+				}
+			}
+		})
 	}
 }
