@@ -218,3 +218,47 @@ func TestBatchRecordsAreForgottenAfterRetention(t *testing.T) {
 	got, _ := mustSettleBatches(t, s, 1, batch(old.BatchID), batch(newer.BatchID))
 	wantSettled(t, got, unknownBatch, acked(1))
 }
+
+// The most events one ack script takes (maxBatchEvents) fit through every Redis call it
+// makes, whether the batches go at once or wait behind an unacknowledged event, and whether
+// they were touched before (a per-id ack of one of their events) or not.
+func TestLargestBatchAcks(t *testing.T) {
+	s := New(testenv.StartRedis(t).Client())
+	t.Cleanup(s.Close)
+	for _, touched := range []bool{false, true} {
+		tenant := uint64(31)
+		if touched {
+			tenant = 32
+		}
+		appendN(t, s, tenant, 0, maxBatchEvents)
+		head := mustLease(t, s, tenant, 1, time.Minute, 10) // stays unacknowledged: nothing trims
+		var items []AckItem
+		var want []Settled
+		for i := range maxBatchEvents / 1000 {
+			size := 1000
+			if i == 0 {
+				size-- // the head is leased too, and MaxLeased at once
+			}
+			res := mustLease(t, s, tenant, size, time.Minute, 10)
+			if len(res.Events) != size {
+				t.Fatalf("leased %d", len(res.Events))
+			}
+			n := int64(size)
+			if touched {
+				mustSettleBatches(t, s, tenant, AckItem{Kind: KindAck, LeaseID: res.Events[500].LeaseID})
+				n--
+			}
+			items = append(items, batch(res.BatchID))
+			want = append(want, acked(n))
+		}
+		got, tr := mustSettleBatches(t, s, tenant, items...)
+		wantSettled(t, got, want...)
+		if tr.Count != 0 {
+			t.Fatalf("trimmed %+v behind an unacknowledged event", tr)
+		}
+		got, tr = mustSettleBatches(t, s, tenant, AckItem{Kind: KindAck, LeaseID: head.Events[0].LeaseID})
+		if got[0].Status != StatusAcked || tr.Count != maxBatchEvents {
+			t.Fatalf("the head's ack: %v, trimmed %+v", got, tr)
+		}
+	}
+}

@@ -9,11 +9,28 @@ import "github.com/redis/go-redis/v9"
 const luaPrelude = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function fmt(n)
+  return string.format('%d', n)
+end
+-- callEach runs cmd on key with args in slices that unpack can take (it refuses more than
+-- about 8,000 values; an ack script may name 10,000 events), and concatenates the replies
+-- that are arrays. Slices are of an even length, so pairs stay together.
+local function callEach(cmd, key, args)
+  local out = {}
+  for i = 1, #args, 4000 do
+    local r = redis.call(cmd, key, unpack(args, i, math.min(i + 3999, #args)))
+    if type(r) == 'table' then
+      for _, v in ipairs(r) do out[#out + 1] = v end
+    end
+  end
+  return out
+end
 local function trimAcked(pre)
-  -- pre: acknowledged members at front, front + 1, … not added to KEYS[5] (they go at once)
-  pre = pre or {}
+  -- pre: how many events at front, front + 1, … are acknowledged without being in KEYS[5]
+  -- (they go at once)
+  pre = pre or 0
   local front = tonumber(redis.call('GET', KEYS[2]) or '0')
-  local n = #pre
+  local n = pre
   while true do
     local run = redis.call('ZRANGEBYSCORE', KEYS[5], front + n, '+inf', 'LIMIT', 0, 1000)
     local c = 0
@@ -24,13 +41,13 @@ local function trimAcked(pre)
     if c < 1000 then break end
   end
   n = math.min(n, redis.call('LLEN', KEYS[1]))
-  if n < #pre then
+  if n < pre then
     local z = {}
-    for k = math.max(n, 0) + 1, #pre do
+    for k = math.max(n, 0) + 1, pre do
       z[#z + 1] = front + k - 1
-      z[#z + 1] = pre[k]
+      z[#z + 1] = fmt(front + k - 1)
     end
-    redis.call('ZADD', KEYS[5], unpack(z))
+    callEach('ZADD', KEYS[5], z)
   end
   if n <= 0 then
     return {0, front, false}
@@ -40,9 +57,6 @@ local function trimAcked(pre)
   front = redis.call('INCRBY', KEYS[2], n)
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. front)
   return {n, front, string.match(last, '^{"id":"([^"]*)"') or false}
-end
-local function fmt(n)
-  return string.format('%d', n)
 end
 -- zaddAll adds members to the sorted set key, all with score, greatest member first: a small
 -- sorted set then inserts each at its head instead of walking it.
@@ -233,7 +247,7 @@ for i = 3, 2 + 4 * ids, 4 do
   items[#items + 1] = {ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]}
 end
 local batches = {}
-local batchDone = {} -- offsets of the batches acknowledged whole, below
+local batchDone = {} -- start → end of each batch acknowledged whole, below
 for i = 3 + 4 * ids, #ARGV, 5 do
   local b = #batches + 1
   local start, stop, nonce = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), ARGV[i + 3]
@@ -252,9 +266,7 @@ for i = 3 + 4 * ids, #ARGV, 5 do
         local r = parseRange(info, key)
         if r.stop == stop and r.nonce == nonce and r.acked == 0 then
           dropRange(KEYS[13], KEYS[14], KEYS[15], KEYS[16], r)
-          for o = start, stop - 1 do
-            batchDone[#batchDone + 1] = o
-          end
+          batchDone[start] = stop
           batches[b] = stop - start
           record = false
         end
@@ -367,7 +379,7 @@ local gone, acked, state, expiry, inRange = {}, {}, {}, {}, {}
 if #cand > 0 then
   local st = {}
   if redis.call('EXISTS', KEYS[3]) == 1 then -- none while every lease is a range's
-    st = redis.call('HMGET', KEYS[3], unpack(cand))
+    st = callEach('HMGET', KEYS[3], cand)
   end
   local stateless, settles = {}, {}
   for j, m in ipairs(cand) do
@@ -380,7 +392,7 @@ if #cand > 0 then
   end
   if #stateless > 0 then
     if redis.call('EXISTS', KEYS[6]) == 1 then
-      local g = redis.call('ZMSCORE', KEYS[6], unpack(stateless))
+      local g = callEach('ZMSCORE', KEYS[6], stateless)
       for j, m in ipairs(stateless) do
         gone[m] = g[j]
       end
@@ -403,7 +415,7 @@ if #cand > 0 then
     end
   end
   if #settles > 0 then
-    local ex = redis.call('ZMSCORE', KEYS[4], unpack(settles))
+    local ex = callEach('ZMSCORE', KEYS[4], settles)
     for j, m in ipairs(settles) do
       expiry[m] = tonumber(ex[j] or '0')
     end
@@ -471,32 +483,39 @@ end
 for _, b in ipairs(batches) do
   res[#res + 1] = b
 end
-for _, o in ipairs(batchDone) do
-  local m = fmt(o)
-  newAckedOffsets[#newAckedOffsets + 1] = o
-  newAckedOffsets[#newAckedOffsets + 1] = m
-  ackedAt[o] = m
-end
-local pre = {}
-if #newAckedOffsets > 0 then
-  local m = ackedAt[front]
-  while m do
-    pre[#pre + 1] = m
-    m = ackedAt[front + #pre]
+-- The acknowledged run at the front is trimmed at once, the others wait in KEYS[5]. Whole
+-- batches count without a member each unless they wait.
+local pre = 0
+if #newAckedOffsets > 0 or next(batchDone) ~= nil then
+  while true do
+    local o = front + pre
+    if batchDone[o] then
+      pre = batchDone[o] - front
+    elseif ackedAt[o] then
+      pre = pre + 1
+    else
+      break
+    end
   end
   local z = {}
   for k = 1, #newAckedOffsets, 2 do
-    if newAckedOffsets[k] >= front + #pre then
+    if newAckedOffsets[k] >= front + pre then
       z[#z + 1] = newAckedOffsets[k]
       z[#z + 1] = newAckedOffsets[k + 1]
     end
   end
+  for start, stop in pairs(batchDone) do
+    for o = math.max(start, front + pre), stop - 1 do
+      z[#z + 1] = o
+      z[#z + 1] = fmt(o)
+    end
+  end
   if #z > 0 then
-    redis.call('ZADD', KEYS[5], unpack(z))
+    callEach('ZADD', KEYS[5], z)
   end
   if #newAcked > 0 then
-    redis.call('HDEL', KEYS[3], unpack(newAcked))
-    redis.call('ZREM', KEYS[4], unpack(newAcked))
+    callEach('HDEL', KEYS[3], newAcked)
+    callEach('ZREM', KEYS[4], newAcked)
   end
 end
 -- the ranges acknowledged in: counted, and forgotten once every event of one is
