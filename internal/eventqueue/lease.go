@@ -98,7 +98,7 @@ func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (Lea
 	scriptArgs := []any{args.Limit, args.Visibility.Milliseconds(), max(args.MaxDeliveries, 1), MaxLeased, randomHex(8),
 		nonce, args.Wait.Milliseconds(), args.Dead.max(), args.Dead.retention().Milliseconds(), GoneRetention.Milliseconds()}
 	res, ahead, err := s.leaseReadingAhead(ctx, tenantID, keys, scriptArgs, args.Limit)
-	if res == nil {
+	if res == nil && err == nil {
 		res, err = leaseScript.Run(ctx, s.rdb, keys, scriptArgs...).Slice()
 	}
 	if err != nil {

@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -116,10 +119,29 @@ func (s *Store) leaseReadingAhead(ctx context.Context, tenantID uint64, keys []s
 	}
 	start := h.next - h.front
 	res, r, err := s.fast.leaseAhead(ctx, leaseScript, keys, args, int(start), int(start)+limit-1)
-	if err != nil {
+	switch {
+	case err == nil:
+		return res, &readAhead{read: r, start: start}, nil
+	case errors.Is(err, errNotRun):
 		return nil, nil, nil // NOSCRIPT, a redirect, a stale connection: through go-redis
 	}
-	return res, &readAhead{read: r, start: start}, nil
+	return nil, nil, err // the script may have run: the caller must not run it again
+}
+
+// errNotRun means leaseAhead knows the script did not run: Redis refused it (NOSCRIPT, a
+// redirect), or closed the connection before any reply (a pooled connection to a Redis that
+// restarted since).
+var errNotRun = errors.New("eventqueue: the lease script did not run")
+
+func notRun(err error, replied bool) error {
+	var rerr redisError
+	switch {
+	case errors.As(err, &rerr) && (rerr.redirect() || strings.HasPrefix(string(rerr), "NOSCRIPT")),
+		errors.Is(err, errUseClient),
+		!replied && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)):
+		return fmt.Errorf("%w: %w", errNotRun, err)
+	}
+	return err
 }
 
 // noteLease records a lease call that found the front at front and leased [first, end) for
@@ -393,26 +415,25 @@ func (l *lrangeReader) leaseAhead(ctx context.Context, script *redis.Script, key
 	key, offsetKey, epochKey := keys[0], keys[1], keys[7]
 	p, err := l.node(ctx, key)
 	if err != nil {
-		return nil, rangeRead{}, err
+		return nil, rangeRead{}, notRun(err, false)
 	}
 	c, _, err := p.get(ctx)
 	if err != nil {
-		return nil, rangeRead{}, err
+		return nil, rangeRead{}, notRun(err, false)
 	}
-	res, r, clean, err := c.leaseAhead(ctx, p.opt.ReadTimeout, script.Hash(), keys, args, key, offsetKey, epochKey, start, stop)
+	res, r, clean, replied, err := c.leaseAhead(ctx, p.opt.ReadTimeout, script.Hash(), keys, args, key, offsetKey, epochKey, start, stop)
 	if clean {
 		p.put(c)
 	} else {
 		p.discard(c)
 	}
-	var rerr redisError
-	if errors.As(err, &rerr) && rerr.redirect() {
-		return nil, rangeRead{}, errUseClient
+	if err != nil {
+		return nil, rangeRead{}, notRun(err, replied)
 	}
-	return res, r, err
+	return res, r, nil
 }
 
-func (c *respConn) leaseAhead(ctx context.Context, timeout time.Duration, sha string, keys []string, args []any, key, offsetKey, epochKey string, start, stop int) (res []any, r rangeRead, clean bool, err error) {
+func (c *respConn) leaseAhead(ctx context.Context, timeout time.Duration, sha string, keys []string, args []any, key, offsetKey, epochKey string, start, stop int) (res []any, r rangeRead, clean, replied bool, err error) {
 	unwatch := c.watch(ctx, timeout)
 	defer func() {
 		putChunk(c.buf)
@@ -430,23 +451,24 @@ func (c *respConn) leaseAhead(ctx context.Context, timeout time.Duration, sha st
 	c.cmd = appendCommand(c.cmd[:0], cmd...)
 	c.cmd = appendRangeRead(c.cmd, key, offsetKey, epochKey, start, stop)
 	if _, err := c.conn.Write(c.cmd); err != nil {
-		return nil, r, false, err
+		return nil, r, false, false, err
 	}
 	v, scriptErr := c.value()
+	replied = c.w > 0
 	var rerr redisError
 	if scriptErr != nil && !errors.As(scriptErr, &rerr) {
-		return nil, r, false, scriptErr
+		return nil, r, false, replied, scriptErr
 	}
 	r, clean, err = c.rangeReply() // read whatever the script answered, so the connection stays usable
 	if scriptErr != nil {
-		return nil, r, clean, scriptErr
+		return nil, r, clean, true, scriptErr
 	}
 	if err != nil {
-		return nil, r, clean, err
+		return nil, r, clean, true, err
 	}
 	res, ok := v.([]any)
 	if !ok {
-		return nil, r, clean, fmt.Errorf("redis: the lease script answered %T", v)
+		return nil, r, clean, true, fmt.Errorf("redis: the lease script answered %T", v)
 	}
-	return res, r, clean, nil
+	return res, r, clean, true, nil
 }

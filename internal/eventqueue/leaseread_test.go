@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eventq/eventq/internal/testenv"
 )
 
 // The events a lease call leased for the first time are read after its script: a trim in
@@ -162,5 +164,34 @@ func TestLeaseReadsAhead(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A read ahead over a pooled connection to a Redis that restarted since falls back to
+// go-redis: the script did not run, so it runs once, and the call leases as any other.
+func TestLeaseReadsAheadAfterRedisRestarts(t *testing.T) {
+	r := testenv.StartRedis(t)
+	s := New(r.Client())
+	t.Cleanup(s.Close)
+	const tenant = 5
+	appendN(t, s, tenant, 0, 300)
+	var last LeaseResult
+	for range 3 {
+		last = mustLease(t, s, tenant, 50, time.Minute, 10)
+		if _, _, err := s.Settle(context.Background(), tenant, []AckItem{{Kind: KindBatch, LeaseID: last.BatchID}}, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !last.ReadAhead {
+		t.Fatal("the third call did not read ahead")
+	}
+	r.Stop()
+	r.Start()
+	res := mustLease(t, s, tenant, 50, time.Minute, 10)
+	if len(res.Events) != 50 || res.Events[0].Offset != 150 || res.Events[0].Event != string(ev(150).JSON) {
+		t.Fatalf("after the restart: %d events from %d", len(res.Events), res.Events[0].Offset)
+	}
+	if leased, _, _ := s.LeaseCounts(context.Background(), tenant, DeadPolicy{}); leased != 50 {
+		t.Fatalf("%d leased, want 50: the script ran twice", leased)
 	}
 }
