@@ -199,18 +199,21 @@ func DropPartition(ctx context.Context, db *gorm.DB, name string) (int64, bool, 
 var countStep = 20000
 
 // countDetached counts the rows of the detached day partition name: countStep at a time in
-// the order of its primary key, each statement on one core (no parallel workers), pausing
-// after each as long as it took. Nothing writes into a detached table, so the steps add up to
-// the exact count; paced so, counting takes at most about half of one core, where one
-// count(*) of a busy day took a whole core and showed in ingestion's p99 (bench -only prune).
+// the order of its primary key (tenant_id, id, …), each statement on one core (no parallel
+// workers), pausing after each as long as it took. Nothing writes into a detached table, so
+// the steps add up to the exact count; paced so, counting takes at most about half of one
+// core, where one count(*) of a busy day took a whole core and showed in ingestion's p99
+// (bench -only prune). Each step starts from the last key of the one before on the primary
+// key's index: ordered by id alone, every step read and sorted the whole day.
 func countDetached(ctx context.Context, db *gorm.DB, name string) (int64, error) {
 	var total int64
-	after := ""
+	var after *countKey
 	for {
 		start := time.Now()
 		var step struct {
-			N    int64
-			Last *string
+			N        int64
+			TenantID *uint64
+			ID       *string
 		}
 		err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 			if err := tx.Exec(`SET LOCAL max_parallel_workers_per_gather = 0`).Error; err != nil {
@@ -219,23 +222,35 @@ func countDetached(ctx context.Context, db *gorm.DB, name string) (int64, error)
 			if err := tx.Exec(acrossTenants).Error; err != nil {
 				return err
 			}
-			return tx.Raw(fmt.Sprintf(`SELECT count(*) AS n, max(id) AS last FROM (SELECT id FROM %s WHERE id > ? ORDER BY id LIMIT ?) s`, name),
-				after, countStep).Scan(&step).Error
+			where, args := "", []any{countStep}
+			if after != nil {
+				where, args = "WHERE (tenant_id, id) > (?, ?)", []any{after.tenant, after.id, countStep}
+			}
+			return tx.Raw(fmt.Sprintf(`WITH s AS (SELECT tenant_id, id FROM %s %s ORDER BY tenant_id, id LIMIT ?)
+				SELECT (SELECT count(*) FROM s) AS n, l.tenant_id, l.id
+				FROM (SELECT tenant_id, id FROM s ORDER BY tenant_id DESC, id DESC LIMIT 1) l`, name, where), args...).
+				Scan(&step).Error
 		})
 		if err != nil {
 			return total, err
 		}
 		total += step.N
-		if step.N < int64(countStep) || step.Last == nil {
+		if step.N < int64(countStep) || step.TenantID == nil || step.ID == nil {
 			return total, nil
 		}
-		after = *step.Last
+		after = &countKey{*step.TenantID, *step.ID}
 		select {
 		case <-time.After(time.Since(start)):
 		case <-ctx.Done():
 			return total, ctx.Err()
 		}
 	}
+}
+
+// countKey is the primary key's prefix that countDetached resumes after.
+type countKey struct {
+	tenant uint64
+	id     string
 }
 
 func isUndefinedTable(err error) bool {

@@ -243,7 +243,7 @@ func TestDropPartitionCountsEveryRowOnce(t *testing.T) {
 		}
 		evs := make([]models.TrackedEvent, rows)
 		for j := range evs {
-			evs[j] = event(1000*i+j, 1, d.Add(time.Duration(j)*time.Minute), false, false)
+			evs[j] = event(1000*i+j, uint64(1+j%3), d.Add(time.Duration(j)*time.Minute), false, false) // steps cross tenants
 		}
 		if rows > 0 {
 			testenv.Must(t, db.Create(&evs).Error)
