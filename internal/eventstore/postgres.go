@@ -56,6 +56,17 @@ func (postgres) lock(q *gorm.DB, options string) *gorm.DB {
 
 func (postgres) pendingFrom() string { return "tracked_events" }
 
+// serial runs fn on one core: Postgres would otherwise gather a long read with parallel
+// workers, taking both of a small machine's cores from ingestion while it runs.
+func (postgres) serial(db *gorm.DB, fn func(*gorm.DB) error) error {
+	return db.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec("SET LOCAL max_parallel_workers_per_gather = 0").Error; err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
 // analyze analyzes the day partitions of the events whose statistics autovacuum would renew
 // now: rows changed since their last analysis (or since they were made) exceed a tenth of the
 // rows it counted. Autovacuum may not have come round to them yet (they were just loaded or

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/eventq/eventq/models"
 )
 
@@ -102,23 +104,14 @@ func (s *Store) Latest(ctx context.Context, tenantID uint64, limit int) ([]model
 	return rows, nil
 }
 
-// Sessions returns the distinct sessions of tenantID's events that name one of members. It
-// reads them in pages, paced as a Sweep's (which deletes none of them here): one statement
-// over all of the tenant's events kept a core busy for as long as it ran, and ingestion's
-// latency rose with it.
+// Sessions returns the distinct sessions of tenantID's events that name one of members: one
+// read of the tenant's events, run so that it leaves ingestion a core.
 func (s *Store) Sessions(ctx context.Context, tenantID uint64, members []string) ([]string, error) {
-	if len(members) == 0 {
-		return nil, nil
-	}
-	seen := map[string]bool{}
 	var sessions []string
-	err := s.Sweep(ctx, tenantID, members, func(ev *models.TrackedEvent) bool {
-		if !seen[ev.SessionID] {
-			seen[ev.SessionID] = true
-			sessions = append(sessions, ev.SessionID)
-		}
-		return false
-	}, nil)
+	err := s.d.serial(s.db.WithContext(ctx), func(tx *gorm.DB) error {
+		return tx.Model(&models.TrackedEvent{}).Where("tenant_id = ? AND audience_member_id IN ?", tenantID, members).
+			Distinct().Pluck("session_id", &sessions).Error
+	})
 	if err != nil {
 		return nil, fmt.Errorf("eventstore: sessions: %w", err)
 	}

@@ -75,6 +75,9 @@ func (s *sqliteWriter) pendingFrom() string {
 	return "tracked_events INDEXED BY " + models.PendingIndex
 }
 
+// serial runs fn on the pool, not in a transaction, which on SQLite takes the write lock at once.
+func (s *sqliteWriter) serial(db *gorm.DB, fn func(*gorm.DB) error) error { return fn(db) }
+
 // analyze does nothing: SQLite reads a range by the (tenant_id, created_at) index with or
 // without statistics.
 func (s *sqliteWriter) analyze(context.Context, *gorm.DB) {}

@@ -118,6 +118,8 @@ type dialect interface {
 	lock(q *gorm.DB, options string) *gorm.DB
 	// pendingFrom is the FROM of a read of the pending marks, through models.PendingIndex.
 	pendingFrom() string
+	// serial runs a long read of one tenant's events without taking every core.
+	serial(db *gorm.DB, fn func(*gorm.DB) error) error
 	// analyze gives the planner the statistics a long read of events needs, where they are
 	// missing.
 	analyze(ctx context.Context, db *gorm.DB)
