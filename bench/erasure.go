@@ -30,7 +30,11 @@ type Erasure struct {
 	DuringBySecond []float64 `json:"ingest_during_p99_by_second"`
 	During         Latency   `json:"ingest_during"`
 	RatioP99       float64   `json:"ratio_p99"`
-	SlowestRedisMs float64   `json:"slowest_redis_command_ms"`
+	// On Postgres, by second of the erasure: the WAL written and the checkpoints begun (timed
+	// or requested), which the p99 by second is read against.
+	WALMiBBySecond      []float64 `json:"wal_mib_by_second,omitempty"`
+	CheckpointsBySecond []int64   `json:"checkpoints_by_second,omitempty"`
+	SlowestRedisMs      float64   `json:"slowest_redis_command_ms"`
 	SlowestCommand string    `json:"slowest_redis_command"`
 	TargetSeconds  float64   `json:"target_seconds_max"`
 	TargetRatio    float64   `json:"target_ratio_max"`
@@ -163,6 +167,15 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	during := make(chan loadResult, 1)
 	go func() { during <- openLoop{Rate: p.rate, N: int(p.rate * 600), Do: post}.run(loadCtx) }()
+	sampled := make(chan struct{})
+	if strings.HasPrefix(s.dbURL, "postgres") {
+		go func() {
+			defer close(sampled)
+			res.WALMiBBySecond, res.CheckpointsBySecond = walBySecond(loadCtx, s)
+		}()
+	} else {
+		close(sampled)
+	}
 	var e models.MemberErasure
 	for {
 		if err := s.db.WithContext(ctx).Where("member_id = ?", m.ID).Take(&e).Error; err != nil {
@@ -181,6 +194,7 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 	res.Seconds = e.CompletedAt.Sub(e.RequestedAt).Seconds()
 	stopLoad()
 	dr := <-during
+	<-sampled
 	res.During = summarize(dr.Lat)
 	res.DuringBySecond = dr.p99BySecond()
 	res.Deleted, res.Redacted = *e.EventsDeleted, *e.EventsRedacted
@@ -205,6 +219,9 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 	s.logf("  erasure %s: done in %.1f s (deleted %d, redacted %d); ingestion p99 %.1f ms during, %.1f ms alone (before %.1f, after %.1f); slowest Redis command %.1f ms %s",
 		s.phase, res.Seconds, res.Deleted, res.Redacted, res.During.P99, res.Alone.P99, res.AloneBefore.P99, res.AloneAfter.P99, res.SlowestRedisMs, res.SlowestCommand)
 	s.logf("  ingestion p99 ms by second during the erasure: %.1f", res.DuringBySecond)
+	if res.WALMiBBySecond != nil {
+		s.logf("  WAL MiB by second: %.0f; checkpoints begun by second: %d", res.WALMiBBySecond, res.CheckpointsBySecond)
+	}
 	return res, nil
 }
 
@@ -215,4 +232,39 @@ func (e *Erasure) rows(add func(scenario, metric string, value float64, floor, r
 	add(name, fmt.Sprintf("s to done (deleted %d, redacted %d)", e.Deleted, e.Redacted), e.Seconds, nil, nil, "≤ 60 s", b(e.Seconds <= e.TargetSeconds))
 	add(name, "ingestion p99 ms during (beside: alone, the quieter of before and after)", e.During.P99, v(e.Alone.P99), v(e.RatioP99), "≤ 1.5×", b(e.RatioP99 <= e.TargetRatio))
 	add(name, "slowest Redis command ms (SLOWLOG)", e.SlowestRedisMs, nil, nil, "≤ 50 ms", b(e.SlowestRedisMs <= e.TargetRedisMs))
+}
+
+// walBySecond samples, once a second until ctx ends, the WAL Postgres wrote and the
+// checkpoints it began in that second.
+func walBySecond(ctx context.Context, s *stack) (walMiB []float64, checkpoints []int64) {
+	type sample struct {
+		WAL         float64
+		Checkpoints int64
+	}
+	read := func() (sample, error) {
+		var x sample
+		err := s.db.Raw(`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') AS wal,
+			(SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter) AS checkpoints`).Scan(&x).Error
+		return x, err
+	}
+	last, err := read()
+	if err != nil {
+		return nil, nil
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return walMiB, checkpoints
+		case <-t.C:
+		}
+		now, err := read()
+		if err != nil {
+			return walMiB, checkpoints
+		}
+		walMiB = append(walMiB, (now.WAL-last.WAL)/(1<<20))
+		checkpoints = append(checkpoints, now.Checkpoints-last.Checkpoints)
+		last = now
+	}
 }
