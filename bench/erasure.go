@@ -35,11 +35,11 @@ type Erasure struct {
 	WALMiBBySecond      []float64 `json:"wal_mib_by_second,omitempty"`
 	CheckpointsBySecond []int64   `json:"checkpoints_by_second,omitempty"`
 	SlowestRedisMs      float64   `json:"slowest_redis_command_ms"`
-	SlowestCommand string    `json:"slowest_redis_command"`
-	TargetSeconds  float64   `json:"target_seconds_max"`
-	TargetRatio    float64   `json:"target_ratio_max"`
-	TargetRedisMs  float64   `json:"target_redis_ms_max"`
-	Met            bool      `json:"met"`
+	SlowestCommand      string    `json:"slowest_redis_command"`
+	TargetSeconds       float64   `json:"target_seconds_max"`
+	TargetRatio         float64   `json:"target_ratio_max"`
+	TargetRedisMs       float64   `json:"target_redis_ms_max"`
+	Met                 bool      `json:"met"`
 }
 
 // erasurePlan sizes the scenario. The member is named on one session in ten of the fill's
