@@ -16,9 +16,10 @@ import (
 // cannot dial by itself); nothing was written and the caller reads through go-redis instead.
 var errUseClient = errors.New("eventqueue: read through go-redis")
 
-// lrangeReader serves the read path (MULTI, GET offset, LRANGE, EXEC) over its own plain
-// connections to the same Redis nodes as the client. With resp.go it is eventq's one RESP parser,
-// and the one place go-redis is bypassed: go-redis decodes each element of a reply into a
+// lrangeReader serves the read path (MULTI, GET offset, LRANGE, EXEC) and the reads of leased
+// events (leaseread.go, leaseahead.go) over its own plain connections to the same Redis nodes
+// as the client. With resp.go it is eventq's one RESP parser, and the one place go-redis is
+// bypassed: go-redis decodes each element of a reply into a
 // string (an allocation per event of a full read) and cost far more than a bare LRANGE before
 // any HTTP, where this parser reads the reply as it arrives into pooled chunks and hands the events
 // out as slices of them (BenchmarkReadPage against BenchmarkRawLRANGE; FuzzRESPReply keeps it

@@ -2,6 +2,7 @@ package eventqueue
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -95,6 +96,95 @@ func (c *respConn) element(size int, comma bool) error {
 		c.r, skip = c.r+k, skip-k
 	}
 	return nil
+}
+
+// bulk reads a bulk string and appends it to dst; a nil bulk string appends nothing.
+func (c *respConn) bulk(dst []byte) ([]byte, error) {
+	line, err := c.line()
+	if err != nil {
+		return dst, err
+	}
+	size, null, err := header(line, '$')
+	if err != nil || null {
+		return dst, err
+	}
+	return c.bulkBody(dst, size)
+}
+
+// bulkBody appends the next size bytes to dst and skips the CRLF after them.
+func (c *respConn) bulkBody(dst []byte, size int) ([]byte, error) {
+	for left := size + 2; left > 0; { // the bytes, then CRLF
+		if c.r == c.w {
+			if err := c.fill(); err != nil {
+				return dst, err
+			}
+		}
+		k := min(left, c.w-c.r)
+		if keep := min(k, left-2); keep > 0 {
+			dst = append(dst, c.buf[c.r:c.r+keep]...)
+		}
+		c.r, left = c.r+k, left-k
+	}
+	return dst, nil
+}
+
+// value reads one reply as go-redis's Slice would give it: int64, string, nil or []any. An
+// error reply inside an array is returned as the error once the whole reply is read.
+func (c *respConn) value() (any, error) {
+	line, err := c.line()
+	if err != nil {
+		return nil, err
+	}
+	if len(line) == 0 {
+		return nil, errors.New("redis: empty reply")
+	}
+	switch line[0] {
+	case ':':
+		return strconv.ParseInt(string(line[1:]), 10, 64)
+	case '+':
+		return string(line[1:]), nil
+	case '-':
+		return nil, redisError(line[1:])
+	case '$':
+		size, null, err := header(line, '$')
+		if err != nil || null {
+			return nil, err
+		}
+		b, err := c.bulkBody(make([]byte, 0, size), size)
+		return string(b), err
+	case '*':
+		n, null, err := header(line, '*')
+		if err != nil || null {
+			return nil, err
+		}
+		out := make([]any, n)
+		var first error
+		for i := range out {
+			v, err := c.value()
+			var rerr redisError
+			switch {
+			case errors.As(err, &rerr):
+				first = cmp.Or(first, err)
+			case err != nil:
+				return nil, err
+			}
+			out[i] = v
+		}
+		return out, first
+	}
+	return nil, fmt.Errorf("redis: unexpected reply %q", line)
+}
+
+// header parses a "$N" or "*N" header, or its null form ("$-1", "*-1").
+func header(line []byte, kind byte) (n int, null bool, err error) {
+	if len(line) == 3 && line[0] == kind && line[1] == '-' && line[2] == '1' {
+		return 0, true, nil
+	}
+	n, ok := parseLen(line, kind)
+	if !ok {
+		return 0, false, fmt.Errorf("redis: unexpected reply %q", line)
+	}
+	return n, false, nil
 }
 
 var commaBytes = []byte{','}
