@@ -120,14 +120,7 @@ func (l *lrangeReader) leaseAhead(ctx context.Context, script *redis.Script, key
 }
 
 func (c *respConn) leaseAhead(ctx context.Context, timeout time.Duration, sha string, keys []string, args []any, key, offsetKey, epochKey string, start, stop int) (res []any, r rangeRead, clean, replied bool, err error) {
-	unwatch := c.watch(ctx, timeout)
-	defer func() {
-		putChunk(c.buf)
-		c.buf, c.r, c.w = nil, 0, 0
-		if !unwatch() && err == nil {
-			err, clean = ctx.Err(), false
-		}
-	}()
+	defer c.exchange(ctx, timeout)(&err, &clean)
 	cmd := make([]string, 0, 3+len(keys)+len(args))
 	cmd = append(cmd, "EVALSHA", sha, strconv.Itoa(len(keys)))
 	cmd = append(cmd, keys...)

@@ -147,18 +147,25 @@ func (l *lrangeReader) readRange(ctx context.Context, key, offsetKey, epochKey s
 	}
 }
 
+// exchange sets the connection up for one command's round trip (its deadline from timeout
+// and ctx); the func it returns, deferred, gives the chunk back and makes a cancelled ctx the
+// error, the connection then unfit for reuse.
+func (c *respConn) exchange(ctx context.Context, timeout time.Duration) func(err *error, clean *bool) {
+	unwatch := c.watch(ctx, timeout)
+	return func(err *error, clean *bool) {
+		putChunk(c.buf)
+		c.buf, c.r, c.w = nil, 0, 0
+		if !unwatch() && *err == nil {
+			*err, *clean = ctx.Err(), false
+		}
+	}
+}
+
 // readRange sends MULTI, GET offsetKey, GET epochKey, LRANGE key start stop, EXEC in one write
 // and reads the whole reply, the events copied into one buffer. clean reports that the reply
 // was read whole, so that the connection can be used again.
 func (c *respConn) readRange(ctx context.Context, timeout time.Duration, key, offsetKey, epochKey string, start, stop int) (r rangeRead, clean bool, err error) {
-	unwatch := c.watch(ctx, timeout)
-	defer func() {
-		putChunk(c.buf)
-		c.buf, c.r, c.w = nil, 0, 0
-		if !unwatch() && err == nil {
-			err, clean = ctx.Err(), false
-		}
-	}()
+	defer c.exchange(ctx, timeout)(&err, &clean)
 	c.cmd = appendRangeRead(c.cmd[:0], key, offsetKey, epochKey, start, stop)
 	if _, err := c.conn.Write(c.cmd); err != nil {
 		return r, false, err
