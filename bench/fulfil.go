@@ -67,6 +67,13 @@ type FulfilCapacity struct {
 	// included).
 	APICPUMsPerWebhook       float64 `json:"api_cpu_ms_per_webhook"`
 	WorkerCPUMsPerFulfilment float64 `json:"worker_cpu_ms_per_fulfilment"`
+	// Postgres's (every server process) and Redis's, from the worker's start to the last
+	// purchase.
+	PostgresCPUMsPerFulfilment float64 `json:"postgres_cpu_ms_per_fulfilment"`
+	RedisCPUMsPerFulfilment    float64 `json:"redis_cpu_ms_per_fulfilment"`
+	// The api's in the same time (it follows the change feed), and the machine's, every process.
+	APIDrainCPUMsPerFulfilment float64 `json:"api_drain_cpu_ms_per_fulfilment"`
+	MachineCPUMsPerFulfilment  float64 `json:"machine_cpu_ms_per_fulfilment"`
 }
 
 // fulfilShop seeds a shop of its own for one fulfilment run, so counts and latencies are per run.
@@ -235,6 +242,8 @@ func fulfilCapacity(ctx context.Context, s *stack, pool *pgxpool.Pool, shop *ten
 		return nil, fmt.Errorf("capacity: %d of %d posts failed: %s", r.Failed+r.Dropped, n, r.FirstErr)
 	}
 	res.APICPUMsPerWebhook = ms(cpuTime(s.api.pid())-apiCPU) / float64(n)
+	pgCPU, redisCPU := treeCPUSeconds(s.pg.PID()), cpuTime(s.redisCmd.Process.Pid)
+	apiDrainCPU, busy := cpuTime(s.api.pid()), machineBusySeconds()
 	if err := s.startWorker(); err != nil {
 		return nil, err
 	}
@@ -243,6 +252,10 @@ func fulfilCapacity(ctx context.Context, s *stack, pool *pgxpool.Pool, shop *ten
 		return nil, err
 	}
 	res.WorkerCPUMsPerFulfilment = ms(cpuTime(s.worker.pid())) / float64(max(1, res.Committed))
+	res.PostgresCPUMsPerFulfilment = (treeCPUSeconds(s.pg.PID()) - pgCPU) * 1000 / float64(max(1, res.Committed))
+	res.RedisCPUMsPerFulfilment = ms(cpuTime(s.redisCmd.Process.Pid)-redisCPU) / float64(max(1, res.Committed))
+	res.APIDrainCPUMsPerFulfilment = ms(cpuTime(s.api.pid())-apiDrainCPU) / float64(max(1, res.Committed))
+	res.MachineCPUMsPerFulfilment = (machineBusySeconds() - busy) * 1000 / float64(max(1, res.Committed))
 	var first, last time.Time
 	if err := pool.QueryRow(ctx, "SELECT min(created_at), max(created_at) FROM purchases WHERE tenant_id = $1",
 		int64(shop.ID)).Scan(&first, &last); err != nil {

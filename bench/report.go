@@ -195,6 +195,10 @@ func (r *Report) buildRows() {
 				fmt.Sprintf("≥ %.0f/s", c.TargetPerSec), b(c.Met))
 			add(fmt.Sprintf("fulfilment capacity, %d backlog", c.Sessions), "api / worker CPU ms per session", c.APICPUMsPerWebhook,
 				f(c.WorkerCPUMsPerFulfilment), nil, "", nil)
+			add(fmt.Sprintf("fulfilment capacity, %d backlog", c.Sessions), "postgres / redis CPU ms per session", c.PostgresCPUMsPerFulfilment,
+				f(c.RedisCPUMsPerFulfilment), nil, "", nil)
+			add(fmt.Sprintf("fulfilment capacity, %d backlog", c.Sessions), "machine CPU ms per session (beside: api's)", c.MachineCPUMsPerFulfilment,
+				f(c.APIDrainCPUMsPerFulfilment), nil, "", nil)
 		}
 	}
 	if l := r.Limits; l != nil {
