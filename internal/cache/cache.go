@@ -45,13 +45,19 @@ func New[K comparable, V any](ttl time.Duration, clk clock.Clock) *TTL[K, V] {
 
 // Get returns the unexpired value stored for key.
 func (t *TTL[K, V]) Get(key K) (V, bool) {
+	v, _, ok := t.getLeft(key)
+	return v, ok
+}
+
+// getLeft is Get, and how long the value has left to live.
+func (t *TTL[K, V]) getLeft(key K) (V, time.Duration, bool) {
 	if item := t.c.Get(key); item != nil {
 		if e := item.Value(); t.clock.Now().Before(e.expires) {
-			return e.value, true
+			return e.value, e.expires.Sub(t.clock.Now()), true
 		}
 	}
 	var zero V
-	return zero, false
+	return zero, 0, false
 }
 
 // Stale returns the value last stored for key, expired or not: an expired entry stays until
@@ -144,12 +150,22 @@ func (f *Fallback[K, V]) Get(ctx context.Context, key K, load func(context.Conte
 // feed is followed, Forget drops one on a change, Reset drops all when changes may have been
 // missed; while the feed is not followed nothing is cached. A load that raced a Forget or a
 // Reset is answered but not stored, so an answer read before a change is never kept after it.
+//
+// An entry read in the second half of its life is answered and loaded again in the
+// background, one load at a time per key, so that a key read steadily is renewed before it
+// expires and its readers never wait on the source for it: entries expiring together under
+// load otherwise sent their readers to the database at once, and showed in the entitlement
+// check's p99.
 type Followed[K comparable, V any] struct {
-	ttl   *TTL[K, V]
-	fresh func() bool
-	mu    sync.Mutex
-	gen   uint64 // counts Forgets and Resets
+	ttl      *TTL[K, V]
+	fresh    func() bool
+	mu       sync.Mutex
+	gen      uint64     // counts Forgets and Resets
+	renewing map[K]bool // keys loaded again in the background now
 }
+
+// renewTimeout bounds a background renewal's load.
+const renewTimeout = 5 * time.Second
 
 // NewFollowed returns an empty Followed whose entries live up to ttl by clk (see life) while
 // fresh is true.
@@ -161,7 +177,10 @@ func NewFollowed[K comparable, V any](ttl time.Duration, clk clock.Clock, fresh 
 func (f *Followed[K, V]) Get(ctx context.Context, key K, load func(context.Context) (V, error)) (V, error) {
 	fresh := f.fresh()
 	if fresh {
-		if v, ok := f.ttl.Get(key); ok {
+		if v, left, ok := f.ttl.getLeft(key); ok {
+			if left < f.ttl.ttl/2 {
+				f.renew(key, load)
+			}
 			return v, nil
 		}
 	}
@@ -178,6 +197,33 @@ func (f *Followed[K, V]) Get(ctx context.Context, key K, load func(context.Conte
 	}
 	f.mu.Unlock()
 	return v, nil
+}
+
+// renew loads key again in the background unless that is under way, and stores the answer
+// unless a Forget or Reset came meanwhile or the feed is no longer followed.
+func (f *Followed[K, V]) renew(key K, load func(context.Context) (V, error)) {
+	f.mu.Lock()
+	if f.renewing[key] {
+		f.mu.Unlock()
+		return
+	}
+	if f.renewing == nil {
+		f.renewing = map[K]bool{}
+	}
+	f.renewing[key] = true
+	gen := f.gen
+	f.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), renewTimeout)
+		defer cancel()
+		v, err := load(ctx)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(f.renewing, key)
+		if err == nil && f.gen == gen && f.fresh() {
+			f.ttl.addFor(key, v, f.life())
+		}
+	}()
 }
 
 // life is an entry's lifetime: the ttl less up to a quarter of it, at random. Entries loaded

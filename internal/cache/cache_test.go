@@ -280,3 +280,68 @@ func TestFollowedAnswersLoadedTogetherExpireSpreadOut(t *testing.T) {
 		t.Fatalf("%d of %d outlived the ttl", kept, n)
 	}
 }
+
+// An entry read in the second half of its life is answered from the cache and loaded again in
+// the background, once however many read it, so that a key read steadily never expires; a
+// renewal that a change raced is not kept.
+func TestFollowedRenewsAnEntryReadInItsSecondHalf(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	c := NewFollowed[string, int](time.Minute, clk, func() bool { return true })
+	ctx := context.Background()
+	var loads atomic.Int64
+	load := func(v int, gate chan struct{}) func(context.Context) (int, error) {
+		return func(context.Context) (int, error) { loads.Add(1); <-gate; return v, nil }
+	}
+	open := make(chan struct{})
+	close(open)
+	renewed := func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.renewing) == 0 }
+
+	if v, _ := c.Get(ctx, "k", load(1, open)); v != 1 {
+		t.Fatal(v)
+	}
+	clk.Advance(10 * time.Second) // its life is 45 to 60 s: more than half of the ttl left
+	if v, _ := c.Get(ctx, "k", load(2, open)); v != 1 || loads.Load() != 1 {
+		t.Fatalf("first half: %d after %d loads, want 1 after 1", v, loads.Load())
+	}
+
+	clk.Advance(30 * time.Second) // 40 s old: less than half of the ttl left
+	gate := make(chan struct{})
+	for range 50 {
+		if v, _ := c.Get(ctx, "k", load(3, gate)); v != 1 {
+			t.Fatalf("second half answered %d, want the cached 1 at once", v)
+		}
+	}
+	close(gate)
+	waitFor(t, renewed)
+	if n := loads.Load(); n != 2 {
+		t.Fatalf("%d loads for 50 reads in the second half, want 1", n-1)
+	}
+	clk.Advance(25 * time.Second) // 65 s: past the first answer's ttl, within the renewal's
+	if v, _ := c.Get(ctx, "k", load(4, open)); v != 3 {
+		t.Fatalf("after the ttl: %d, want the renewed 3", v)
+	}
+	waitFor(t, renewed)
+
+	// A change during a renewal: its answer is not kept.
+	c.Get(ctx, "j", load(5, open))
+	clk.Advance(40 * time.Second)
+	gate = make(chan struct{})
+	c.Get(ctx, "j", load(6, gate))
+	c.Forget("j")
+	close(gate)
+	waitFor(t, renewed)
+	if v, _ := c.Get(ctx, "j", load(7, open)); v != 7 {
+		t.Fatalf("the renewal raced by a change was kept: %d", v)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
