@@ -99,7 +99,9 @@ func atFraction(ctx context.Context, s *stack, label string, batch int, rate flo
 	cmds0, rcpu0 := redisCounters(ctx, s)
 	pg0, worker0 := treeCPUSeconds(s.pg.PID()), procCPUSeconds(s.worker.pid())
 	busy0, load0 := machineBusySeconds(), procCPUSeconds(os.Getpid())
+	wait := s.profileDuring(ctx, fmt.Sprintf("%s-%d-%.0f", strings.ReplaceAll(label, " ", "-"), batch, rate), d)
 	r := openLoop{Rate: rate, N: max(20, int(rate*d.Seconds())), MaxInFlight: 1024, Do: post}.run(ctx)
+	wait()
 	busy, load := machineBusySeconds()-busy0, procCPUSeconds(os.Getpid())-load0
 	cpu := procCPUSeconds(s.api.pid()) - cpu0
 	pg, worker := treeCPUSeconds(s.pg.PID())-pg0, procCPUSeconds(s.worker.pid())-worker0

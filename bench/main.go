@@ -9,7 +9,7 @@
 // concurrent readers; (2) DELETE ?count=10000 vs LTRIM; (3) POST /api/track, 1 and 50 events
 // per request, on Postgres and SQLite, vs the database's multi-row insert floor and the HTTP
 // floor (the same api answering POST /bench/noop with the same bodies), with the latency at 80%
-// of the sustained rate (-profile DIR records the api's CPU profiles meanwhile); (4) webhook
+// of the sustained rate (-profile records the api's CPU profiles meanwhile); (4) webhook
 // acknowledgement at 1,000/s vs GET /healthz; (5) fulfilment of paid sessions on Postgres;
 // (6) ingestion and the queue read with the rate limits on vs off; (7) long-poll wake-up, a
 // track answering a waiting read while 1,000 others wait; (8) the full queue read with gzip and
@@ -43,7 +43,7 @@ func main() {
 	quick := flag.Bool("quick", false, "shorten every scenario (the whole run takes under a minute)")
 	out := flag.String("out", "bench/results/latest.json", "where to write the JSON report")
 	keep := flag.Bool("keep", false, "keep the temp dir (api and worker logs, the SQLite file) and print its path")
-	profile := flag.Bool("profile", false, "record CPU profiles of the api and the worker during the payment, ingestion and lease scenarios into the temp dir (implies -keep)")
+	profile := flag.Bool("profile", false, "record CPU profiles of the api and the worker during the payment, ingestion and lease scenarios and every fixed-rate measurement, into the temp dir (implies -keep)")
 	only := flag.String("only", "", "comma-separated scenarios to run, of "+strings.Join(scenarios, ",")+" (default: all)")
 	flag.Parse()
 	if flag.NArg() > 0 { // flag stops at the first argument: a flag after it would be dropped

@@ -151,11 +151,10 @@ func (f *Fallback[K, V]) Get(ctx context.Context, key K, load func(context.Conte
 // missed; while the feed is not followed nothing is cached. A load that raced a Forget or a
 // Reset is answered but not stored, so an answer read before a change is never kept after it.
 //
-// An entry read in the second half of its life is answered and loaded again in the
-// background, one load at a time per key, so that a key read steadily is renewed before it
-// expires and its readers never wait on the source for it: entries expiring together under
-// load otherwise sent their readers to the database at once, and showed in the entitlement
-// check's p99.
+// An entry read in the last eighth of the ttl before it expires is answered and loaded again
+// in the background, one load at a time per key, so that a key read steadily is renewed
+// before it expires and its readers never wait on the source for it. Renewing any earlier
+// would load a key more often than its expiry does.
 type Followed[K comparable, V any] struct {
 	ttl      *TTL[K, V]
 	fresh    func() bool
@@ -178,7 +177,7 @@ func (f *Followed[K, V]) Get(ctx context.Context, key K, load func(context.Conte
 	fresh := f.fresh()
 	if fresh {
 		if v, left, ok := f.ttl.getLeft(key); ok {
-			if left < f.ttl.ttl/2 {
+			if left < f.renewWithin() {
 				f.renew(key, load)
 			}
 			return v, nil
@@ -198,6 +197,9 @@ func (f *Followed[K, V]) Get(ctx context.Context, key K, load func(context.Conte
 	f.mu.Unlock()
 	return v, nil
 }
+
+// renewWithin is how long before its expiry a read renews an entry.
+func (f *Followed[K, V]) renewWithin() time.Duration { return f.ttl.ttl / 8 }
 
 // renew loads key again in the background unless that is under way, and stores the answer
 // unless a Forget or Reset came meanwhile or the feed is no longer followed.

@@ -281,10 +281,10 @@ func TestFollowedAnswersLoadedTogetherExpireSpreadOut(t *testing.T) {
 	}
 }
 
-// An entry read in the second half of its life is answered from the cache and loaded again in
-// the background, once however many read it, so that a key read steadily never expires; a
+// An entry read shortly before it expires is answered from the cache and loaded again in the
+// background, once however many read it, so that a key read steadily never expires; a
 // renewal that a change raced is not kept.
-func TestFollowedRenewsAnEntryReadInItsSecondHalf(t *testing.T) {
+func TestFollowedRenewsAnEntryReadBeforeItExpires(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	c := NewFollowed[string, int](time.Minute, clk, func() bool { return true })
 	ctx := context.Background()
@@ -295,36 +295,44 @@ func TestFollowedRenewsAnEntryReadInItsSecondHalf(t *testing.T) {
 	open := make(chan struct{})
 	close(open)
 	renewed := func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.renewing) == 0 }
+	// toLeft moves the clock on until key has left to live (its life is random).
+	toLeft := func(key string, left time.Duration) {
+		t.Helper()
+		_, now, ok := c.ttl.getLeft(key)
+		if !ok {
+			t.Fatalf("%s is not cached", key)
+		}
+		clk.Advance(now - left)
+	}
 
 	if v, _ := c.Get(ctx, "k", load(1, open)); v != 1 {
 		t.Fatal(v)
 	}
-	clk.Advance(10 * time.Second) // its life is 45 to 60 s: more than half of the ttl left
+	toLeft("k", c.renewWithin()+time.Second)
 	if v, _ := c.Get(ctx, "k", load(2, open)); v != 1 || loads.Load() != 1 {
-		t.Fatalf("first half: %d after %d loads, want 1 after 1", v, loads.Load())
+		t.Fatalf("before the renewal's time: %d after %d loads, want 1 after 1", v, loads.Load())
 	}
 
-	clk.Advance(30 * time.Second) // 40 s old: less than half of the ttl left
+	toLeft("k", c.renewWithin()-time.Second)
 	gate := make(chan struct{})
 	for range 50 {
 		if v, _ := c.Get(ctx, "k", load(3, gate)); v != 1 {
-			t.Fatalf("second half answered %d, want the cached 1 at once", v)
+			t.Fatalf("answered %d, want the cached 1 at once", v)
 		}
 	}
 	close(gate)
 	waitFor(t, renewed)
 	if n := loads.Load(); n != 2 {
-		t.Fatalf("%d loads for 50 reads in the second half, want 1", n-1)
+		t.Fatalf("%d loads for 50 reads shortly before the expiry, want 1", n-1)
 	}
-	clk.Advance(25 * time.Second) // 65 s: past the first answer's ttl, within the renewal's
-	if v, _ := c.Get(ctx, "k", load(4, open)); v != 3 {
-		t.Fatalf("after the ttl: %d, want the renewed 3", v)
+	clk.Advance(2 * time.Second) // past the first answer's expiry
+	if v, _ := c.Get(ctx, "k", load(4, open)); v != 3 || loads.Load() != 2 {
+		t.Fatalf("after the first answer's expiry: %d after %d loads, want the renewed 3 after 2", v, loads.Load())
 	}
-	waitFor(t, renewed)
 
 	// A change during a renewal: its answer is not kept.
 	c.Get(ctx, "j", load(5, open))
-	clk.Advance(40 * time.Second)
+	toLeft("j", time.Second)
 	gate = make(chan struct{})
 	c.Get(ctx, "j", load(6, gate))
 	c.Forget("j")
