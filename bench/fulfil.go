@@ -251,11 +251,12 @@ func fulfilCapacity(ctx context.Context, s *stack, pool *pgxpool.Pool, shop *ten
 	if res.Committed, _, err = waitPurchases(ctx, pool, shop, n, time.Now().Add(timeout)); err != nil {
 		return nil, err
 	}
-	res.WorkerCPUMsPerFulfilment = ms(cpuTime(s.worker.pid())) / float64(max(1, res.Committed))
-	res.PostgresCPUMsPerFulfilment = (treeCPUSeconds(s.pg.PID()) - pgCPU) * 1000 / float64(max(1, res.Committed))
-	res.RedisCPUMsPerFulfilment = ms(cpuTime(s.redisCmd.Process.Pid)-redisCPU) / float64(max(1, res.Committed))
-	res.APIDrainCPUMsPerFulfilment = ms(cpuTime(s.api.pid())-apiDrainCPU) / float64(max(1, res.Committed))
-	res.MachineCPUMsPerFulfilment = (machineBusySeconds() - busy) * 1000 / float64(max(1, res.Committed))
+	committed := float64(max(1, res.Committed))
+	res.WorkerCPUMsPerFulfilment = ms(cpuTime(s.worker.pid())) / committed
+	res.PostgresCPUMsPerFulfilment = (treeCPUSeconds(s.pg.PID()) - pgCPU) * 1000 / committed
+	res.RedisCPUMsPerFulfilment = ms(cpuTime(s.redisCmd.Process.Pid)-redisCPU) / committed
+	res.APIDrainCPUMsPerFulfilment = ms(cpuTime(s.api.pid())-apiDrainCPU) / committed
+	res.MachineCPUMsPerFulfilment = (machineBusySeconds() - busy) * 1000 / committed
 	var first, last time.Time
 	if err := pool.QueryRow(ctx, "SELECT min(created_at), max(created_at) FROM purchases WHERE tenant_id = $1",
 		int64(shop.ID)).Scan(&first, &last); err != nil {

@@ -52,8 +52,8 @@ func (t *TTL[K, V]) Get(key K) (V, bool) {
 // getLeft is Get, and how long the value has left to live.
 func (t *TTL[K, V]) getLeft(key K) (V, time.Duration, bool) {
 	if item := t.c.Get(key); item != nil {
-		if e := item.Value(); t.clock.Now().Before(e.expires) {
-			return e.value, e.expires.Sub(t.clock.Now()), true
+		if left := item.Value().expires.Sub(t.clock.Now()); left > 0 {
+			return item.Value().value, left, true
 		}
 	}
 	var zero V
@@ -169,7 +169,7 @@ const renewTimeout = 5 * time.Second
 // NewFollowed returns an empty Followed whose entries live up to ttl by clk (see life) while
 // fresh is true.
 func NewFollowed[K comparable, V any](ttl time.Duration, clk clock.Clock, fresh func() bool) *Followed[K, V] {
-	return &Followed[K, V]{ttl: New[K, V](ttl, clk), fresh: fresh}
+	return &Followed[K, V]{ttl: New[K, V](ttl, clk), fresh: fresh, renewing: map[K]bool{}}
 }
 
 // Get returns key's value from the cache when the feed is followed, else load's.
@@ -208,9 +208,6 @@ func (f *Followed[K, V]) renew(key K, load func(context.Context) (V, error)) {
 	if f.renewing[key] {
 		f.mu.Unlock()
 		return
-	}
-	if f.renewing == nil {
-		f.renewing = map[K]bool{}
 	}
 	f.renewing[key] = true
 	gen := f.gen

@@ -283,10 +283,11 @@ func TestFollowedAnswersLoadedTogetherExpireSpreadOut(t *testing.T) {
 
 // An entry read shortly before it expires is answered from the cache and loaded again in the
 // background, once however many read it, so that a key read steadily never expires; a
-// renewal that a change raced is not kept.
+// renewal that a change raced, or that ended once the feed was no longer followed, is not kept.
 func TestFollowedRenewsAnEntryReadBeforeItExpires(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	c := NewFollowed[string, int](time.Minute, clk, func() bool { return true })
+	var unfollowed atomic.Bool
+	c := NewFollowed[string, int](time.Minute, clk, func() bool { return !unfollowed.Load() })
 	ctx := context.Background()
 	var loads atomic.Int64
 	load := func(v int, gate chan struct{}) func(context.Context) (int, error) {
@@ -340,6 +341,18 @@ func TestFollowedRenewsAnEntryReadBeforeItExpires(t *testing.T) {
 	waitFor(t, renewed)
 	if v, _ := c.Get(ctx, "j", load(7, open)); v != 7 {
 		t.Fatalf("the renewal raced by a change was kept: %d", v)
+	}
+
+	// The feed no longer followed when a renewal ends: its answer is not kept.
+	toLeft("j", time.Second)
+	gate = make(chan struct{})
+	c.Get(ctx, "j", load(8, gate))
+	unfollowed.Store(true)
+	close(gate)
+	waitFor(t, renewed)
+	unfollowed.Store(false)
+	if v, _ := c.Get(ctx, "j", load(9, open)); v == 8 {
+		t.Fatalf("the renewal that ended unfollowed was kept: %d", v)
 	}
 }
 
