@@ -34,12 +34,16 @@ type Erasure struct {
 	// or requested), which the p99 by second is read against.
 	WALMiBBySecond      []float64 `json:"wal_mib_by_second,omitempty"`
 	CheckpointsBySecond []int64   `json:"checkpoints_by_second,omitempty"`
-	SlowestRedisMs      float64   `json:"slowest_redis_command_ms"`
-	SlowestCommand      string    `json:"slowest_redis_command"`
-	TargetSeconds       float64   `json:"target_seconds_max"`
-	TargetRatio         float64   `json:"target_ratio_max"`
-	TargetRedisMs       float64   `json:"target_redis_ms_max"`
-	Met                 bool      `json:"met"`
+	// The disk by second during the erasure and during the run alone after it.
+	DiskBySecond       []DiskSecond `json:"disk_by_second,omitempty"`
+	AloneAfterBySecond []float64    `json:"ingest_alone_after_p99_by_second,omitempty"`
+	DiskAfterBySecond  []DiskSecond `json:"disk_after_by_second,omitempty"`
+	SlowestRedisMs     float64      `json:"slowest_redis_command_ms"`
+	SlowestCommand     string       `json:"slowest_redis_command"`
+	TargetSeconds      float64      `json:"target_seconds_max"`
+	TargetRatio        float64      `json:"target_ratio_max"`
+	TargetRedisMs      float64      `json:"target_redis_ms_max"`
+	Met                bool         `json:"met"`
 }
 
 // erasurePlan sizes the scenario. The member is named on one session in ten of the fill's
@@ -167,15 +171,17 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	during := make(chan loadResult, 1)
 	go func() { during <- openLoop{Rate: p.rate, N: int(p.rate * 600), Do: post}.run(loadCtx) }()
-	sampled := make(chan struct{})
-	if strings.HasPrefix(s.dbURL, "postgres") {
-		go func() {
-			defer close(sampled)
+	sampled := make(chan struct{}, 2)
+	go func() {
+		res.DiskBySecond = diskBySecond(loadCtx, s)
+		sampled <- struct{}{}
+	}()
+	go func() {
+		if strings.HasPrefix(s.dbURL, "postgres") {
 			res.WALMiBBySecond, res.CheckpointsBySecond = walBySecond(loadCtx, s)
-		}()
-	} else {
-		close(sampled)
-	}
+		}
+		sampled <- struct{}{}
+	}()
 	var e models.MemberErasure
 	for {
 		if err := s.db.WithContext(ctx).Where("member_id = ?", m.ID).Take(&e).Error; err != nil {
@@ -195,6 +201,7 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 	stopLoad()
 	dr := <-during
 	<-sampled
+	<-sampled
 	res.During = summarize(dr.Lat)
 	res.DuringBySecond = dr.p99BySecond()
 	res.Deleted, res.Redacted = *e.EventsDeleted, *e.EventsRedacted
@@ -207,7 +214,12 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 	}
 	// Alone again, now that the erasure is done: the baseline is the quieter of the two, so
 	// that a hiccup of the machine in one of them does not flatter the ratio.
-	res.AloneAfter = summarize(openLoop{Rate: p.rate, N: int(p.rate * p.aloneFor.Seconds()), Do: post}.run(ctx).Lat)
+	diskCtx, stopDisk := context.WithCancel(ctx)
+	diskAfter := make(chan []DiskSecond, 1)
+	go func() { diskAfter <- diskBySecond(diskCtx, s) }()
+	after := openLoop{Rate: p.rate, N: int(p.rate * p.aloneFor.Seconds()), Do: post}.run(ctx)
+	stopDisk()
+	res.AloneAfter, res.AloneAfterBySecond, res.DiskAfterBySecond = summarize(after.Lat), after.p99BySecond(), <-diskAfter
 	res.Alone = res.AloneBefore
 	if res.AloneAfter.P99 > 0 && res.AloneAfter.P99 < res.Alone.P99 {
 		res.Alone = res.AloneAfter
@@ -222,6 +234,9 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 	if res.WALMiBBySecond != nil {
 		s.logf("  WAL MiB by second: %.0f; checkpoints begun by second: %d", res.WALMiBBySecond, res.CheckpointsBySecond)
 	}
+	logDisk(s, "during the erasure", res.DiskBySecond)
+	s.logf("  ingestion p99 ms by second alone after: %.1f", res.AloneAfterBySecond)
+	logDisk(s, "alone after", res.DiskAfterBySecond)
 	return res, nil
 }
 
