@@ -58,6 +58,30 @@ local function trimAcked(pre)
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. front)
   return {n, front, string.match(last, '^{"id":"([^"]*)"') or false}
 end
+-- lowestDue returns at most room members of the sorted set key of leases due by now, those
+-- due first and, among those due at the same moment, the lowest offsets. Redis orders equal
+-- scores as strings ("10" before "9"), and one lease call gives all its events one expiry, so
+-- the members at the page's last score are all read and the lowest taken.
+local function lowestDue(key, room)
+  local page = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES', 'LIMIT', 0, room)
+  if #page == 0 then return {} end
+  local due, last, offsets = {}, page[#page], {}
+  for i = 1, #page, 2 do
+    if page[i + 1] ~= last then
+      due[#due + 1] = page[i]
+    else
+      offsets[#offsets + 1] = tonumber(page[i])
+    end
+  end
+  if #page == 2 * room then -- more may be due at the last score, past the page
+    offsets = {}
+    for i, m in ipairs(redis.call('ZRANGEBYSCORE', key, last, last)) do offsets[i] = tonumber(m) end
+  end
+  table.sort(offsets)
+  for i = 1, math.min(room - #due, #offsets) do due[#due + 1] = fmt(offsets[i]) end
+  return due
+end
+
 -- zaddAll adds members to the sorted set key, all with score, greatest member first: a small
 -- sorted set then inserts each at its head instead of walking it.
 local function zaddAll(key, score, members)
@@ -108,8 +132,9 @@ local room = math.min(limit, maxleased - live)
 local out = {epoch, expires, 0, front, false, -1, 0, 0, 0, 0, 0, 0}
 local dead, added, redelivered, leased = false, 0, 0, 0
 local again = {} -- the offsets leased again: the batch's record (its new events are in its id)
+local again3 = {} -- {offset, deliveries, event} per event leased again, put in out in offset order
 while room > 0 do
-  local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, room)
+  local due = lowestDue(KEYS[4], room)
   if #due == 0 then break end
   local sts = redis.call('HMGET', KEYS[3], unpack(due))
   local drop, take = {}, {}
@@ -152,9 +177,7 @@ while room > 0 do
       state[#state + 1] = m
       state[#state + 1] = fmt(d) .. ':' .. ARGV[6]
       expiry[#expiry + 1] = m
-      out[#out + 1] = o
-      out[#out + 1] = d
-      out[#out + 1] = ev
+      again3[#again3 + 1] = {o, d, ev}
       room = room - 1
     end
   end
@@ -176,6 +199,11 @@ while room > 0 do
     redis.call('HSET', KEYS[3], unpack(state))
     zaddAll(KEYS[4], expires, expiry)
   end
+end
+table.sort(again3, function(x, y) return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2]) end)
+for _, e in ipairs(again3) do
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3] = e[1], e[2], e[3]
 end
 local nxt = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), front)
 if room > 0 and nxt < front + length then

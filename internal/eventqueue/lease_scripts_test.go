@@ -29,7 +29,7 @@ local room = math.min(limit, maxleased - live)
 local out = {}
 local dead = false
 while room > 0 do
-  local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, room)
+  local due = lowestDue(KEYS[4], room)
   if #due == 0 then break end
   for _, m in ipairs(due) do
     local o = tonumber(m)
@@ -156,6 +156,22 @@ return res
 // scripts they replaced, over random sequences of leases, acks, retries, extends, batch acks
 // (the old scripts get an ack of each of the batch's events), trims and dead letters: tenant 1 runs the old scripts, tenant 2 the new ones, on the same calls. make
 // test runs 12 sequences; make chaos (testenv.Long) runs 200.
+// sortTriples sorts v's (offset, deliveries, event) triples by offset, then deliveries (with
+// a visibility of 0 an event can be leased twice by one call).
+func sortTriples(v []any) {
+	triples := make([][3]any, len(v)/3)
+	for i := range triples {
+		triples[i] = [3]any{v[3*i], v[3*i+1], v[3*i+2]}
+	}
+	sort.SliceStable(triples, func(i, j int) bool {
+		oi, oj := triples[i][0].(int64), triples[j][0].(int64)
+		return oi < oj || (oi == oj && triples[i][1].(int64) < triples[j][1].(int64))
+	})
+	for i, tr := range triples {
+		v[3*i], v[3*i+1], v[3*i+2] = tr[0], tr[1], tr[2]
+	}
+}
+
 func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 	seeds := int64(12)
 	if testenv.Long() {
@@ -219,6 +235,9 @@ func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 						for i, ev := range fresh {
 							v = append(v, first+int64(i), int64(1), ev)
 						}
+					}
+					if sc == oldLeaseScript { // the new script answers its events in offset order
+						sortTriples(v[6:])
 					}
 					epochOf[ten] = v[0].(string)
 					v[0], v[1] = nil, nil // epoch and expiry

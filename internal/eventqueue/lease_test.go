@@ -106,6 +106,25 @@ func testLeases(t *testing.T, s *Store) {
 		wantStatuses(t, st, StatusUnknown) // another tenant's lease id
 	})
 
+	t.Run("expired events come back lowest offset first", func(t *testing.T) {
+		// One call's events share an expiry, and Redis orders equal scores as strings: 10
+		// before 9.
+		appendN(t, s, 20, 0, 25)
+		mustLease(t, s, 20, 25, time.Second, 10)
+		var back LeaseResult
+		testenv.Eventually(t, 5*time.Second, "the expired events leased again", func() bool {
+			back = mustLease(t, s, 20, 12, time.Minute, 10)
+			return len(back.Events) > 0
+		})
+		if want := []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}; !slices.Equal(offsetsOf(back), want) {
+			t.Fatalf("leased again %v, want %v", offsetsOf(back), want)
+		}
+		rest := mustLease(t, s, 20, 100, time.Minute, 10)
+		if want := []int64{12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24}; !slices.Equal(offsetsOf(rest), want) {
+			t.Fatalf("then %v, want %v", offsetsOf(rest), want)
+		}
+	})
+
 	t.Run("an expired lease comes back with its deliveries counted", func(t *testing.T) {
 		appendN(t, s, 3, 1, 3)
 		first := mustLease(t, s, 3, 1, time.Second, 10)
