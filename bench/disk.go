@@ -135,6 +135,14 @@ func diskBySecond(ctx context.Context, s *stack) []DiskSecond {
 	}
 }
 
+// sampleDisk starts diskBySecond; the func it returns stops it and gives its seconds.
+func sampleDisk(ctx context.Context, s *stack) func() []DiskSecond {
+	ctx, stop := context.WithCancel(ctx)
+	out := make(chan []DiskSecond, 1)
+	go func() { out <- diskBySecond(ctx, s) }()
+	return func() []DiskSecond { stop(); return <-out }
+}
+
 // topWaits formats the n most counted waits as "kind ×count; …".
 func topWaits(waits map[string]int, n int) string {
 	kinds := make([]string, 0, len(waits))

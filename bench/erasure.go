@@ -214,12 +214,9 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 	}
 	// Alone again, now that the erasure is done: the baseline is the quieter of the two, so
 	// that a hiccup of the machine in one of them does not flatter the ratio.
-	diskCtx, stopDisk := context.WithCancel(ctx)
-	diskAfter := make(chan []DiskSecond, 1)
-	go func() { diskAfter <- diskBySecond(diskCtx, s) }()
+	stopDisk := sampleDisk(ctx, s)
 	after := openLoop{Rate: p.rate, N: int(p.rate * p.aloneFor.Seconds()), Do: post}.run(ctx)
-	stopDisk()
-	res.AloneAfter, res.AloneAfterBySecond, res.DiskAfterBySecond = summarize(after.Lat), after.p99BySecond(), <-diskAfter
+	res.AloneAfter, res.AloneAfterBySecond, res.DiskAfterBySecond = summarize(after.Lat), after.p99BySecond(), stopDisk()
 	res.Alone = res.AloneBefore
 	if res.AloneAfter.P99 > 0 && res.AloneAfter.P99 < res.Alone.P99 {
 		res.Alone = res.AloneAfter

@@ -119,7 +119,9 @@ func benchPruneUnderLoad(ctx context.Context, s *stack, rp retentionPlan, perDay
 		return expect(s.http, req, 202)
 	}
 	alone := func(d time.Duration) error {
+		stopDisk := sampleDisk(ctx, s)
 		r := openLoop{Rate: rp.rate, N: int(rp.rate * d.Seconds()), MaxInFlight: 1024, Do: post}.run(ctx)
+		disk := stopDisk()
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -127,6 +129,8 @@ func benchPruneUnderLoad(ctx context.Context, s *stack, rp retentionPlan, perDay
 		res.Alone = append(res.Alone, run)
 		s.logf("  %s alone: %.0f req/s for %.1fs, %.0f events/s, p50 %.1f ms, p99 %.1f ms, max %.1f ms, %d failed, %d dropped",
 			res.Database, rp.rate, d.Seconds(), run.EventsPerSec, run.Latency.P50, run.Latency.P99, run.Latency.Max, run.Failed, run.Dropped)
+		s.logf("  ingestion p99 ms by second: %.1f", r.p99BySecond())
+		logDisk(s, "alone", disk)
 		s.rdb.Del(ctx, eventqueue.Key(loadTenant.ID))
 		return sleepCtx(ctx, 500*time.Millisecond)
 	}
@@ -158,9 +162,11 @@ func benchPruneUnderLoad(ctx context.Context, s *stack, rp retentionPlan, perDay
 		sleepCtx(sendCtx, max(rp.tail, rp.loadFor-pruned))
 		stopSending()
 	}()
+	stopDisk := sampleDisk(ctx, s)
 	r := openLoop{Rate: rp.rate, N: int(rp.rate * rp.maxFor.Seconds()), MaxDuration: rp.maxFor, MaxInFlight: 1024,
 		Do: func(_ context.Context, i int) error { return post(ctx, i) }}.run(sendCtx)
 	<-done
+	disk := stopDisk()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -181,6 +187,8 @@ func benchPruneUnderLoad(ctx context.Context, s *stack, rp retentionPlan, perDay
 		"prune %.2fs deleted %d (%d partitions), p99 in its window %.1f ms",
 		res.Database, sent.Seconds(), res.During.EventsPerSec, res.During.Latency.P50, res.During.Latency.P99, res.During.Latency.Max,
 		res.During.Failed, res.During.Dropped, res.PruneSeconds, res.Deleted, res.PartitionsDropped, res.Window.P99)
+	s.logf("  ingestion p99 ms by second (the prune from %.1f s to %.1f s): %.1f", pruneAt.Seconds(), pruned.Seconds(), r.p99BySecond())
+	logDisk(s, "with the prune", disk)
 	s.rdb.Del(ctx, eventqueue.Key(loadTenant.ID))
 	if !postgres { // the file as the prune left it, its WAL written back
 		if err := quiesce(ctx, s); err != nil {
