@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // MemoryPeak is the peak resident set of the api and worker processes during one scenario
@@ -56,8 +58,11 @@ func (m *peaks) note(p *proc) {
 	}
 }
 
-// measure runs scenario name (fn), recording its MemoryPeak.
+// measure runs scenario name (fn), recording its MemoryPeak. It first writes back what the
+// scenarios before left in the page cache: the kernel would, about 30 s after they wrote it,
+// in bursts that commits in this one wait behind (quiesce).
 func (s *stack) measure(name string, fn func() error) error {
+	unix.Sync()
 	s.peaks.begin(name, s.api, s.worker)
 	err := fn()
 	s.peaks.end(s.api, s.worker)
