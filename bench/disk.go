@@ -53,56 +53,44 @@ func diskBySecond(ctx context.Context, s *stack) []DiskSecond {
 	var probeMax time.Duration
 	waits := map[string]int{}
 	var wg sync.WaitGroup
+	page := make([]byte, 4096)
 	wg.Add(1)
 	go func() { // the fsync probe
 		defer wg.Done()
-		page := make([]byte, 4096)
-		t := time.NewTicker(20 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+		every(ctx, 20*time.Millisecond, func() bool {
 			start := time.Now()
 			if _, err := probe.WriteAt(page, 0); err != nil {
-				return
+				return false
 			}
 			if err := unix.Fdatasync(int(probe.Fd())); err != nil {
-				return
+				return false
 			}
 			took := time.Since(start)
 			mu.Lock()
 			probeMax = max(probeMax, took)
 			mu.Unlock()
-		}
+			return true
+		})
 	}()
 	if strings.HasPrefix(s.dbURL, "postgres") {
 		wg.Add(1)
 		go func() { // what Postgres's processes wait on
 			defer wg.Done()
-			t := time.NewTicker(50 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
+			every(ctx, 50*time.Millisecond, func() bool {
 				var rows []struct{ Kind string }
 				err := s.db.WithContext(ctx).Raw(`SELECT backend_type || ' ' || wait_event_type || ':' || wait_event AS kind
 					FROM pg_stat_activity WHERE wait_event IS NOT NULL AND pid <> pg_backend_pid()
 					AND wait_event_type NOT IN ('Activity', 'Client', 'Extension')`).Scan(&rows).Error
 				if err != nil {
-					return
+					return false
 				}
 				mu.Lock()
 				for _, r := range rows {
 					waits[r.Kind]++
 				}
 				mu.Unlock()
-			}
+				return true
+			})
 		}()
 	}
 
@@ -132,6 +120,22 @@ func diskBySecond(ctx context.Context, s *stack) []DiskSecond {
 		mu.Unlock()
 		out = append(out, sec)
 		last, lastFull = now, full
+	}
+}
+
+// every calls fn every d until ctx ends or fn returns false.
+func every(ctx context.Context, d time.Duration, fn func() bool) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !fn() {
+			return
+		}
 	}
 }
 

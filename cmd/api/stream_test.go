@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -16,42 +15,21 @@ import (
 	"github.com/eventq/eventq/internal/testenv"
 )
 
-// cutProxy forwards TCP connections to Redis; once armed, it ends any connection's reply
-// stream (a FIN to the api) as soon as it has passed cut bytes from Redis since arming: only a
-// large reply reaches that.
+// cutProxy relays Redis's replies (testenv.StartProxy); once armed, it ends any connection's
+// reply stream (a FIN to the api) as soon as it has passed cut bytes from Redis since arming:
+// only a large reply reaches that.
 type cutProxy struct {
-	ln    net.Listener
+	addr  string
 	armed atomic.Bool
 	cut   int64
 }
 
 func newCutProxy(t *testing.T, target string, cut int64) *cutProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln, cut: cut}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			client, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			server, err := net.Dial("tcp", target)
-			if err != nil {
-				client.Close()
-				continue
-			}
-			wg.Add(2)
-			go func() { defer wg.Done(); io.Copy(server, client); server.Close(); client.Close() }()
-			go func() { defer wg.Done(); p.relay(client, server); client.(*net.TCPConn).CloseWrite() }()
-		}
-	}()
+	p := &cutProxy{cut: cut}
+	p.addr = testenv.StartProxy(t, target, func(client, server net.Conn) {
+		p.relay(client, server)
+		client.(*net.TCPConn).CloseWrite()
+	})
 	return p
 }
 
@@ -86,7 +64,7 @@ func TestStreamedReadCutMidPageIsACutBody(t *testing.T) {
 	r := testenv.StartRedis(t)
 	db, dbURL := testenv.DB(t)
 	proxy := newCutProxy(t, r.Addr(), 1<<20)
-	e := startAPIOn(t, r, db, dbURL, "REDIS_URL=redis://"+proxy.ln.Addr().String())
+	e := startAPIOn(t, r, db, dbURL, "REDIS_URL=redis://"+proxy.addr)
 	tn := testenv.MustTenant(t, e.DB, true)
 	events := make([][]byte, 5000)
 	for i := range events {

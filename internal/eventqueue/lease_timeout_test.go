@@ -3,9 +3,7 @@ package eventqueue
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,8 +13,9 @@ import (
 	"github.com/eventq/eventq/internal/testenv"
 )
 
-// replyDelayer is a TCP proxy to Redis that can hold back the next reply Redis sends, on
-// whichever connection, and deliver it late: a reply that arrives after its reader gave up.
+// replyDelayer relays Redis's replies (testenv.StartProxy) and can hold back the next reply
+// Redis sends, on whichever connection, and deliver it late: a reply that arrives after its
+// reader gave up.
 type replyDelayer struct {
 	addr  string
 	delay atomic.Int64 // for the next reply, in ns; 0 when not armed
@@ -24,32 +23,11 @@ type replyDelayer struct {
 }
 
 func startReplyDelayer(t *testing.T, target string) *replyDelayer {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &replyDelayer{addr: ln.Addr().String()}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			client, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			server, err := net.Dial("tcp", target)
-			if err != nil {
-				client.Close()
-				continue
-			}
-			wg.Add(2)
-			go func() { defer wg.Done(); io.Copy(server, client); server.Close() }()
-			go func() { defer wg.Done(); d.replies(client, server); client.Close() }()
-		}
-	}()
+	d := &replyDelayer{}
+	d.addr = testenv.StartProxy(t, target, func(client, server net.Conn) {
+		d.replies(client, server)
+		client.Close()
+	})
 	return d
 }
 
