@@ -23,15 +23,22 @@ type DiskSecond struct {
 	DirtyMiB   float64 `json:"dirty_mib"`
 	DiscardMiB float64 `json:"discard_mib"` // files deleted on a filesystem mounted with discard
 	Flushes    int64   `json:"flushes"`
-	// ProbeMaxMs is the slowest of a probe's 4 KiB writes and fdatasyncs, every 20 ms, to a
-	// file in the bench's dir: what a commit's flush alone waited for.
+	// ProbeMaxMs is the slowest of a probe's 4 KiB writes and fdatasyncs (one every
+	// probeEvery) to a file in the bench's dir: what a commit's flush alone waited for.
 	ProbeMaxMs float64 `json:"fsync_probe_max_ms"`
 	// IOFullMs is the time in the second when every runnable task waited for I/O (PSI).
 	IOFullMs float64 `json:"io_full_ms"`
-	// Waits counts Postgres's server processes seen waiting, sampled every 50 ms, by
+	// Waits counts Postgres's server processes seen waiting (sampled every waitsEvery), by
 	// backend type and wait event, the most seen first.
 	Waits string `json:"pg_waits,omitempty"`
 }
+
+// The probe writes often enough to catch a stall of a fraction of a second, and the waits are
+// sampled less often since each sample is a query to the Postgres being measured.
+const (
+	probeEvery = 20 * time.Millisecond
+	waitsEvery = 50 * time.Millisecond
+)
 
 // diskBySecond samples the disk until ctx ends and returns one DiskSecond a second. On
 // Postgres it also samples pg_stat_activity.
@@ -57,7 +64,7 @@ func diskBySecond(ctx context.Context, s *stack) []DiskSecond {
 	wg.Add(1)
 	go func() { // the fsync probe
 		defer wg.Done()
-		every(ctx, 20*time.Millisecond, func() bool {
+		every(ctx, probeEvery, func() bool {
 			start := time.Now()
 			if _, err := probe.WriteAt(page, 0); err != nil {
 				return false
@@ -76,7 +83,7 @@ func diskBySecond(ctx context.Context, s *stack) []DiskSecond {
 		wg.Add(1)
 		go func() { // what Postgres's processes wait on
 			defer wg.Done()
-			every(ctx, 50*time.Millisecond, func() bool {
+			every(ctx, waitsEvery, func() bool {
 				var rows []struct{ Kind string }
 				err := s.db.WithContext(ctx).Raw(`SELECT backend_type || ' ' || wait_event_type || ':' || wait_event AS kind
 					FROM pg_stat_activity WHERE wait_event IS NOT NULL AND pid <> pg_backend_pid()
@@ -109,7 +116,7 @@ func diskBySecond(ctx context.Context, s *stack) []DiskSecond {
 		mu.Lock()
 		sec := DiskSecond{
 			WriteMiB:   float64(now.writeSectors-last.writeSectors) * 512 / (1 << 20),
-			DirtyMiB:   readDirtyMiB(),
+			DirtyMiB:   kBFieldMiB("/proc/meminfo", "Dirty:") + kBFieldMiB("/proc/meminfo", "Writeback:"),
 			DiscardMiB: float64(now.discardSectors-last.discardSectors) * 512 / (1 << 20),
 			Flushes:    now.flushes - last.flushes,
 			ProbeMaxMs: float64(probeMax.Microseconds()) / 1000,
@@ -184,19 +191,6 @@ func readDiskStats(dev string) diskStats {
 		return diskStats{writeSectors: n(9), discardSectors: n(16), flushes: n(18)}
 	}
 	return diskStats{}
-}
-
-// readDirtyMiB is Dirty plus Writeback in /proc/meminfo.
-func readDirtyMiB() float64 {
-	b, _ := os.ReadFile("/proc/meminfo")
-	var kB int64
-	for _, line := range strings.Split(string(b), "\n") {
-		if name, rest, ok := strings.Cut(line, ":"); ok && (name == "Dirty" || name == "Writeback") {
-			v, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			kB += v
-		}
-	}
-	return float64(kB) / 1024
 }
 
 // readIOFull is the total µs every task stalled on I/O (/proc/pressure/io); zero without PSI.

@@ -171,17 +171,16 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	during := make(chan loadResult, 1)
 	go func() { during <- openLoop{Rate: p.rate, N: int(p.rate * 600), Do: post}.run(loadCtx) }()
-	sampled := make(chan struct{}, 2)
-	go func() {
-		res.DiskBySecond = diskBySecond(loadCtx, s)
-		sampled <- struct{}{}
-	}()
-	go func() {
-		if strings.HasPrefix(s.dbURL, "postgres") {
+	stopDisk := sampleDisk(loadCtx, s)
+	sampled := make(chan struct{})
+	if strings.HasPrefix(s.dbURL, "postgres") {
+		go func() {
+			defer close(sampled)
 			res.WALMiBBySecond, res.CheckpointsBySecond = walBySecond(loadCtx, s)
-		}
-		sampled <- struct{}{}
-	}()
+		}()
+	} else {
+		close(sampled)
+	}
 	var e models.MemberErasure
 	for {
 		if err := s.db.WithContext(ctx).Where("member_id = ?", m.ID).Take(&e).Error; err != nil {
@@ -201,7 +200,7 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 	stopLoad()
 	dr := <-during
 	<-sampled
-	<-sampled
+	res.DiskBySecond = stopDisk()
 	res.During = summarize(dr.Lat)
 	res.DuringBySecond = dr.p99BySecond()
 	res.Deleted, res.Redacted = *e.EventsDeleted, *e.EventsRedacted
@@ -214,7 +213,7 @@ func benchErasure(ctx context.Context, s *stack, p erasurePlan) (*Erasure, error
 	}
 	// Alone again, now that the erasure is done: the baseline is the quieter of the two, so
 	// that a hiccup of the machine in one of them does not flatter the ratio.
-	stopDisk := sampleDisk(ctx, s)
+	stopDisk = sampleDisk(ctx, s)
 	after := openLoop{Rate: p.rate, N: int(p.rate * p.aloneFor.Seconds()), Do: post}.run(ctx)
 	res.AloneAfter, res.AloneAfterBySecond, res.DiskAfterBySecond = summarize(after.Lat), after.p99BySecond(), stopDisk()
 	res.Alone = res.AloneBefore

@@ -357,7 +357,13 @@ func rssMiB(pid int) float64 { return statusMiB(pid, "VmRSS:") }
 
 // statusMiB reads a kB field of /proc/PID/status in MiB, 0 if unknown.
 func statusMiB(pid int, field string) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	return kBFieldMiB(fmt.Sprintf("/proc/%d/status", pid), field)
+}
+
+// kBFieldMiB reads the field ("Name:") of a /proc file of "Name: N kB" lines in MiB, 0 if
+// unknown.
+func kBFieldMiB(path, field string) float64 {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}

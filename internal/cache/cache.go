@@ -52,8 +52,9 @@ func (t *TTL[K, V]) Get(key K) (V, bool) {
 // getLeft is Get, and how long the value has left to live.
 func (t *TTL[K, V]) getLeft(key K) (V, time.Duration, bool) {
 	if item := t.c.Get(key); item != nil {
-		if left := item.Value().expires.Sub(t.clock.Now()); left > 0 {
-			return item.Value().value, left, true
+		e := item.Value()
+		if left := e.expires.Sub(t.clock.Now()); left > 0 {
+			return e.value, left, true
 		}
 	}
 	var zero V

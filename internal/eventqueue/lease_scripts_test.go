@@ -152,10 +152,6 @@ end
 return res
 `)
 
-// The batched lease and ack scripts answer and leave the state exactly as the per-event
-// scripts they replaced, over random sequences of leases, acks, retries, extends, batch acks
-// (the old scripts get an ack of each of the batch's events), trims and dead letters: tenant 1 runs the old scripts, tenant 2 the new ones, on the same calls. make
-// test runs 12 sequences; make chaos (testenv.Long) runs 200.
 // sortTriples sorts v's (offset, deliveries, event) triples by offset, then deliveries (with
 // a visibility of 0 an event can be leased twice by one call).
 func sortTriples(v []any) {
@@ -172,6 +168,10 @@ func sortTriples(v []any) {
 	}
 }
 
+// The batched lease and ack scripts answer and leave the state exactly as the per-event
+// scripts they replaced, over random sequences of leases, acks, retries, extends, batch acks
+// (the old scripts get an ack of each of the batch's events), trims and dead letters: tenant 1 runs the old scripts, tenant 2 the new ones, on the same calls. make
+// test runs 12 sequences; make chaos (testenv.Long) runs 200.
 func TestLeaseScriptsMatchPerEventScripts(t *testing.T) {
 	seeds := int64(12)
 	if testenv.Long() {
