@@ -61,7 +61,11 @@ func TestKubernetes(t *testing.T) {
 					t.Errorf("%s: environment variable %s: internal/config does not read it", where, k)
 				}
 			}
-			if _, err := config.Load(environ(env)); err != nil {
+			// The Secret's placeholders stop the processes until an operator edits them.
+			if _, err := config.Load(environ(env)); err == nil || !strings.Contains(err.Error(), config.Placeholder) {
+				t.Errorf("%s: config.Load with the Secret's placeholders: %v, want them refused", where, err)
+			}
+			if _, err := config.Load(environ(edited(env))); err != nil {
 				t.Errorf("%s: config.Load rejects the environment: %v", where, err)
 			}
 			if u := env["DATABASE_URL"]; !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
@@ -288,4 +292,13 @@ func TestKubernetes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// edited is env with every placeholder replaced, as an operator fills in the Secret.
+func edited(env map[string]string) map[string]string {
+	out := make(map[string]string, len(env))
+	for k, v := range env {
+		out[k] = strings.ReplaceAll(v, config.Placeholder, "b1d4c07e9f2a5386")
+	}
+	return out
 }

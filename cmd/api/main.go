@@ -60,6 +60,13 @@ func (m *Main) Open() error {
 	if m.Config.BenchNoopRoute && !routes.BenchBuild {
 		m.Log.Warn("api: BENCH_NOOP_ROUTE is on, but this api was not built with -tags bench: the bench's routes are not served")
 	}
+	// The listener before the server: Close shuts a server down through its listener.
+	ln, err := net.Listen("tcp", m.Config.HTTPAddr)
+	if err != nil {
+		m.Close()
+		return fmt.Errorf("api: listen on HTTP_ADDR %s: %w", m.Config.HTTPAddr, err)
+	}
+	m.ln = httpx.LingeringListener(ln)
 	m.http = routes.New(&routes.Server{
 		Health:   routes.Health{PingDB: a.PingDB, Redis: a.Redis},
 		Guard:    routes.Guard{Auth: a.Auth, Limiter: a.Limiter, Limits: m.Config.Limits, TrustedProxies: m.Config.TrustedProxies},
@@ -68,12 +75,6 @@ func (m *Main) Open() error {
 		Operator: routes.OperatorAPI{Tenants: a.Tenants, Tokens: a.Tokens, AdminTokens: m.Config.AdminTokens},
 		Log:      m.Log, Metrics: a.Metrics, BenchNoop: m.Config.BenchNoopRoute,
 	})
-	ln, err := net.Listen("tcp", m.Config.HTTPAddr)
-	if err != nil {
-		m.Close()
-		return fmt.Errorf("api: listen on HTTP_ADDR %s: %w", m.Config.HTTPAddr, err)
-	}
-	m.ln = httpx.LingeringListener(ln)
 	if m.Config.MetricsAddr != "" {
 		m.metricsLn, err = net.Listen("tcp", m.Config.MetricsAddr)
 		switch {

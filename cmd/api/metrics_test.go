@@ -118,3 +118,24 @@ func TestMetricsAddrTaken(t *testing.T) {
 		t.Fatalf("metrics on %s", m.MetricsAddr())
 	}
 }
+
+// HTTP_ADDR taken stops the api at start with an error naming the variable, not a panic.
+func TestHTTPAddrTaken(t *testing.T) {
+	_, dbURL := testenv.DB(t)
+	r := testenv.StartRedis(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	testenv.Must(t, err)
+	defer taken.Close()
+	cfg, err := config.Load([]string{"HTTP_ADDR=" + taken.Addr().String(), "METRICS_ADDR=off", "DATABASE_URL=" + dbURL, "REDIS_URL=" + r.URL()})
+	testenv.Must(t, err)
+	m := NewMain(cfg, slog.New(slog.DiscardHandler))
+	if err := m.Open(); err == nil || !strings.Contains(err.Error(), "HTTP_ADDR") {
+		if err == nil {
+			m.Close()
+		}
+		t.Fatalf("a taken HTTP_ADDR: %v", err)
+	}
+	if err := m.Close(); err != nil { // closing again after the failed open is safe
+		t.Fatal(err)
+	}
+}

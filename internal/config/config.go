@@ -258,6 +258,14 @@ func (c Config) Validate() error {
 		if len(t) < MinAdminTokenLen { // the token itself is never printed
 			return fmt.Errorf("config: ADMIN_API_TOKENS: an entry is %d characters, shorter than %d", len(t), MinAdminTokenLen)
 		}
+		if isPlaceholder(t) {
+			return fmt.Errorf("config: ADMIN_API_TOKENS: an entry still holds the template's placeholder %q: set a random token", Placeholder)
+		}
+	}
+	for _, s := range c.PSP.WebhookSecrets {
+		if isPlaceholder(s) {
+			return fmt.Errorf("config: PSP_WEBHOOK_SECRET: still holds the template's placeholder %q: set the provider's signing secret", Placeholder)
+		}
 	}
 	if c.WorkerMetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.WorkerMetricsAddr); err != nil {
@@ -270,6 +278,14 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// Placeholder is the text the deployment templates put in their secrets. A secret that still
+// holds it was applied unedited: the operator token would be public and webhooks forgeable.
+const Placeholder = "change-me"
+
+func isPlaceholder(secret string) bool {
+	return strings.Contains(strings.ToLower(secret), Placeholder)
 }
 
 // RedisVar is the environment variable that configures the named Redis connection.
