@@ -70,7 +70,7 @@ func (s *Server) listTenants(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return sendList(c, r, page)
+	return sendList(c, s.AppURL, r, page)
 }
 
 func (s *Server) getTenant(c *fiber.Ctx) error {

@@ -38,7 +38,7 @@ func (s *Server) listMembers(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return sendList(c, r, paginate.Map(page, members.View))
+	return sendList(c, s.AppURL, r, paginate.Map(page, members.View))
 }
 
 // memberRef is the {member} of a path: an id or "external:" and an external id, as sent

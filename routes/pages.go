@@ -45,9 +45,10 @@ type pageMeta struct {
 
 // sendList answers a list as Laravel's cursor paginator does: next and prev are the request's
 // URL with its other query parameters kept in their order and cursor set (where it was, or
-// last).
-func sendList[T any](c *fiber.Ctx, r paginate.Request, p paginate.Page[T]) error {
-	path := c.BaseURL() + c.Path()
+// last). The URL starts with appURL, never with the request's Host or X-Forwarded-* headers:
+// a client must not be able to make the service hand out links to another site.
+func sendList[T any](c *fiber.Ctx, appURL string, r paginate.Request, p paginate.Page[T]) error {
+	path := appURL + c.Path()
 	body := listBody[T]{Data: p.Items, Meta: pageMeta{Path: path, PerPage: r.PerPage}}
 	if body.Data == nil {
 		body.Data = []T{}

@@ -37,7 +37,7 @@ func (s *Server) listProducts(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return sendList(c, r, paginate.Map(page, products.View))
+	return sendList(c, s.AppURL, r, paginate.Map(page, products.View))
 }
 
 func (s *Server) getProduct(c *fiber.Ctx) error {

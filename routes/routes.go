@@ -52,6 +52,9 @@ type Server struct {
 	// Operator serves the operator API.
 	Operator OperatorAPI
 	Log      *slog.Logger
+	// AppURL is the public base URL, without a trailing slash (APP_URL): every link in an
+	// answer starts with it.
+	AppURL string
 	// Metrics counts requests and outcomes and serves /metrics.
 	Metrics *metrics.Metrics
 	// BenchNoop registers POST /bench/noop and GET /bench/page, for make bench only, in an api

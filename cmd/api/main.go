@@ -73,7 +73,7 @@ func (m *Main) Open() error {
 		Tracking: a.Ingest, Queues: a.Consume, Payments: a.Payments,
 		Tenant:   routes.TenantAPI{Members: a.Members, Products: a.Products, Purchases: a.Purchases, Erasures: a.Erasures, Export: a.Export},
 		Operator: routes.OperatorAPI{Tenants: a.Tenants, Tokens: a.Tokens, AdminTokens: m.Config.AdminTokens},
-		Log:      m.Log, Metrics: a.Metrics, BenchNoop: m.Config.BenchNoopRoute,
+		Log:      m.Log, AppURL: m.Config.AppURL, Metrics: a.Metrics, BenchNoop: m.Config.BenchNoopRoute,
 	})
 	if m.Config.MetricsAddr != "" {
 		m.metricsLn, err = net.Listen("tcp", m.Config.MetricsAddr)

@@ -179,17 +179,30 @@ func TestMemberListIsLaravelsCursorPagination(t *testing.T) {
 		t.Fatalf("not Laravel's shape: %s", first.Body)
 	}
 	if len(p.Data) != 2 || p.Data[0].ID != ids[0] || p.Data[1].ID != ids[3] || p.Meta.PerPage != 2 ||
-		p.Meta.Path != e.Base+"/api/platform/members" || p.Links.Prev != nil || p.Meta.PrevCursor != nil {
+		p.Meta.Path != e.Main.Config.AppURL+"/api/platform/members" || p.Links.Prev != nil || p.Meta.PrevCursor != nil {
 		t.Fatalf("first page of the filter: %s", first.Body)
 	}
-	if p.Links.Next == nil || *p.Links.Next != e.Base+"/api/platform/members?per_page=2&email=m0%40example.com&cursor="+*p.Meta.NextCursor {
+	if p.Links.Next == nil || *p.Links.Next != e.Main.Config.AppURL+"/api/platform/members?per_page=2&email=m0%40example.com&cursor="+*p.Meta.NextCursor {
 		t.Fatalf("next link %v does not keep the query", p.Links.Next)
 	}
-	last := e.Do(t, "GET", strings.TrimPrefix(*p.Links.Next, e.Base), tn.Token, nil)
+	last := e.Do(t, "GET", strings.TrimPrefix(*p.Links.Next, e.Main.Config.AppURL), tn.Token, nil)
 	var p2 listPage[memberBody]
 	if json.Unmarshal(last.Body, &p2) != nil || len(p2.Data) != 1 || p2.Data[0].ID != ids[6] || p2.Links.Next != nil || p2.Links.Prev == nil {
 		t.Fatalf("after the last item: %s", last.Body)
 	}
+
+	t.Run("links start with APP_URL whatever the forwarded headers say", func(t *testing.T) {
+		res := e.Do(t, "GET", "/api/platform/members?per_page=2", tn.Token, nil,
+			"X-Forwarded-Host", "attacker.example", "X-Forwarded-Proto", "javascript")
+		var page listPage[memberBody]
+		if res.Status != 200 || json.Unmarshal(res.Body, &page) != nil || page.Links.Next == nil {
+			t.Fatalf("%d %s", res.Status, res.Body)
+		}
+		want := e.Main.Config.AppURL + "/api/platform/members"
+		if page.Meta.Path != want || !strings.HasPrefix(*page.Links.Next, want+"?") {
+			t.Fatalf("path %q, next %q: want both from APP_URL %q", page.Meta.Path, *page.Links.Next, e.Main.Config.AppURL)
+		}
+	})
 
 	t.Run("following next visits every member once while members are created", func(t *testing.T) {
 		seen := map[string]int{}
@@ -206,7 +219,7 @@ func TestMemberListIsLaravelsCursorPagination(t *testing.T) {
 			e.doJSON(t, "POST", "/api/platform/members", tn.Token, map[string]any{"email": fmt.Sprintf("new%d@example.com", pages)})
 			path = ""
 			if page.Links.Next != nil {
-				path = strings.TrimPrefix(*page.Links.Next, e.Base)
+				path = strings.TrimPrefix(*page.Links.Next, e.Main.Config.AppURL)
 			}
 		}
 		for _, id := range ids {
@@ -223,11 +236,11 @@ func TestMemberListIsLaravelsCursorPagination(t *testing.T) {
 		res := e.Do(t, "GET", "/api/platform/members?per_page=2", tn.Token, nil)
 		var p1, p2, back listPage[memberBody]
 		testenv.Must(t, json.Unmarshal(res.Body, &p1))
-		testenv.Must(t, json.Unmarshal(e.Do(t, "GET", strings.TrimPrefix(*p1.Links.Next, e.Base), tn.Token, nil).Body, &p2))
+		testenv.Must(t, json.Unmarshal(e.Do(t, "GET", strings.TrimPrefix(*p1.Links.Next, e.Main.Config.AppURL), tn.Token, nil).Body, &p2))
 		if p2.Links.Prev == nil {
 			t.Fatal("no prev on the second page")
 		}
-		testenv.Must(t, json.Unmarshal(e.Do(t, "GET", strings.TrimPrefix(*p2.Links.Prev, e.Base), tn.Token, nil).Body, &back))
+		testenv.Must(t, json.Unmarshal(e.Do(t, "GET", strings.TrimPrefix(*p2.Links.Prev, e.Main.Config.AppURL), tn.Token, nil).Body, &back))
 		if len(back.Data) != 2 || back.Data[0].ID != p1.Data[0].ID || back.Data[1].ID != p1.Data[1].ID || back.Links.Prev != nil || back.Links.Next == nil {
 			t.Fatalf("prev of page 2: %+v, want page 1 %+v", back.Data, p1.Data)
 		}
