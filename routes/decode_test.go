@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/gofiber/fiber/v2"
 )
 
 // encode returns plain in gzip, as a client would send it.
@@ -91,4 +93,29 @@ func TestDecodeAnswersOnEveryRoute(t *testing.T) {
 			t.Fatalf("%d %s", status, got)
 		}
 	})
+}
+
+// The body limit is the matched route's: Fiber matches a path whatever its case and with a
+// trailing slash, and such a request gets the limit of the route it reaches.
+func TestDecodeLimitIsTheMatchedRoutes(t *testing.T) {
+	s := &Server{}
+	app := fiber.New(fiber.Config{ErrorHandler: s.handleError})
+	read := func(c *fiber.Ctx) error { return c.SendString("read") }
+	app.Post("/api/track", s.decodeBody, read)
+	app.Post("/api/platform/events/acks", s.decodeBody, read)
+	body := encode(t, "gzip", bytes.Repeat([]byte("x"), 100<<10)) // 100 KiB decoded
+	for path, want := range map[string]int{
+		"/api/track": 413, "/API/TRACK": 413, "/api/track/": 413, "/Api/Track/": 413,
+		"/api/platform/events/acks": 200, "/API/PLATFORM/EVENTS/ACKS/": 200,
+	} {
+		req := httptest.NewRequest("POST", path, bytes.NewReader(body))
+		req.Header.Set("Content-Encoding", "gzip")
+		res, err := app.Test(req, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := io.ReadAll(res.Body); res.StatusCode != want {
+			t.Errorf("%s: %d %s, want %d", path, res.StatusCode, got, want)
+		}
+	}
 }

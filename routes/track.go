@@ -45,15 +45,25 @@ func (s *Server) trackPublic(c *fiber.Ctx) error {
 
 // trackAddressFirst refuses a request whose client address is past its budget before its
 // body is decoded (an encoded body costs CPU to decode; a plain one is answered by trackPublic,
-// which spends both budgets in one round trip).
+// which spends both budgets in one round trip). A body that does not decode spends the
+// address's budget as an unreadable plain body does: trackPublic, which would, is not reached.
 func (s *Server) trackAddressFirst(c *fiber.Ctx) error {
 	if len(c.Request().Header.Peek(fiber.HeaderContentEncoding)) == 0 {
 		return c.Next()
 	}
-	if err := s.limit(c, budget{name: limitTrackIP, key: s.clientBudgetKey(c), rate: s.Guard.Limits.TrackIP, peek: true}); err != nil {
+	addr := budget{name: limitTrackIP, key: s.clientBudgetKey(c), rate: s.Guard.Limits.TrackIP}
+	peek := addr
+	peek.peek = true
+	if err := s.limit(c, peek); err != nil {
 		return err
 	}
-	return c.Next()
+	err := c.Next()
+	if httpx.IsDecodeError(err) {
+		if limited := s.limit(c, addr); limited != nil {
+			return limited
+		}
+	}
+	return err
 }
 
 // trackPlatform answers POST /api/platform/track for server-side callers with a token; their

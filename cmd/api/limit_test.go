@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"regexp"
 	"strconv"
@@ -80,6 +81,14 @@ func TestRateLimitsPerAddressAndToken(t *testing.T) {
 		if res := e.Do(t, "GET", "/api/platform/events", t2.Token, nil); res.Status != 200 {
 			t.Fatalf("another token was refused: %d", res.Status)
 		}
+	})
+	t.Run("a body that does not decode spends the address's budget", func(t *testing.T) {
+		e.Redis.Client().FlushAll(context.Background())
+		for i := 0; i < 3; i++ {
+			assertBody(t, e.Do(t, "POST", "/api/track", "", []byte("not gzip"), "Content-Encoding", "gzip"), 400, `{"message":"Bad Request."}`)
+		}
+		assertBody(t, e.Do(t, "POST", "/api/track", "", trackBody(t1, 1)), 429, `{"message":"Too Many Attempts."}`)
+		e.Redis.Client().FlushAll(context.Background())
 	})
 	t.Run("the webhook is never limited", func(t *testing.T) {
 		for i := 0; i < 6; i++ {

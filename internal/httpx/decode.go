@@ -35,6 +35,11 @@ var (
 	ErrTooLarge = &apperr.Error{Code: apperr.TooLarge, Message: "Content Too Large."}
 )
 
+// IsDecodeError reports whether err is DecodeBody's refusal of a body it could not decode.
+func IsDecodeError(err error) bool {
+	return err == errUnsupportedEncoding || err == errBadEncoding || err == ErrTooLarge
+}
+
 // windowedDecodes is how many brotli or zstd bodies are decoded at once by a process.
 const windowedDecodes = 2
 
@@ -58,10 +63,8 @@ var (
 // DecodeBody replaces a request body sent with a Content-Encoding by its decoded form of at
 // most limit bytes (and drops the header), runs the rest of the chain, and then gives the
 // decoded body's buffer back. An unknown coding, or more than maxCodings, is 415, a body that
-// decodes past limit 413, a body that is not valid in its coding 400; keep, unless nil, is
-// asked about such a failure first and, when it says so, the chain runs with an empty body
-// instead.
-func DecodeBody(c *fiber.Ctx, limit int, keep func(header string, err error) bool) error {
+// decodes past limit 413, a body that is not valid in its coding 400.
+func DecodeBody(c *fiber.Ctx, limit int) error {
 	header := contentEncoding(c)
 	if header == "" {
 		return c.Next()
@@ -70,10 +73,7 @@ func DecodeBody(c *fiber.Ctx, limit int, keep func(header string, err error) boo
 	defer putDecodeBuffer(buf) // after the handler: handlers copy what outlives them
 	body, err := decode(c.Request().Body(), header, limit, buf)
 	if err != nil {
-		if keep == nil || !keep(header, err) {
-			return err
-		}
-		body = nil
+		return err
 	}
 	c.Request().Header.Del(fiber.HeaderContentEncoding)
 	c.Request().SetBodyRaw(body)

@@ -105,7 +105,7 @@ func TestDecodeBombsCostTheLimitNotTheirSize(t *testing.T) {
 		}
 		return c.Status(500).SendString(err.Error())
 	}})
-	app.Post("/api/track", func(c *fiber.Ctx) error { return DecodeBody(c, 64<<10, nil) }, func(c *fiber.Ctx) error {
+	app.Post("/api/track", func(c *fiber.Ctx) error { return DecodeBody(c, 64<<10) }, func(c *fiber.Ctx) error {
 		return c.SendStatus(202)
 	})
 	for _, c := range codingsDecoded {
