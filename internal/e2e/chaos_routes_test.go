@@ -49,7 +49,9 @@ var fuzzIDs = []string{"0", "00", "01", "001", "+1", "-1", "1.0", "1e3", "0x1", 
 	"external:" + strings.Repeat("x", 300), "external%3A1", "..", "%2e%2e", "%2F", "a%2Fb"}
 
 var fuzzValues = []string{"", "%00", "%FF", "%C3%28", "%ED%A0%80", "-1", "0", "1", "+1", "1.5", "1e3", "1e400", "0x10",
-	"9223372036854775808", "18446744073709551616", strings.Repeat("9", 300), "true", "yes", "%20", "a%00b", "%E2%80%8B",
+	"9223372036854775808", "18446744073709551616", strings.Repeat("9", 300), "true",
+	// In range, but past what a Lua number (a double) holds exactly or prints without an exponent.
+	"9223372036854775807", "9007199254740993", "99999999999999990", "100000000000000000", "100000000000000", "yes", "%20", "a%00b", "%E2%80%8B",
 	"null", "[]", "%5B%5D", strings.Repeat("%FF", 200)}
 
 func (f *routeFuzz) cursor() string {

@@ -134,12 +134,14 @@ func (s *Store) readDead(ctx context.Context, tenantID uint64, limit int, policy
 	return res, nil
 }
 
-// deadDrop: KEYS dead, dead at; ARGV count. Removes the oldest count from both lists.
+// deadDrop: KEYS dead, dead at; ARGV count. Removes the oldest count from both lists. The
+// count is cut to the list's length before Redis sees it: a Lua number past 10^14 turns into
+// text like 1e+17, which LTRIM refuses.
 var deadDrop = redis.NewScript(`
-local n = tonumber(ARGV[1])
-local m = redis.call('LLEN', KEYS[2]) - redis.call('LLEN', KEYS[1])
+local dead = redis.call('LLEN', KEYS[1])
+local n = math.min(tonumber(ARGV[1]), dead)
 redis.call('LTRIM', KEYS[1], n, -1)
-redis.call('LTRIM', KEYS[2], math.max(n + m, 0), -1)
+redis.call('LTRIM', KEYS[2], math.max(n + redis.call('LLEN', KEYS[2]) - dead, 0), -1)
 return 0
 `)
 

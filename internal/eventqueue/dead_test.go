@@ -72,6 +72,19 @@ func testDeadLettersAreBounded(t *testing.T, s *Store) {
 		if n, _ := s.rdb.LLen(ctx, DeadAtKey(1)).Result(); n != 2 {
 			t.Fatalf("%d times for 2 dead letters", n)
 		}
+		// Counts past 2^53 (inexact in Lua) and past 10^14 (which Lua prints as 1e+14) drop
+		// every dead letter and no more.
+		for _, count := range []int64{99999999999999990, 100000000000000000, 1<<63 - 1} {
+			if err := s.DropDeadLetters(ctx, 1, count); err != nil {
+				t.Fatalf("drop %d: %v", count, err)
+			}
+		}
+		if n, _ := s.rdb.LLen(ctx, DeadKey(1)).Result(); n != 0 {
+			t.Fatalf("%d dead letters left", n)
+		}
+		if n, _ := s.rdb.LLen(ctx, DeadAtKey(1)).Result(); n != 0 {
+			t.Fatalf("%d times left", n)
+		}
 	})
 	t.Run("each goes once older than the retention", func(t *testing.T) {
 		policy := DeadPolicy{Retention: time.Hour}
