@@ -154,7 +154,8 @@ func TestLeasesAndAcks(t *testing.T) {
 		if err := json.Unmarshal(dead.Body, &body); err != nil || len(body.Data) != 1 || body.Data[0].Offset != 2 || body.Data[0].Deliveries != 2 || body.Data[0].Event.ID != ids[2] {
 			t.Fatalf("dead letters %d %s", dead.Status, dead.Body)
 		}
-		if res := e.Do(t, "DELETE", "/api/platform/events/dead-letters?count=5", tn.Token, nil); res.Status != 204 {
+		// A count past what a Lua number prints without an exponent drops them all (was 500).
+		if res := e.Do(t, "DELETE", "/api/platform/events/dead-letters?count=100000000000000000", tn.Token, nil); res.Status != 204 {
 			t.Fatalf("DELETE dead letters: %d %s", res.Status, res.Body)
 		}
 		if res := e.Do(t, "GET", "/api/platform/events/dead-letters", tn.Token, nil); string(res.Body) != `{"data":[]}` {
