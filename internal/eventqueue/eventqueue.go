@@ -23,6 +23,8 @@ type Store struct {
 	fast *lrangeReader // nil: every read goes through go-redis
 	// hints holds a leaseHint by tenant id: one entry per tenant whose queue is leased.
 	hints sync.Map
+	// batches signs and checks batch ids (batchsign.go).
+	batches batchSigner
 	// MaxLength is the most events AppendOnce lets one queue hold (EVENTQUEUE_MAX_LENGTH);
 	// 0 means no limit. Set it before use.
 	MaxLength int64

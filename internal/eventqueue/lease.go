@@ -93,6 +93,10 @@ type LeaseArgs struct {
 // expired or was retried come first; one leased MaxDeliveries times goes to the dead letters
 // instead. Never more than MaxLeased events are leased at once.
 func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (LeaseResult, error) {
+	signKey, err := s.batches.load(ctx, s.rdb) // before the script: a lease is never answered without its batch id
+	if err != nil {
+		return LeaseResult{}, err
+	}
 	nonce := randomHex(8)
 	keys := leaseKeys(tenantID)
 	scriptArgs := []any{args.Limit, args.Visibility.Milliseconds(), max(args.MaxDeliveries, 1), MaxLeased, randomHex(8),
@@ -135,7 +139,7 @@ func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (Lea
 			out.Events = append(out.Events, Leased{LeaseID: LeaseID(epoch, offset, nonce), Offset: offset, Deliveries: 1, Event: ev})
 		}
 	}
-	out.BatchID = batchID(epoch, first, end, nonce, out.Redelivered > 0)
+	out.BatchID = signBatchID(signKey, tenantID, batchID(epoch, first, end, nonce, out.Redelivered > 0))
 	out.ReadAhead = ahead != nil
 	if fresh > 0 {
 		s.noteLease(tenantID, toInt(res[3]), first, end)
@@ -147,9 +151,10 @@ func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (Lea
 // tenant's events are not queued): it is no tenant's, so acknowledging it answers unknown.
 const NoBatchID = "none-0-0-none-0"
 
-// A batch id names the events of one lease call: epoch-first-end-nonce-again, with
-// [first, end) the events leased for the first time (one run of offsets) and again "1" when
-// the call also leased events again, whose offsets the lease script recorded under its nonce.
+// A batch id names the events of one lease call: epoch-first-end-nonce-again-signature, with
+// [first, end) the events leased for the first time (one run of offsets), again "1" when the
+// call also leased events again, whose offsets the lease script recorded under its nonce, and
+// the signature signBatchID's. batchID returns it unsigned.
 func batchID(epoch string, first, end int64, nonce string, again bool) string {
 	flag := "0"
 	if again {
@@ -158,13 +163,17 @@ func batchID(epoch string, first, end int64, nonce string, again bool) string {
 	return epoch + "-" + strconv.FormatInt(first, 10) + "-" + strconv.FormatInt(end, 10) + "-" + nonce + "-" + flag
 }
 
-// parseBatchID reads a batch id back into the ack script's arguments; ok is false for a
-// string that is not one.
-func parseBatchID(id string) (args [5]any, ok bool) {
+// parseBatchID reads a batch id of tenantID back into the ack script's arguments; ok is false
+// for a string that is not one, or that key did not sign for tenantID.
+func parseBatchID(key []byte, tenantID uint64, id string) (args [5]any, ok bool) {
 	if len(id) > maxLeaseIDLen {
 		return args, false
 	}
-	parts := strings.Split(id, "-")
+	base, ok := verifyBatchID(key, tenantID, id)
+	if !ok {
+		return args, false
+	}
+	parts := strings.Split(base, "-")
 	if len(parts) != 5 || (parts[4] != "0" && parts[4] != "1") {
 		return args, false
 	}
@@ -243,12 +252,19 @@ func (s *Store) Settle(ctx context.Context, tenantID uint64, items []AckItem, vi
 	}
 	var batches []*batch
 	byID := map[string]*batch{}
+	var signKey []byte
 	for i, it := range items {
 		out[i].Status = StatusUnknown
 		if it.Kind == KindBatch {
+			if signKey == nil {
+				var err error
+				if signKey, err = s.batches.load(ctx, s.rdb); err != nil {
+					return nil, Trimmed{}, err
+				}
+			}
 			if b := byID[it.LeaseID]; b != nil {
 				b.index = append(b.index, i)
-			} else if a, ok := parseBatchID(it.LeaseID); ok {
+			} else if a, ok := parseBatchID(signKey, tenantID, it.LeaseID); ok {
 				b = &batch{args: a, index: []int{i}}
 				byID[it.LeaseID] = b
 				batches = append(batches, b)

@@ -2,8 +2,11 @@ package eventqueue
 
 import (
 	"context"
+	"fmt"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,6 +144,62 @@ func testBatchAcks(t *testing.T, s *Store) {
 		}
 	})
 
+	t.Run("a batch id cannot be derived from another, and a forged one costs no script", func(t *testing.T) {
+		appendN(t, s, 7, 1, 3)
+		mine := mustLease(t, s, 7, 1, time.Minute, 10)   // offset 1
+		theirs := mustLease(t, s, 7, 1, time.Minute, 10) // offset 2, another consumer's
+		parts := strings.Split(mine.BatchID, "-")
+		if len(parts) != 6 {
+			t.Fatalf("batch id %q", mine.BatchID)
+		}
+		var forged []AckItem
+		step := slices.Clone(parts)
+		step[1], step[2] = "2", "3" // the next run of offsets, with my signature
+		forged = append(forged, batch(strings.Join(step, "-")))
+		step = slices.Clone(parts)
+		step[3] = strings.Split(theirs.BatchID, "-")[3] // their nonce, my signature
+		forged = append(forged, batch(strings.Join(step, "-")))
+		unsigned := strings.Join(parts[:5], "-")
+		forged = append(forged, batch(unsigned), batch(unsigned+"-"+strings.Repeat("0", 24)))
+		for len(forged) < 1000 {
+			forged = append(forged, batch(fmt.Sprintf("%s-%d-%d-%s-0-%024x", parts[0], len(forged), len(forged)+1000, parts[3], len(forged))))
+		}
+		scripts := func() string { // the scripts every node has run
+			var infos []string
+			if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+				var mu sync.Mutex
+				cc.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error {
+					mu.Lock()
+					defer mu.Unlock()
+					infos = append(infos, c.Options().Addr+" "+c.Info(ctx, "commandstats").Val())
+					return nil
+				})
+				slices.Sort(infos)
+			} else {
+				infos = append(infos, s.rdb.Info(ctx, "commandstats").Val())
+			}
+			return strings.Join(regexp.MustCompile(`cmdstat_(evalsha|eval):calls=\d+`).FindAllString(strings.Join(infos, "\n"), -1), ",")
+		}
+		before := scripts()
+		got, _, err := s.Settle(ctx, 7, forged, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range got {
+			if g.Status != StatusUnknown {
+				t.Fatalf("forged batch %d (%s): %+v", i, forged[i].LeaseID, g)
+			}
+		}
+		if after := scripts(); after != before {
+			t.Fatalf("forged batch ids ran scripts: %s, then %s", before, after)
+		}
+		if leased, _, _ := s.LeaseCounts(ctx, 7, DeadPolicy{}); leased != 2 {
+			t.Fatalf("%d leased, want both still", leased)
+		}
+		got, _ = mustSettleBatches(t, s, 7, batch(theirs.BatchID), batch(mine.BatchID))
+		wantSettled(t, got, acked(1), acked(1))
+	})
+
 	t.Run("unknown: another tenant's, not a batch id, or before a rebuild", func(t *testing.T) {
 		appendN(t, s, 4, 1, 3)
 		a := mustLease(t, s, 4, 1, time.Minute, 10)
@@ -202,7 +261,7 @@ func TestBatchRecordsAreForgottenAfterRetention(t *testing.T) {
 		return res
 	}
 	old := leaseAgain()
-	nonce := old.BatchID[strings.LastIndex(old.BatchID[:len(old.BatchID)-2], "-")+1 : len(old.BatchID)-2]
+	nonce := strings.Split(old.BatchID, "-")[3] // epoch-first-end-nonce-again-signature
 	if rdb.HExists(ctx, LeaseBatchesKey(1), nonce).Val() != true {
 		t.Fatalf("no record of batch %s (nonce %s)", old.BatchID, nonce)
 	}
