@@ -152,6 +152,7 @@ func (a *App) open() error {
 		return fmt.Errorf("app: no redis connection %q (EVENTQUEUE_QUEUE_CONNECTION)", a.Config.QueueConnection)
 	}
 	a.Queue = eventqueue.NewCapped(qc, a.Config.Limits.QueueMaxLength)
+	a.Queue.MaxPageBytes = a.Config.Limits.QueuePageMaxBytes
 	a.onClose("event queue", func() error { a.Queue.Close(); return nil })
 
 	rdb := conns[config.DefaultConnection]

@@ -288,8 +288,10 @@ start_redis() {
 	mkdir -p "$dir"
 	rotate_log "$log"
 	say "starting redis-server on 127.0.0.1:$port for $var (data and AOF in ${dir#"$ROOT"/})"
+	# The output buffer limit: a client that does not read its replies holds at most 64 MB
+	# (docs/operations.md, "Redis memory and slow readers").
 	spawn "$pidname" "$log" redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" \
-		--appendonly yes --daemonize no "${auth[@]}"
+		--appendonly yes --client-output-buffer-limit "normal 64mb 32mb 60" --daemonize no "${auth[@]}"
 	pid=${started[-1]#*:}
 	for ((i = 0; i < 100; i++)); do
 		if ! running "$pid"; then

@@ -153,6 +153,11 @@ func (c *cli) migrateCommand() *cobra.Command {
 			if err := database.Migrate(db); err != nil {
 				return err
 			}
+			if nodes, err := database.NodesWithoutLogicalWAL(db); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: could not read the Citus nodes' wal_level: %v\n", err)
+			} else if len(nodes) > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: Citus nodes without wal_level = logical (%s): shards cannot be rebalanced onto a new node until it is set on every node and they restart (docs/scaling.md)\n", strings.Join(nodes, ", "))
+			}
 			return c.print(map[string]any{"migrated": true})
 		},
 	}

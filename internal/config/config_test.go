@@ -20,7 +20,7 @@ func TestLoadDefaults(t *testing.T) {
 		},
 		PSP: PSPConfig{ReconcileInterval: 15 * time.Minute},
 		Limits: Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000, QueueMaxDeliveries: 10,
-			QueueMaxDeadLetters: 10000, IngestSpoolMax: 1000000, IngestSpoolTenantMax: 100000, IngestSpoolMaxBytes: 1 << 30, DeadLetterRetention: 14 * 24 * time.Hour, Return: Rate{10, time.Second}, AuthFailures: Rate{20, time.Minute}},
+			QueueMaxDeadLetters: 10000, IngestSpoolMax: 1000000, IngestSpoolTenantMax: 100000, IngestSpoolMaxBytes: 1 << 30, QueuePageMaxBytes: 8 << 20, DeadLetterRetention: 14 * 24 * time.Hour, Return: Rate{10, time.Second}, AuthFailures: Rate{20, time.Minute}},
 		Retention: RetentionConfig{PruneInterval: time.Hour},
 	}
 	for name, environ := range map[string][]string{
@@ -204,6 +204,8 @@ func TestLoadRejects(t *testing.T) {
 		{"rejects the placeholder among webhook secrets", []string{"PSP_WEBHOOK_SECRET=whsec_real,CHANGE-ME"}, "PSP_WEBHOOK_SECRET"},
 		{"rejects INGEST_SPOOL_TENANT_MAX of 0", []string{"INGEST_SPOOL_TENANT_MAX=0"}, "INGEST_SPOOL_TENANT_MAX"},
 		{"rejects INGEST_SPOOL_MAX_BYTES garbage", []string{"INGEST_SPOOL_MAX_BYTES=lots"}, "INGEST_SPOOL_MAX_BYTES"},
+		{"rejects QUEUE_PAGE_MAX_BYTES garbage", []string{"QUEUE_PAGE_MAX_BYTES=big"}, "QUEUE_PAGE_MAX_BYTES"},
+		{"rejects QUEUE_PAGE_MAX_BYTES of 0", []string{"QUEUE_PAGE_MAX_BYTES=0"}, "QUEUE_PAGE_MAX_BYTES"},
 		{"rejects HTTP_ADDR with bare port", []string{"HTTP_ADDR=8080"}, "HTTP_ADDR"},
 		{"rejects APP_URL without scheme", []string{"APP_URL=eventq.example"}, "APP_URL"},
 		{"rejects APP_URL with other scheme", []string{"APP_URL=ftp://eventq.example"}, "APP_URL"},
@@ -280,7 +282,7 @@ func TestLoadLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Limits{Track: Rate{1000, time.Second}, TrackIP: Rate{100, time.Second}, Platform: Rate{6000, time.Minute}, QueueMaxLength: 1000000, QueueMaxDeliveries: 10,
-		QueueMaxDeadLetters: 10000, IngestSpoolMax: 1000000, IngestSpoolTenantMax: 100000, IngestSpoolMaxBytes: 1 << 30, DeadLetterRetention: 14 * 24 * time.Hour, Return: Rate{10, time.Second}, AuthFailures: Rate{20, time.Minute}}
+		QueueMaxDeadLetters: 10000, IngestSpoolMax: 1000000, IngestSpoolTenantMax: 100000, IngestSpoolMaxBytes: 1 << 30, QueuePageMaxBytes: 8 << 20, DeadLetterRetention: 14 * 24 * time.Hour, Return: Rate{10, time.Second}, AuthFailures: Rate{20, time.Minute}}
 	if cfg.Limits != want {
 		t.Fatalf("defaults %+v, want %+v", cfg.Limits, want)
 	}

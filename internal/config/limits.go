@@ -78,6 +78,10 @@ type Limits struct {
 	// IngestSpoolMaxBytes is the most bytes the spool's entries hold in Redis
 	// (INGEST_SPOOL_MAX_BYTES: a size such as 1GiB or 512MB). Default 1 GiB.
 	IngestSpoolMaxBytes int64
+	// QueuePageMaxBytes is the most bytes of events' JSON one queue page or lease answer holds
+	// (QUEUE_PAGE_MAX_BYTES: a size such as 8MiB, or bytes); at least one event is always
+	// answered. Default 8 MiB.
+	QueuePageMaxBytes int64
 	// Return is the budget of one client address on GET /checkout/return
 	// (RATE_LIMIT_RETURN). Default 10/s.
 	Return Rate
@@ -128,6 +132,12 @@ func loadLimits(get func(name, def string) string) (Limits, error) {
 		return Limits{}, fmt.Errorf("config: INGEST_SPOOL_MAX_BYTES: %q is not a size from 1KiB (e.g. 1GiB or 512MB)", raw)
 	}
 	l.IngestSpoolMaxBytes = int64(size)
+	raw = get("QUEUE_PAGE_MAX_BYTES", "8MiB")
+	size, err = humanize.ParseBytes(raw)
+	if err != nil || size < 1 || size > 1<<40 {
+		return Limits{}, fmt.Errorf("config: QUEUE_PAGE_MAX_BYTES: %q is not a size of at least 1 byte (e.g. 8MiB)", raw)
+	}
+	l.QueuePageMaxBytes = int64(size)
 	raw = get("DEAD_LETTER_RETENTION", "14d")
 	if l.DeadLetterRetention, err = parseDays(raw); err != nil || l.DeadLetterRetention < time.Second {
 		return Limits{}, fmt.Errorf("config: DEAD_LETTER_RETENTION: %q is not a duration of at least 1s (e.g. 14d or 72h)", raw)

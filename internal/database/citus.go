@@ -3,6 +3,7 @@ package database
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"gorm.io/gorm"
 )
@@ -116,3 +117,40 @@ func AcrossTenants(db *gorm.DB, fn func(tx *gorm.DB) error) error {
 // acrossTenants is the statement by which a transaction's statements may touch every
 // tenant's shards (AcrossTenants).
 const acrossTenants = "SET LOCAL citus.multi_task_query_log_level = 'off'"
+
+// NodesWithoutLogicalWAL names the nodes of a Citus cluster (coordinator included) whose
+// wal_level is not logical, as host:port=level. Citus's rebalancer moves shards by logical
+// replication: on such a cluster citus_rebalance_start() never finishes. On any other database
+// it names none.
+func NodesWithoutLogicalWAL(db *gorm.DB) ([]string, error) {
+	levels, err := WALLevels(db)
+	var out []string
+	for _, l := range levels {
+		if !strings.HasSuffix(l, "=logical") {
+			out = append(out, l)
+		}
+	}
+	return out, err
+}
+
+// WALLevels is every node of a Citus cluster with its wal_level, as host:port=level (a node
+// that did not answer: host:port=its error), in node order; nil on any other database.
+func WALLevels(db *gorm.DB) ([]string, error) {
+	if citus, err := IsCitus(db); err != nil || !citus {
+		return nil, err
+	}
+	var rows []struct {
+		Node, Result string
+	}
+	err := db.Raw(`SELECT n.nodename || ':' || n.nodeport AS node, r.result
+		FROM run_command_on_all_nodes('SHOW wal_level') r JOIN pg_dist_node n USING (nodeid)
+		ORDER BY n.nodeid`).Scan(&rows).Error
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.Node + "=" + r.Result
+	}
+	return out, nil
+}

@@ -70,9 +70,23 @@ func TestTenantKeysMigrationKeepsEveryRow(t *testing.T) {
 	}
 	if citus, err := database.IsCitus(db); err != nil || !citus {
 		testenv.Must(t, err)
+		if levels, err := database.WALLevels(db); err != nil || levels != nil {
+			t.Errorf("wal levels of a database without Citus: %v, %v", levels, err)
+		}
 		return
 	}
 	checkDistributed(t, db)
+	// The test cluster runs as the docs say it must: every node, coordinator included, with
+	// wal_level = logical, which eventq migrate checks.
+	levels, err := database.WALLevels(db)
+	testenv.Must(t, err)
+	t.Logf("wal levels: %v", levels)
+	if len(levels) < 3 {
+		t.Errorf("wal levels of %d nodes, want the coordinator's and the workers': %v", len(levels), levels)
+	}
+	if bad, err := database.NodesWithoutLogicalWAL(db); err != nil || len(bad) > 0 {
+		t.Errorf("nodes without logical WAL: %v, %v (all: %v)", bad, err, levels)
+	}
 }
 
 // checkDistributed checks Citus's catalogue: the tenant tables distributed by tenant_id in

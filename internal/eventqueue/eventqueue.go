@@ -28,6 +28,9 @@ type Store struct {
 	// MaxLength is the most events AppendOnce lets one queue hold (EVENTQUEUE_MAX_LENGTH);
 	// 0 means no limit. Set it before use.
 	MaxLength int64
+	// MaxPageBytes is the most bytes of events one page holds (QUEUE_PAGE_MAX_BYTES); 0 means
+	// DefaultMaxPageBytes. Set it before use.
+	MaxPageBytes int64
 }
 
 func (s *Store) maxLength() int64 {
@@ -55,17 +58,54 @@ func (s *Store) Close() {
 	}
 }
 
-// OpenPage returns up to limit (at most MaxRead) events from the front of the queue, oldest
-// first, without removing them, and the queue's front offset, read in the same transaction:
-// one MULTI/EXEC whose reply is parsed as it arrives, the events never decoded nor copied (see
-// Page). The page may come back while its events are still arriving (Page.Pending): the
-// caller streams them (Page.Stream) or waits for them (Page.Fill), and releases the page.
+// DefaultMaxPageBytes is the most bytes of events one page holds when Store.MaxPageBytes is 0.
+const DefaultMaxPageBytes = 8 << 20
+
+func (s *Store) maxPageBytes() int64 {
+	if s.MaxPageBytes <= 0 {
+		return DefaultMaxPageBytes
+	}
+	return s.MaxPageBytes
+}
+
+// pageSource: KEYS list, offset; ARGV limit, max bytes. Returns {the front offset (nil when
+// unset), the first events of the list: at most limit, at most max bytes with a comma between
+// each, and at least one}. The list is read in slices, so that a page of large events costs
+// Redis what its bytes cost and no reply, however large the events, is over max bytes (but
+// for one event larger than that): a client that reads its answer slowly holds no more than
+// that in Redis's output buffer.
+const pageSource = `
+local limit, budget = tonumber(ARGV[1]), tonumber(ARGV[2])
+local out, size, from = {}, -1, 0
+while from < limit do
+  local slice = redis.call('LRANGE', KEYS[1], from, math.min(from + 255, limit - 1))
+  for _, e in ipairs(slice) do
+    size = size + #e + 1
+    if size > budget and #out > 0 then
+      return {redis.call('GET', KEYS[2]), out}
+    end
+    out[#out + 1] = e
+  end
+  if #slice < 256 then break end
+  from = from + 256
+end
+return {redis.call('GET', KEYS[2]), out}
+`
+
+var pageScript = redis.NewScript(pageSource)
+
+// OpenPage returns up to limit (at most MaxRead) events from the front of the queue, and at
+// most MaxPageBytes of them (never none when the queue has one), oldest first, without
+// removing them, and the queue's front offset, read in the same step: one script whose reply
+// is parsed as it arrives, the events never decoded nor copied (see Page). The page may come
+// back while its events are still arriving (Page.Pending): the caller streams them
+// (Page.Stream) or waits for them (Page.Fill), and releases the page.
 func (s *Store) OpenPage(ctx context.Context, tenantID uint64, limit int) (*Page, error) {
 	if limit <= 0 || limit > MaxRead {
 		limit = MaxRead
 	}
 	if s.fast != nil {
-		page, err := s.fast.open(ctx, Key(tenantID), OffsetKey(tenantID), limit-1)
+		page, err := s.fast.open(ctx, Key(tenantID), OffsetKey(tenantID), SizeKey(tenantID), limit, s.maxPageBytes())
 		if !errors.Is(err, errUseClient) {
 			if err != nil {
 				return nil, fmt.Errorf("eventqueue: read: %w", err)
@@ -74,26 +114,27 @@ func (s *Store) OpenPage(ctx context.Context, tenantID uint64, limit int) (*Page
 		}
 	}
 	// A client the fast path does not mirror, or a cluster redirect: go-redis, copied once.
-	var offset *redis.StringCmd
-	var events *redis.StringSliceCmd
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		offset = p.Get(ctx, OffsetKey(tenantID))
-		events = p.LRange(ctx, Key(tenantID), 0, int64(limit-1))
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	res, err := pageScript.Run(ctx, s.rdb, []string{Key(tenantID), OffsetKey(tenantID)}, limit, s.maxPageBytes()).Slice()
+	if err == nil && len(res) != 2 {
+		err = fmt.Errorf("script answered %d values", len(res))
+	}
+	if err != nil {
 		return nil, fmt.Errorf("eventqueue: read: %w", err)
 	}
-	page := &Page{Count: len(events.Val())}
-	if page.Offset, err = offset.Int64(); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("eventqueue: read: offset: %w", err)
+	events, _ := res[1].([]any)
+	page := &Page{Count: len(events)}
+	if o, ok := res[0].(string); ok {
+		if page.Offset, err = strconv.ParseInt(o, 10, 64); err != nil {
+			return nil, fmt.Errorf("eventqueue: read: offset: %w", err)
+		}
 	}
 	var out bytes.Buffer
-	for i, e := range events.Val() {
+	for i, e := range events {
 		if i > 0 {
 			out.WriteByte(',')
 		}
-		out.WriteString(e)
+		str, _ := e.(string)
+		out.WriteString(str)
 	}
 	page.add(out.Bytes())
 	return page, nil

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -186,11 +187,12 @@ func TestReadPageAcrossAChunkBoundaryAtEveryOffset(t *testing.T) {
 	defer store.Close()
 	ctx := context.Background()
 	for k := -4; k <= 12; k++ {
-		// The reply is the transaction's "+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n$-1\r\n" (32
-		// bytes: no offset yet), "*3\r\n" (4), "$<size>\r\n" (9 bytes for 6 digits), the
-		// payload, CRLF; the second element's header then starts at 47+size, k bytes before
-		// the end of the first chunk.
-		want := []string{strings.Repeat("p", chunkSize-47-k), "ab", "cdefghijklmnopq"}
+		// Appended without a size (Append): the replies are WATCH's and GET's and UNWATCH's
+		// "+OK\r\n$-1\r\n+OK\r\n" (15 bytes), the script's "*2\r\n$-1\r\n" (9: no offset
+		// yet), "*3\r\n" (4), "$<size>\r\n" (9 bytes for 6 digits), the payload, CRLF; the
+		// second element's header then starts at 39+size, k bytes before the end of the first
+		// chunk.
+		want := []string{strings.Repeat("p", chunkSize-39-k), "ab", "cdefghijklmnopq"}
 		tenant := uint64(100 + k)
 		if err := store.Append(ctx, tenant, []byte(want[0]), []byte(want[1]), []byte(want[2])); err != nil {
 			t.Fatal(err)
@@ -246,4 +248,120 @@ func streamCalls(t *testing.T, store *Store, tenant uint64) (string, int) {
 		t.Fatalf("Stream: %v (ended %v)", err, ended)
 	}
 	return b.String(), calls
+}
+
+// A page holds at most MaxPageBytes of events (with their commas), and at least one event
+// however large, on the read path and through go-redis alike.
+func TestPageIsBoundedByBytes(t *testing.T) {
+	r := testenv.StartRedis(t)
+	ctx := context.Background()
+	fast := New(r.Client())
+	defer fast.Close()
+	slow := New(r.Client())
+	slow.fast = nil
+	event := func(i, size int) []byte {
+		head := fmt.Sprintf(`{"id":"%04d","p":"`, i)
+		return []byte(head + strings.Repeat("x", size-len(head)-2) + `"}`)
+	}
+	for i := 0; i < 600; i++ { // 300 bytes each: 256 events a slice of the script, and more
+		if err := fast.Append(ctx, 1, event(i, 300)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fast.Append(ctx, 2, event(0, 5000), event(1, 30)); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*Store{"read path": fast, "go-redis": slow} {
+		for _, tc := range []struct {
+			tenant     uint64
+			limit      int
+			maxBytes   int64
+			wantEvents int
+		}{
+			{1, MaxRead, 1000, 3},      // 3×300+2 = 902; a fourth makes 1203
+			{1, MaxRead, 902, 3},       // exactly
+			{1, MaxRead, 901, 2},       // one byte short
+			{1, 2, 1 << 20, 2},         // the limit first
+			{1, MaxRead, 1 << 20, 600}, // every event, past a slice of 256
+			{1, MaxRead, 90300, 300},   // 300×301−1 = 90299
+			{2, MaxRead, 1000, 1},      // one event larger than the bound still comes
+			{2, MaxRead, 5031, 2},
+			{2, MaxRead, 5030, 1},
+		} {
+			s.MaxPageBytes = tc.maxBytes
+			page, err := s.ReadPage(ctx, tc.tenant, tc.limit)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			got := pageString(t, page)
+			if page.Count != tc.wantEvents || (tc.wantEvents > 1 && int64(len(got)) > tc.maxBytes) ||
+				!strings.HasPrefix(got, `{"id":"0000"`) || strings.Count(got, `{"id"`) != tc.wantEvents {
+				t.Fatalf("%s, tenant %d, limit %d, %d bytes: %d events (%d bytes), want %d", name, tc.tenant, tc.limit, tc.maxBytes, page.Count, len(got), tc.wantEvents)
+			}
+			page.Release()
+		}
+	}
+}
+
+// Appends keep the largest event's size (SizeKey), which lets a read of small events take the
+// plain MULTI (and a read of large ones the counting script); either way the page holds what
+// fits. Emptied and appended to again, the size is the new events'.
+func TestPageOfAppendedEventsIsBoundedByBytes(t *testing.T) {
+	r := testenv.StartRedis(t)
+	ctx := context.Background()
+	s := New(r.Client())
+	defer s.Close()
+	event := func(i, size int) Event {
+		head := fmt.Sprintf(`{"id":"%04d","p":"`, i)
+		return Event{ID: fmt.Sprint(i), JSON: []byte(head + strings.Repeat("x", size-len(head)-2) + `"}`)}
+	}
+	appendSized := func(tenant uint64, from int, sizes ...int) {
+		t.Helper()
+		b := Batch{TenantID: tenant}
+		for i, size := range sizes {
+			b.Events = append(b.Events, event(from+i, size))
+		}
+		if out := s.AppendOnce(ctx, time.Now(), []Batch{b}); out[0].Err != nil || out[0].Appended != len(sizes) {
+			t.Fatalf("append: %+v", out[0])
+		}
+	}
+	sizes := make([]int, 50)
+	for i := range sizes {
+		sizes[i] = 100
+	}
+	appendSized(1, 0, sizes...)
+	if got := r.Client().Get(ctx, SizeKey(1)).Val(); got != "100" {
+		t.Fatalf("size %q, want 100", got)
+	}
+	check := func(tenant uint64, limit int, maxBytes int64, want int) {
+		t.Helper()
+		s.MaxPageBytes = maxBytes
+		page, err := s.ReadPage(ctx, tenant, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer page.Release()
+		got := pageString(t, page)
+		if page.Count != want || (want > 1 && int64(len(got)) > maxBytes) {
+			t.Fatalf("tenant %d, limit %d, %d bytes: %d events (%d bytes), want %d", tenant, limit, maxBytes, page.Count, len(got), want)
+		}
+	}
+	check(1, 50, 50*101-1, 50) // 50 events fit exactly: the MULTI
+	check(1, 50, 50*101-2, 49) // one byte short: the script
+	check(1, 10, 1000, 9)
+	appendSized(1, 50, 3000) // a large one at the back
+	if got := r.Client().Get(ctx, SizeKey(1)).Val(); got != "3000" {
+		t.Fatalf("size %q, want 3000", got)
+	}
+	check(1, 51, 1<<20, 51)
+	check(1, 51, 50*101-1, 50)
+	if _, err := s.Trim(ctx, 1, 51, -1); err != nil {
+		t.Fatal(err)
+	}
+	appendSized(1, 51, 200, 150)
+	if got := r.Client().Get(ctx, SizeKey(1)).Val(); got != "200" {
+		t.Fatalf("size after the queue emptied %q, want 200", got)
+	}
+	check(1, 2, 351, 2)
+	check(1, 2, 350, 1)
 }

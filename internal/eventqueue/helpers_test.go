@@ -34,10 +34,7 @@ func (s *Store) Read(ctx context.Context, tenantID uint64) ([]string, error) {
 	return events, nil
 }
 
-// ReadPage returns up to limit (at most MaxRead) events from the front of the queue, oldest
-// first, without removing them, and the queue's front offset, read in the same transaction:
-// one MULTI/EXEC whose reply is parsed as it arrives, the events never decoded nor copied (see
-// Page). The caller releases the page.
+// ReadPage is OpenPage with the page's events read (Page.Fill). The caller releases the page.
 func (s *Store) ReadPage(ctx context.Context, tenantID uint64, limit int) (*Page, error) {
 	page, err := s.OpenPage(ctx, tenantID, limit)
 	if err != nil {

@@ -17,6 +17,10 @@ func tenantKey(tenantID uint64, name string) string {
 // tenant lives in one slot.
 func Key(tenantID uint64) string { return tenantKey(tenantID, "events") }
 
+// SizeKey holds the size in bytes of the largest event appended to tenantID's queue since it
+// was last empty (an upper bound: redaction only shrinks events), or nothing when unknown.
+func SizeKey(tenantID uint64) string { return tenantKey(tenantID, "maxsize") }
+
 // OffsetKey holds tenantID's front offset: how many events were ever trimmed from its queue.
 func OffsetKey(tenantID uint64) string { return tenantKey(tenantID, "offset") }
 

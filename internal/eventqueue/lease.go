@@ -52,7 +52,7 @@ func leaseKeys(tenantID uint64) []string {
 		AckedKey(tenantID), GoneKey(tenantID), LeaseNextKey(tenantID), LeaseEpochKey(tenantID), DeadKey(tenantID),
 		LeaseWaitKey(tenantID), WakeChannel(tenantID), DeadAtKey(tenantID),
 		LeaseRangesKey(tenantID), LeaseRangeStartKey(tenantID), LeaseRangeExpiryKey(tenantID), LeaseRangeHeldKey(tenantID),
-		LeaseBatchesKey(tenantID), LeaseBatchesAtKey(tenantID)}
+		LeaseBatchesKey(tenantID), LeaseBatchesAtKey(tenantID), SizeKey(tenantID)}
 }
 
 // Leased is one event handed out by Lease.
@@ -100,8 +100,12 @@ func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (Lea
 	nonce := randomHex(8)
 	keys := leaseKeys(tenantID)
 	scriptArgs := []any{args.Limit, args.Visibility.Milliseconds(), max(args.MaxDeliveries, 1), MaxLeased, randomHex(8),
-		nonce, args.Wait.Milliseconds(), args.Dead.max(), args.Dead.retention().Milliseconds(), GoneRetention.Milliseconds()}
-	res, ahead, err := s.leaseReadingAhead(ctx, tenantID, keys, scriptArgs, args.Limit)
+		nonce, args.Wait.Milliseconds(), args.Dead.max(), args.Dead.retention().Milliseconds(), GoneRetention.Milliseconds(), s.maxPageBytes()}
+	var res []any
+	var ahead *readAhead
+	if int64(args.Limit)*readAheadEventBytes <= s.maxPageBytes() {
+		res, ahead, err = s.leaseReadingAhead(ctx, tenantID, keys, scriptArgs, args.Limit)
+	}
 	if res == nil && err == nil {
 		res, err = leaseScript.Run(ctx, s.rdb, keys, scriptArgs...).Slice()
 	}
@@ -146,6 +150,12 @@ func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (Lea
 	}
 	return out, nil
 }
+
+// readAheadEventBytes is the size of event a lease reads ahead for: the read ahead LRANGEs
+// limit events before the script has said how many fit in MaxPageBytes, so it is made only
+// when limit events of this size would (always, with the default bound and the largest event
+// the tracking routes take).
+const readAheadEventBytes = 8 << 10
 
 // NoBatchID is the batch id of a lease call that leased nothing without asking Redis (the
 // tenant's events are not queued): it is no tenant's, so acknowledging it answers unknown.

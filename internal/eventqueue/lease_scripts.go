@@ -97,7 +97,9 @@ end
 
 // lease: KEYS as leaseKeys; ARGV limit, visibility ms, max deliveries, max leased, epoch to
 // set when the tenant has none, nonce, wait ms, most dead letters, dead letter retention ms,
-// GoneRetention ms.
+// GoneRetention ms, max bytes (optional).
+// Leases no more events than fit in max bytes at the size of the queue's largest (KEYS[19],
+// SizeKey; when known), and at least one.
 // Takes reclaimable events first (expired or retried leases; those leased max deliveries
 // times go to the dead letters instead), then never-leased ones from the cursor. Returns
 // {epoch, expires ms, trimmed, front, last trimmed id, next expiry ms or -1, dead letters
@@ -106,6 +108,10 @@ end
 // them), then offset, deliveries, event per event leased again}.
 var leaseScript = redis.NewScript(luaPrelude + luaDead + luaRanges + `
 local limit, vis, maxd, maxleased = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local budget, size = tonumber(ARGV[11]), tonumber(redis.call('GET', KEYS[19]) or '0')
+if budget and size > 0 then
+  limit = math.max(1, math.min(limit, math.floor((budget + 1) / (size + 1))))
+end
 redis.call('SET', KEYS[8], ARGV[5], 'NX')
 local epoch = redis.call('GET', KEYS[8])
 local front = tonumber(redis.call('GET', KEYS[2]) or '0')

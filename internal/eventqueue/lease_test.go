@@ -2,6 +2,7 @@ package eventqueue
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -276,4 +277,35 @@ func testLeases(t *testing.T, s *Store) {
 			t.Fatalf("front %d, want %d", off, n)
 		}
 	})
+}
+
+// A lease hands out no more events than fit in MaxPageBytes at the size of the queue's
+// largest event, and at least one; those it did not hand out come with the next lease.
+func TestLeaseIsBoundedByBytes(t *testing.T) {
+	s := New(testenv.StartRedis(t).Client())
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	b := Batch{TenantID: 1}
+	for i := range 10 {
+		head := fmt.Sprintf(`{"id":"%04d","p":"`, i)
+		b.Events = append(b.Events, Event{ID: fmt.Sprint(i), JSON: []byte(head + strings.Repeat("x", 3000-len(head)-2) + `"}`)})
+	}
+	if out := s.AppendOnce(ctx, time.Now(), []Batch{b}); out[0].Err != nil {
+		t.Fatal(out[0].Err)
+	}
+	for _, tc := range []struct {
+		maxBytes int64
+		want     []int64
+	}{
+		{3*3001 - 1, []int64{0, 1, 2}}, // exactly three
+		{3*3001 - 2, []int64{3, 4}},
+		{100, []int64{5}}, // one, larger than the bound
+		{1 << 20, []int64{6, 7, 8, 9}},
+	} {
+		s.MaxPageBytes = tc.maxBytes
+		res := mustLease(t, s, 1, 100, time.Minute, 10)
+		if got := offsetsOf(res); !slices.Equal(got, tc.want) {
+			t.Fatalf("%d bytes: leased %v, want %v", tc.maxBytes, got, tc.want)
+		}
+	}
 }

@@ -53,8 +53,8 @@ type Span struct {
 	N  int    // how many of the events are its
 }
 
-// appendOnce: KEYS list, appended set, hold mark, wake channel, rebuild lock, lease wait mark;
-// ARGV now (ms),
+// appendOnce: KEYS list, appended set, hold mark, wake channel, rebuild lock, lease wait mark,
+// largest size (SizeKey, raised to the largest event appended); ARGV now (ms),
 // retention (ms), max length, force (1: the caller is draining held events in order), then id,
 // JSON pairs. During a rebuild, or without force and with a hold mark, every event is held. Otherwise events whose id is in the
 // set are skipped, the others appended in order while the list is shorter than max length,
@@ -62,7 +62,7 @@ type Span struct {
 // to an empty list, or while a lease call waits (LeaseWaitKey), publishes on the wake channel,
 // for readers waiting on it (see Waiter). Returns
 // {appended, held, marked}: held events are the last ones; marked is 1 when a hold mark exists.
-var appendOnce = redis.NewScript(`
+var appendOnce = redis.NewScript(luaNoteSize + `
 local now, retention, maxlen, force = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
 local n = (#ARGV - 4) / 2
 if redis.call('EXISTS', KEYS[5]) == 1 or (not force and redis.call('EXISTS', KEYS[3]) == 1) then
@@ -91,6 +91,7 @@ end
 if #fresh > 0 then
   redis.call('ZADD', KEYS[2], unpack(entries))
   redis.call('RPUSH', KEYS[1], unpack(fresh))
+  noteSize(KEYS[7], fresh, length == 0)
   if length == 0 or redis.call('EXISTS', KEYS[6]) == 1 then
     redis.call('SPUBLISH', KEYS[4], '1')
   end
@@ -103,16 +104,16 @@ redis.call('PEXPIRE', KEYS[2], retention)
 return {#fresh, held, redis.call('EXISTS', KEYS[3])}
 `)
 
-// appendPending: KEYS list, hold mark, wake channel, rebuild lock, lease wait mark, then one
-// PendingKey per span; ARGV retention (ms), max length, each span's event count, then the
+// appendPending: KEYS list, hold mark, wake channel, rebuild lock, lease wait mark, largest
+// size (as appendOnce's), then one PendingKey per span; ARGV retention (ms), max length, each span's event count, then the
 // events' JSON. appendOnce for events committed with pending batches: a span whose key exists
 // (appended, or claimed) is skipped whole; the others are appended as appendOnce does (held
 // from the first that does not fit, or all during a rebuild or behind a hold mark), and each
 // one's key records how many of its events went in. Returns {appended, held, marked, then the
 // 1-based numbers of the skipped spans}.
-var appendPending = redis.NewScript(`
+var appendPending = redis.NewScript(luaNoteSize + `
 local retention, maxlen = ARGV[1], tonumber(ARGV[2])
-local spans = #KEYS - 5
+local spans = #KEYS - 6
 local holdAll = redis.call('EXISTS', KEYS[4]) == 1 or redis.call('EXISTS', KEYS[2]) == 1
 local length = redis.call('LLEN', KEYS[1])
 local room = maxlen - length
@@ -120,7 +121,7 @@ local fresh, held, skipped = {}, 0, {}
 local pos = 3 + spans
 for s = 1, spans do
   local n = tonumber(ARGV[2 + s])
-  if redis.call('EXISTS', KEYS[5 + s]) == 1 then
+  if redis.call('EXISTS', KEYS[6 + s]) == 1 then
     skipped[#skipped + 1] = s
   else
     local c = 0
@@ -131,12 +132,13 @@ for s = 1, spans do
       end
     end
     held = held + n - c
-    redis.call('SET', KEYS[5 + s], c, 'PX', retention)
+    redis.call('SET', KEYS[6 + s], c, 'PX', retention)
   end
   pos = pos + n
 end
 if #fresh > 0 then
   redis.call('RPUSH', KEYS[1], unpack(fresh))
+  noteSize(KEYS[6], fresh, length == 0)
   if length == 0 or redis.call('EXISTS', KEYS[5]) == 1 then
     redis.call('SPUBLISH', KEYS[3], '1')
   end
@@ -156,6 +158,21 @@ for i = 2, #ARGV do
 end
 return redis.call('ZADD', KEYS[1], 'XX', 'LT', unpack(entries))
 `)
+
+// luaNoteSize defines noteSize(key, events, fresh): raises the size at key to the largest of
+// events, or with fresh (the list was empty before them) sets it to that; a page read uses it
+// to choose how it reads (see respConn.open).
+const luaNoteSize = `
+local function noteSize(key, events, fresh)
+  local m = 0
+  for _, e in ipairs(events) do
+    if #e > m then m = #e end
+  end
+  if fresh or m > tonumber(redis.call('GET', key) or '0') then
+    redis.call('SET', key, m)
+  end
+end
+`
 
 // maxScriptEvents bounds the events of one script call (Lua's unpack has a stack limit).
 const maxScriptEvents = 1000
@@ -200,7 +217,7 @@ func (s *Store) appendOnce(ctx context.Context, now time.Time, batches []Batch, 
 	}
 	var calls []call
 	for i, b := range batches {
-		base := []string{Key(b.TenantID), HeldKey(b.TenantID), WakeChannel(b.TenantID), RebuildKey(b.TenantID), LeaseWaitKey(b.TenantID)}
+		base := []string{Key(b.TenantID), HeldKey(b.TenantID), WakeChannel(b.TenantID), RebuildKey(b.TenantID), LeaseWaitKey(b.TenantID), SizeKey(b.TenantID)}
 		if len(b.Pending) > 0 {
 			// Whole spans per call: a span's key is written once, by the call that has it.
 			events := b.Events
@@ -227,7 +244,7 @@ func (s *Store) appendOnce(ctx context.Context, now time.Time, batches []Batch, 
 			}
 			continue
 		}
-		keys := []string{base[0], AppendedKey(b.TenantID), base[1], base[2], base[3], base[4]}
+		keys := []string{base[0], AppendedKey(b.TenantID), base[1], base[2], base[3], base[4], base[5]}
 		for start := 0; start < len(b.Events); start += maxScriptEvents {
 			part := b.Events[start:min(start+maxScriptEvents, len(b.Events))]
 			args := make([]any, 0, 4+2*len(part))

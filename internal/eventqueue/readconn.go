@@ -16,7 +16,7 @@ import (
 // cannot dial by itself); nothing was written and the caller reads through go-redis instead.
 var errUseClient = errors.New("eventqueue: read through go-redis")
 
-// lrangeReader serves the read path (MULTI, GET offset, LRANGE, EXEC) and the reads of leased
+// lrangeReader serves the read path (pageScript) and the reads of leased
 // events (leaseread.go, leaseahead.go) over its own plain connections to the same Redis nodes
 // as the client. With resp.go it is eventq's one RESP parser, and the one place go-redis is
 // bypassed: go-redis decodes each element of a reply into a
@@ -69,10 +69,10 @@ func (l *lrangeReader) node(ctx context.Context, key string) (*nodePool, error) 
 	return p, nil
 }
 
-// open reads the front offset and LRANGE key 0 stop, atomically, into a page whose events may
-// still be arriving (see Page.Fill and Page.Stream). A pooled connection that fails before the
-// reply's first bytes (Redis restarted since it was last used) is replaced once.
-func (l *lrangeReader) open(ctx context.Context, key, offsetKey string, stop int) (*Page, error) {
+// open reads the front offset and the front of the list (pageScript), atomically, into a page
+// whose events may still be arriving (see Page.Fill and Page.Stream). A pooled connection that
+// fails before the reply's first bytes (Redis restarted since it was last used) is replaced once.
+func (l *lrangeReader) open(ctx context.Context, key, offsetKey, sizeKey string, limit int, maxBytes int64) (*Page, error) {
 	p, err := l.node(ctx, key)
 	if err != nil {
 		return nil, err
@@ -82,7 +82,7 @@ func (l *lrangeReader) open(ctx context.Context, key, offsetKey string, stop int
 		if err != nil {
 			return nil, err
 		}
-		page, err := c.open(ctx, p, p.opt.ReadTimeout, key, offsetKey, stop)
+		page, err := c.open(ctx, p, p.opt.ReadTimeout, key, offsetKey, sizeKey, limit, maxBytes)
 		var rerr redisError
 		switch {
 		case err == nil:
@@ -240,14 +240,19 @@ func (c *respConn) watch(ctx context.Context, timeout time.Duration) func() bool
 	return context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
 }
 
-// open sends MULTI, GET offsetKey, LRANGE key 0 stop, EXEC in one write and reads the reply
-// up to the LRANGE's element count: the page then has its Count and Offset, both from one
-// atomic step, while its events may still be arriving. When there are none, or on an error,
-// the connection goes back to pool (or is closed if its state is unknown) before open returns;
-// otherwise the page keeps the connection, reads the events from it and gives it back at the
-// end (see Page). Both keys are in one slot, so this works on a cluster. The transaction costs
-// little beside the bare LRANGE (BenchmarkReadPage).
-func (c *respConn) open(ctx context.Context, pool *nodePool, timeout time.Duration, key, offsetKey string, stop int) (result *Page, err error) {
+// open reads the front offset and the front of the list at key, at most limit events and
+// maxBytes of them (see OpenPage), atomically, and reads the reply up to the events' element
+// count: the page then has its Count and Offset, while its events may still be arriving. When
+// there are none, or on an error, the connection goes back to pool (or is closed if its state
+// is unknown) before open returns; otherwise the page keeps the connection, reads the events
+// from it and gives it back at the end (see Page). The keys are in one slot, so this works on
+// a cluster.
+//
+// The list's largest event (sizeKey, kept by the appends) decides how: when limit events of
+// that size fit in maxBytes, one MULTI of GET offset and LRANGE, under a WATCH of sizeKey (a
+// larger event appended meanwhile aborts it, and it is read again); otherwise, or when the
+// size is not known, pageScript, which counts the bytes as it reads and costs Redis more.
+func (c *respConn) open(ctx context.Context, pool *nodePool, timeout time.Duration, key, offsetKey, sizeKey string, limit int, maxBytes int64) (result *Page, err error) {
 	unwatch := c.watch(ctx, timeout)
 	page := &Page{}
 	c.page = page
@@ -274,55 +279,100 @@ func (c *respConn) open(ctx context.Context, pool *nodePool, timeout time.Durati
 			result = nil
 		}
 	}()
-	c.cmd = appendCommand(c.cmd[:0], "MULTI")
-	c.cmd = appendCommand(c.cmd, "GET", offsetKey)
-	c.cmd = appendCommand(c.cmd, "LRANGE", key, "0", strconv.Itoa(stop))
-	c.cmd = appendCommand(c.cmd, "EXEC")
-	if _, err := c.conn.Write(c.cmd); err != nil {
-		return nil, err
-	}
-	// +OK, then +QUEUED or an error (a redirect on a cluster) for each command, then EXEC's
-	// reply: -EXECABORT when a command was refused (the first refusal is returned), or an
-	// array of the two replies.
-	var refused error
-	for i := range 3 {
-		line, err := c.line()
-		if err != nil {
+	var line []byte
+	var offset int64
+	for attempt := 0; ; attempt++ {
+		clean = false
+		c.cmd = appendCommand(c.cmd[:0], "WATCH", sizeKey)
+		c.cmd = appendCommand(c.cmd, "GET", sizeKey)
+		if _, err := c.conn.Write(c.cmd); err != nil {
 			return nil, err
 		}
-		switch {
-		case len(line) > 0 && line[0] == '-':
-			if refused == nil {
-				refused = redisError(line[1:])
+		if line, err = c.line(); err != nil {
+			return nil, err
+		}
+		size, err := c.integer()
+		if err != nil {
+			if isRedisError(err) && line[0] == '-' { // a redirect: neither command ran
+				clean = true
+				return nil, redisError(line[1:])
 			}
-		case string(line) != [...]string{"+OK", "+QUEUED", "+QUEUED"}[i]:
+			return nil, err
+		}
+		if string(line) != "+OK" {
 			return nil, fmt.Errorf("redis: unexpected reply %q", line)
 		}
-	}
-	line, err := c.line()
-	if err != nil {
-		return nil, err
-	}
-	if line[0] == '-' {
-		clean = true
-		if refused != nil {
-			return nil, refused
+		if size <= 0 || int64(limit)*(size+1) > maxBytes || attempt >= 2 {
+			c.cmd = appendCommand(c.cmd[:0], "UNWATCH")
+			c.cmd = appendCommand(c.cmd, "EVAL", pageSource, "2", key, offsetKey, strconv.Itoa(limit), strconv.FormatInt(maxBytes, 10))
+			if _, err := c.conn.Write(c.cmd); err != nil {
+				return nil, err
+			}
+			if line, err = c.line(); err != nil {
+				return nil, err
+			}
+			if string(line) != "+OK" {
+				return nil, fmt.Errorf("redis: unexpected reply %q", line)
+			}
+		} else {
+			c.cmd = appendCommand(c.cmd[:0], "MULTI")
+			c.cmd = appendCommand(c.cmd, "GET", offsetKey)
+			c.cmd = appendCommand(c.cmd, "LRANGE", key, "0", strconv.Itoa(limit-1))
+			c.cmd = appendCommand(c.cmd, "EXEC")
+			if _, err := c.conn.Write(c.cmd); err != nil {
+				return nil, err
+			}
+			// +OK, then +QUEUED or an error for each command, then EXEC's reply:
+			// -EXECABORT when a command was refused (the first refusal is returned), *-1 when
+			// the size changed since the WATCH, or an array of the two replies.
+			var refused error
+			for i := range 3 {
+				line, err := c.line()
+				if err != nil {
+					return nil, err
+				}
+				switch {
+				case len(line) > 0 && line[0] == '-':
+					if refused == nil {
+						refused = redisError(line[1:])
+					}
+				case string(line) != [...]string{"+OK", "+QUEUED", "+QUEUED"}[i]:
+					return nil, fmt.Errorf("redis: unexpected reply %q", line)
+				}
+			}
+			if refused != nil { // EXECABORT follows
+				if _, err := c.line(); err != nil {
+					return nil, err
+				}
+				clean = true
+				return nil, refused
+			}
 		}
-		return nil, redisError(line[1:])
-	}
-	if string(line) != "*2" {
-		return nil, fmt.Errorf("redis: unexpected reply %q", line)
-	}
-	offset, err := c.integer()
-	if err != nil {
-		return nil, err // the events' reply is still to come: the connection is closed
-	}
-	if line, err = c.line(); err != nil {
-		return nil, err
-	}
-	if len(line) > 0 && line[0] == '-' {
-		clean = true
-		return nil, redisError(line[1:])
+		// The script's reply or EXEC's: an error, *-1 (aborted), or the offset and the events.
+		if line, err = c.line(); err != nil {
+			return nil, err
+		}
+		if line[0] == '-' {
+			clean = true
+			return nil, redisError(line[1:])
+		}
+		if string(line) == "*-1" {
+			continue // a larger event came in since the WATCH: its size decides again
+		}
+		if string(line) != "*2" {
+			return nil, fmt.Errorf("redis: unexpected reply %q", line)
+		}
+		if offset, err = c.integer(); err != nil {
+			return nil, err // the events' reply is still to come: the connection is closed
+		}
+		if line, err = c.line(); err != nil {
+			return nil, err
+		}
+		if len(line) > 0 && line[0] == '-' {
+			clean = true
+			return nil, redisError(line[1:])
+		}
+		break
 	}
 	n, ok := parseLen(line, '*')
 	if !ok {

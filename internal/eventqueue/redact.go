@@ -38,18 +38,21 @@ return out
 
 // redactWrite sets, for each triple (position, old, new) of ARGV, the element at that absolute
 // position of KEYS[1] (front offset in KEYS[2], as for redactRead) to new if it is still old;
-// returns how many it set.
-var redactWrite = redis.NewScript(`
+// returns how many it set. KEYS[3], when given, is the list's largest size (SizeKey): a
+// rewritten element larger than it raises it.
+var redactWrite = redis.NewScript(luaNoteSize + `
 local off = 0
 if KEYS[2] then off = tonumber(redis.call('GET', KEYS[2]) or '0') end
-local n = 0
+local n, set = 0, {}
 for k = 1, #ARGV, 3 do
   local i = tonumber(ARGV[k]) - off
   if i >= 0 and redis.call('LINDEX', KEYS[1], i) == ARGV[k + 1] then
     redis.call('LSET', KEYS[1], i, ARGV[k + 2])
     n = n + 1
+    set[n] = ARGV[k + 2]
   end
 end
+if KEYS[3] then noteSize(KEYS[3], set) end
 return n
 `)
 
@@ -60,7 +63,7 @@ type Rewrite func(element []byte) ([]byte, bool)
 // rewrite changes, returning how many it rewrote. An element refused by the write's compare
 // was trimmed meanwhile (queue elements never move): there is nothing left to redact.
 func (s *Store) RedactQueue(ctx context.Context, tenantID uint64, rewrite Rewrite) (int, error) {
-	n, _, err := s.redactList(ctx, []string{Key(tenantID), OffsetKey(tenantID)}, rewrite)
+	n, _, err := s.redactList(ctx, []string{Key(tenantID), OffsetKey(tenantID), SizeKey(tenantID)}, rewrite)
 	return n, err
 }
 

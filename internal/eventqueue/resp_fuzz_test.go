@@ -23,11 +23,19 @@ func (c *replayConn) Close() error                     { return nil }
 func (c *replayConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *replayConn) SetWriteDeadline(time.Time) error { return nil }
 
-// reply encodes the replies of MULTI, GET offset, LRANGE, EXEC.
+// multiHead is the start of a read's replies when the queue's events are small: WATCH and GET
+// of the largest size (100 bytes), then MULTI and the two commands queued; EXEC's follows.
+const multiHead = "+OK\r\n$3\r\n100\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n"
+
+// scriptHead is its start when the size is not known: WATCH, GET, then UNWATCH; the script's
+// reply follows.
+const scriptHead = "+OK\r\n$-1\r\n+OK\r\n"
+
+// reply encodes the replies of a read of small events.
 func reply(offset int, events ...string) []byte {
 	var b bytes.Buffer
 	o := strconv.Itoa(offset)
-	b.WriteString("+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n")
+	b.WriteString(multiHead + "*2\r\n")
 	b.WriteString("$" + strconv.Itoa(len(o)) + "\r\n" + o + "\r\n")
 	b.WriteString("*" + strconv.Itoa(len(events)) + "\r\n")
 	for _, e := range events {
@@ -39,7 +47,7 @@ func reply(offset int, events ...string) []byte {
 // readReply parses raw as the reply of a read, streaming the events or filling the page.
 func readReply(raw []byte, stream bool) (*Page, []byte, error) {
 	c := &respConn{conn: &replayConn{r: bytes.NewReader(raw)}}
-	page, err := c.open(context.Background(), nil, 0, "k", "o", MaxRead-1)
+	page, err := c.open(context.Background(), nil, 0, "k", "o", "m", MaxRead, DefaultMaxPageBytes)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -67,10 +75,13 @@ func FuzzRESPReply(f *testing.F) {
 	f.Add(reply(0))
 	f.Add(reply(7, `{"id":"a"}`, `{"id":"b"}`))
 	f.Add(reply(3, "", "\r\n$3\r\n*2\r\n"))
-	f.Add([]byte("+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n$-1\r\n*1\r\n$1\r\nx\r\n"))
-	f.Add([]byte("+OK\r\n-MOVED 1 127.0.0.1:7000\r\n-MOVED 1 127.0.0.1:7000\r\n-EXECABORT x\r\n"))
-	f.Add([]byte("+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n$1\r\n1\r\n-WRONGTYPE x\r\n"))
-	f.Add([]byte("+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n$1\r\n1\r\n*2\r\n$5\r\nab\r\n"))
+	f.Add([]byte(multiHead + "*2\r\n$-1\r\n*1\r\n$1\r\nx\r\n"))
+	f.Add([]byte(scriptHead + "*2\r\n$-1\r\n*1\r\n$1\r\nx\r\n"))
+	f.Add([]byte(multiHead + "*-1\r\n" + scriptHead + "*2\r\n$1\r\n3\r\n*1\r\n$1\r\nx\r\n"))
+	f.Add([]byte("+OK\r\n$3\r\n100\r\n+OK\r\n-MOVED 1 127.0.0.1:7000\r\n-MOVED 1 127.0.0.1:7000\r\n-EXECABORT x\r\n"))
+	f.Add([]byte("-MOVED 1 127.0.0.1:7000\r\n-MOVED 1 127.0.0.1:7000\r\n"))
+	f.Add([]byte(multiHead + "*2\r\n$1\r\n1\r\n-WRONGTYPE x\r\n"))
+	f.Add([]byte(multiHead + "*2\r\n$1\r\n1\r\n*2\r\n$5\r\nab\r\n"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		page, got, err := readReply(raw, false)
 		if err != nil {
@@ -106,7 +117,10 @@ func TestRESPReplyParsesTheElements(t *testing.T) {
 	}{
 		{reply(7, `{"id":"a"}`, `{"id":"b"}`), 7, `{"id":"a"},{"id":"b"}`},
 		{reply(0), 0, ""},
-		{[]byte("+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n$-1\r\n*1\r\n$1\r\nx\r\n"), 0, "x"},
+		{[]byte(multiHead + "*2\r\n$-1\r\n*1\r\n$1\r\nx\r\n"), 0, "x"},
+		{[]byte(scriptHead + "*2\r\n$1\r\n5\r\n*1\r\n$1\r\nx\r\n"), 5, "x"},
+		// A larger event came in after the WATCH: the MULTI is aborted and read again.
+		{[]byte(multiHead + "*-1\r\n" + multiHead + "*2\r\n$1\r\n4\r\n*1\r\n$1\r\ny\r\n"), 4, "y"},
 	} {
 		for _, stream := range []bool{false, true} {
 			page, got, err := readReply(tc.raw, stream)
@@ -120,9 +134,10 @@ func TestRESPReplyParsesTheElements(t *testing.T) {
 		}
 	}
 	for _, raw := range []string{
-		"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n$1\r\n1\r\n-WRONGTYPE x\r\n",
-		"+OK\r\n+QUEUED\r\n-MOVED 1 127.0.0.1:7000\r\n-EXECABORT x\r\n",
-		"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n$1\r\n1\r\n*2\r\n$1\r\nx\r\n", // cut short
+		multiHead + "*2\r\n$1\r\n1\r\n-WRONGTYPE x\r\n",
+		"-MOVED 1 127.0.0.1:7000\r\n-MOVED 1 127.0.0.1:7000\r\n",
+		"+OK\r\n$3\r\n100\r\n+OK\r\n-MOVED 1 127.0.0.1:7000\r\n-MOVED 1 127.0.0.1:7000\r\n-EXECABORT x\r\n",
+		multiHead + "*2\r\n$1\r\n1\r\n*2\r\n$1\r\nx\r\n", // cut short
 	} {
 		for _, stream := range []bool{false, true} {
 			if _, _, err := readReply([]byte(raw), stream); err == nil {

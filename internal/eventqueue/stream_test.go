@@ -109,7 +109,7 @@ func TestStreamedPageKeepsFewChunks(t *testing.T) {
 		events[i] = fmt.Sprintf(`{"id":"%08d","p":"%s"}`, i, strings.Repeat("x", 360))
 	}
 	c := &respConn{conn: &replayConn{r: bytes.NewReader(reply(7, events...))}}
-	page, err := c.open(context.Background(), nil, 0, "k", "o", MaxRead-1)
+	page, err := c.open(context.Background(), nil, 0, "k", "o", "m", MaxRead, DefaultMaxPageBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
