@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -278,5 +280,62 @@ func TestConcurrentProducersAndConsumerSeeEveryEventOnce(t *testing.T) {
 				t.Fatalf("producer %d's events out of order", p)
 			}
 		}
+	}
+}
+
+// QUEUE_PAGE_MAX_BYTES bounds a page and a lease answer by the bytes of their events: fewer
+// than limit when the events are large, at least one, Queue-Offset as usual.
+func TestPagesAndLeasesAreBoundedByBytes(t *testing.T) {
+	e := startAPI(t, "QUEUE_PAGE_MAX_BYTES=10000")
+	tn := testenv.MustTenant(t, e.DB, true)
+	events := make([]map[string]any, 9)
+	for i := range events {
+		events[i] = pageView("s", 10+i)
+		events[i]["url"] = "https://shop.example/" + strings.Repeat("p", 1500)
+	}
+	ids := e.MustTrack(t, tn, events...)
+	one := e.Do(t, "GET", "/api/platform/events?limit=1", tn.Token, nil)
+	var first struct {
+		Data struct {
+			Events []json.RawMessage `json:"events"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(one.Body, &first); err != nil || len(first.Data.Events) != 1 {
+		t.Fatalf("%d %s", one.Status, one.Body)
+	}
+	size := len(first.Data.Events[0]) // every event is as long: same lengths of every field
+	fit := (10000 + 1) / (size + 1)
+	if fit < 2 || fit >= 9 {
+		t.Fatalf("events of %d bytes: %d fit, want a test with 2 to 8", size, fit)
+	}
+	res := e.Do(t, "GET", "/api/platform/events?limit=100", tn.Token, nil)
+	var page readResult
+	if err := json.Unmarshal(res.Body, &page); err != nil || page.Data.Count != fit || len(page.Data.Events) != fit ||
+		page.Data.Events[0].ID != ids[0] || res.Header.Get("Queue-Offset") != "0" {
+		t.Fatalf("page of %d-byte events under 10000 bytes: %d %s..., want %d events", size, res.Status, res.Body[:min(len(res.Body), 200)], fit)
+	}
+	leased := e.mustLease(t, tn, "?limit=100")
+	if len(leased.Data) != fit || leased.Data[0].Offset != 0 {
+		t.Fatalf("leased %d events, want %d", len(leased.Data), fit)
+	}
+	if again := e.mustLease(t, tn, "?limit=100"); len(again.Data) != fit || again.Data[0].Offset != int64(fit) {
+		t.Fatalf("second lease: %d events from %d, want %d from %d", len(again.Data), again.Data[0].Offset, fit, fit)
+	}
+	// Nothing is lost: trimming page by page visits every event once, in order.
+	var seen []string
+	for range 9 {
+		got := e.MustRead(t, tn)
+		if got.Data.Count == 0 {
+			break
+		}
+		for _, ev := range got.Data.Events {
+			seen = append(seen, ev.ID)
+		}
+		if r := e.Do(t, "DELETE", fmt.Sprintf("/api/platform/events?count=%d", got.Data.Count), tn.Token, nil); r.Status != 204 {
+			t.Fatalf("trim: %d %s", r.Status, r.Body)
+		}
+	}
+	if !slices.Equal(seen, ids) {
+		t.Fatalf("read %v, want %v", seen, ids)
 	}
 }
