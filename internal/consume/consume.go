@@ -51,6 +51,34 @@ type Service struct {
 	Dead eventqueue.DeadPolicy
 	// Metrics counts leases and dead letters; may be nil.
 	Metrics *metrics.Metrics
+	// TenantReads is how many reads and lease calls of one tenant reach Redis at once in this
+	// process (a read holds its turn until its page is released); 0 means DefaultTenantReads.
+	TenantReads int
+
+	gate gate
+}
+
+// openPage opens a page of tenantID's queue once the tenant's turn comes: the page gives the
+// turn back when it is released.
+func (s *Service) openPage(ctx context.Context, tenantID uint64, limit int) (*eventqueue.Page, error) {
+	release, err := s.gate.enter(ctx, tenantID, s.tenantReads())
+	if err != nil {
+		return nil, err
+	}
+	page, err := s.Queue.OpenPage(ctx, tenantID, limit)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	page.OnRelease(release)
+	return page, nil
+}
+
+func (s *Service) tenantReads() int {
+	if s.TenantReads <= 0 {
+		return DefaultTenantReads
+	}
+	return s.TenantReads
 }
 
 // Read returns up to limit events from the front of tenantID's queue without removing them,
@@ -65,7 +93,7 @@ func (s *Service) Read(ctx context.Context, tenantID uint64, limit int, wait tim
 		}
 		return &eventqueue.Page{}, false, err
 	}
-	page, err = s.Queue.OpenPage(ctx, tenantID, limit)
+	page, err = s.openPage(ctx, tenantID, limit)
 	if err != nil || page.Count > 0 || wait <= 0 || s.Waiter == nil {
 		return page, true, err
 	}
@@ -74,7 +102,7 @@ func (s *Service) Read(ctx context.Context, tenantID uint64, limit int, wait tim
 	for {
 		wake, release := s.Waiter.Watch(ctx, tenantID)
 		page.Release()
-		page, err = s.Queue.OpenPage(ctx, tenantID, limit)
+		page, err = s.openPage(ctx, tenantID, limit)
 		if err != nil || page.Count > 0 || wake == nil {
 			release()
 			return page, true, err

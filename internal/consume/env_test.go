@@ -59,9 +59,10 @@ func (e *consumeEnv) trimFront(t *testing.T, log *TrimLog, tenant uint64, count 
 	}
 	off := page.Offset
 	page.Release()
-	s := *e.Consume
-	s.Trims = log
-	if _, _, err := s.Trim(ctx, tenant, int64(count), off); err != nil {
+	before := e.Consume.Trims
+	e.Consume.Trims = log
+	defer func() { e.Consume.Trims = before }()
+	if _, _, err := e.Consume.Trim(ctx, tenant, int64(count), off); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -54,6 +54,11 @@ func (s *Service) Lease(ctx context.Context, tenantID uint64, req LeaseRequest) 
 	}
 	deadline := time.Now().Add(req.Wait)
 	lease := func() (eventqueue.LeaseResult, error) {
+		release, err := s.gate.enter(ctx, tenantID, s.tenantReads())
+		if err != nil {
+			return eventqueue.LeaseResult{}, err
+		}
+		defer release()
 		res, err := s.Queue.Lease(ctx, tenantID, eventqueue.LeaseArgs{
 			Limit: req.Limit, Visibility: req.Visibility, MaxDeliveries: s.maxDeliveries(), Wait: time.Until(deadline),
 			Dead: s.Dead,

@@ -27,6 +27,7 @@ type Page struct {
 	Size   int         // bytes in Events
 	chunks [][]byte
 	rest   *pageRest // while the events are still on the connection
+	done   func()    // OnRelease's
 }
 
 // pageRest is what a pending page needs to read its events.
@@ -169,8 +170,15 @@ func (p *Page) Release() {
 	for _, c := range p.chunks {
 		putChunk(c)
 	}
+	done := p.done
 	*p = Page{}
+	if done != nil {
+		done()
+	}
 }
+
+// OnRelease has Release call f, once the page's buffers are given back.
+func (p *Page) OnRelease(f func()) { p.done = f }
 
 // chunkSize is the size of the buffers replies are read into: a full queue of 380-byte events
 // takes about 15, each filled by a few large reads.

@@ -1,0 +1,57 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/eventq/eventq/internal/testenv"
+)
+
+// A tenant's reads and lease calls reach Redis TenantReads at a time: a read whose page is
+// not released yet holds its turn (a client that does not read its answer), the tenant's next
+// read and lease wait for it, and another tenant's do not.
+func TestATenantsReadsTakeTurns(t *testing.T) {
+	e := startConsume(t)
+	e.Consume.TenantReads = 1
+	a, b := testenv.MustTenant(t, e.DB, true), testenv.MustTenant(t, e.DB, true)
+	e.mustIngest(t, a.ID, 3)
+	e.mustIngest(t, b.ID, 3)
+	ctx := context.Background()
+	held, _, err := e.Consume.Read(ctx, a.ID, 10, 0)
+	if err != nil || held.Count != 3 {
+		t.Fatalf("read: %v, %+v", err, held)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, _, err := e.Consume.Read(short, a.ID, 10, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a second read of the tenant while the first page is held: %v, want it to wait", err)
+	}
+	if _, err := e.Consume.Lease(short, a.ID, LeaseRequest{Limit: 1, Visibility: time.Minute}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a lease of the tenant while the first page is held: %v, want it to wait", err)
+	}
+	other, _, err := e.Consume.Read(ctx, b.ID, 10, 0)
+	if err != nil || other.Count != 3 {
+		t.Fatalf("another tenant's read: %v, %+v", err, other)
+	}
+	other.Release()
+	done := make(chan error, 1)
+	go func() {
+		page, _, err := e.Consume.Read(ctx, a.ID, 10, 0)
+		if err == nil {
+			page.Release()
+		}
+		done <- err
+	}()
+	held.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("the read after the release: %v", err)
+	}
+	if _, err := e.Consume.Lease(ctx, a.ID, LeaseRequest{Limit: 1, Visibility: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.Consume.gate.tenants); n != 0 {
+		t.Fatalf("%d tenants' turns kept after their calls", n)
+	}
+}
