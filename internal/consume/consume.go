@@ -51,17 +51,22 @@ type Service struct {
 	Dead eventqueue.DeadPolicy
 	// Metrics counts leases and dead letters; may be nil.
 	Metrics *metrics.Metrics
-	// TenantReads is how many reads and lease calls of one tenant reach Redis at once in this
-	// process (a read holds its turn until its page is released); 0 means DefaultTenantReads.
+	// TenantReads is how many reads of one tenant's queue this process serves at once: a read
+	// holds its turn until its page is released (sent, or its client gone), so a tenant's
+	// readers share the api's and Redis's time with every other tenant's instead of taking it.
+	// 0 means DefaultTenantReads.
 	TenantReads int
+	// TenantLeases is how many lease calls of one tenant reach Redis at once from this
+	// process; 0 means DefaultTenantLeases.
+	TenantLeases int
 
-	gate gate
+	reads, leases gate
 }
 
 // openPage opens a page of tenantID's queue once the tenant's turn comes: the page gives the
 // turn back when it is released.
 func (s *Service) openPage(ctx context.Context, tenantID uint64, limit int) (*eventqueue.Page, error) {
-	release, err := s.gate.enter(ctx, tenantID, s.tenantReads())
+	release, err := s.reads.enter(ctx, tenantID, s.tenantReads())
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +84,13 @@ func (s *Service) tenantReads() int {
 		return DefaultTenantReads
 	}
 	return s.TenantReads
+}
+
+func (s *Service) tenantLeases() int {
+	if s.TenantLeases <= 0 {
+		return DefaultTenantLeases
+	}
+	return s.TenantLeases
 }
 
 // Read returns up to limit events from the front of tenantID's queue without removing them,

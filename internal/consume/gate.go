@@ -5,9 +5,13 @@ import (
 	"sync"
 )
 
-// DefaultTenantReads is how many reads and lease calls of one tenant an api process lets
-// reach Redis at once when Service.TenantReads is 0.
-const DefaultTenantReads = 4
+// DefaultTenantReads is how many reads of one tenant's queue an api process serves at once
+// when Service.TenantReads is 0.
+const DefaultTenantReads = 2
+
+// DefaultTenantLeases is how many lease calls of one tenant an api process lets reach Redis
+// at once when Service.TenantLeases is 0.
+const DefaultTenantLeases = 4
 
 // gate lets at most n calls of each tenant through at once; the others wait their turn. A
 // tenant's many parallel full reads then queue in its own api process instead of taking

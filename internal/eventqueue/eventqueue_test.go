@@ -303,9 +303,9 @@ func TestPageIsBoundedByBytes(t *testing.T) {
 	}
 }
 
-// Appends keep the largest event's size (SizeKey), which lets a read of small events take the
-// plain MULTI (and a read of large ones the counting script); either way the page holds what
-// fits. Emptied and appended to again, the size is the new events'.
+// Appends keep the largest event's size (SizeKey), which a read takes as every event's: the
+// page holds as many as fit at that size, read with one LRANGE. Emptied and appended to
+// again, the size is the new events'.
 func TestPageOfAppendedEventsIsBoundedByBytes(t *testing.T) {
 	r := testenv.StartRedis(t)
 	ctx := context.Background()
@@ -346,15 +346,17 @@ func TestPageOfAppendedEventsIsBoundedByBytes(t *testing.T) {
 			t.Fatalf("tenant %d, limit %d, %d bytes: %d events (%d bytes), want %d", tenant, limit, maxBytes, page.Count, len(got), want)
 		}
 	}
-	check(1, 50, 50*101-1, 50) // 50 events fit exactly: the MULTI
-	check(1, 50, 50*101-2, 49) // one byte short: the script
+	check(1, 50, 50*101-1, 50) // 50 events fit exactly
+	check(1, 50, 50*101-2, 49) // one byte short
 	check(1, 10, 1000, 9)
 	appendSized(1, 50, 3000) // a large one at the back
 	if got := r.Client().Get(ctx, SizeKey(1)).Val(); got != "3000" {
 		t.Fatalf("size %q, want 3000", got)
 	}
 	check(1, 51, 1<<20, 51)
-	check(1, 51, 50*101-1, 50)
+	// As many as fit were each as large as the largest: fewer than fit, never more.
+	check(1, 51, 50*101-1, 1)
+	check(1, 51, 3*3001-1, 3)
 	if _, err := s.Trim(ctx, 1, 51, -1); err != nil {
 		t.Fatal(err)
 	}
@@ -362,6 +364,6 @@ func TestPageOfAppendedEventsIsBoundedByBytes(t *testing.T) {
 	if got := r.Client().Get(ctx, SizeKey(1)).Val(); got != "200" {
 		t.Fatalf("size after the queue emptied %q, want 200", got)
 	}
-	check(1, 2, 351, 2)
-	check(1, 2, 350, 1)
+	check(1, 2, 2*201-1, 2)
+	check(1, 2, 2*201-2, 1)
 }

@@ -248,10 +248,11 @@ func (c *respConn) watch(ctx context.Context, timeout time.Duration) func() bool
 // from it and gives it back at the end (see Page). The keys are in one slot, so this works on
 // a cluster.
 //
-// The list's largest event (sizeKey, kept by the appends) decides how: when limit events of
-// that size fit in maxBytes, one MULTI of GET offset and LRANGE, under a WATCH of sizeKey (a
-// larger event appended meanwhile aborts it, and it is read again); otherwise, or when the
-// size is not known, pageScript, which counts the bytes as it reads and costs Redis more.
+// The list's largest event (sizeKey, kept by the appends) decides how many: as many as fit in
+// maxBytes were each that large, at most limit and at least one, read by one MULTI of GET
+// offset and LRANGE under a WATCH of sizeKey (a larger event appended meanwhile aborts it, and
+// it is read again). When the size is not known (a queue filled by a version that kept none),
+// pageScript, which counts the bytes as it reads and costs Redis about five times the LRANGE.
 func (c *respConn) open(ctx context.Context, pool *nodePool, timeout time.Duration, key, offsetKey, sizeKey string, limit int, maxBytes int64) (result *Page, err error) {
 	unwatch := c.watch(ctx, timeout)
 	page := &Page{}
@@ -302,7 +303,7 @@ func (c *respConn) open(ctx context.Context, pool *nodePool, timeout time.Durati
 		if string(line) != "+OK" {
 			return nil, fmt.Errorf("redis: unexpected reply %q", line)
 		}
-		if size <= 0 || int64(limit)*(size+1) > maxBytes || attempt >= 2 {
+		if size <= 0 || attempt >= 2 {
 			c.cmd = appendCommand(c.cmd[:0], "UNWATCH")
 			c.cmd = appendCommand(c.cmd, "EVAL", pageSource, "2", key, offsetKey, strconv.Itoa(limit), strconv.FormatInt(maxBytes, 10))
 			if _, err := c.conn.Write(c.cmd); err != nil {
@@ -317,7 +318,8 @@ func (c *respConn) open(ctx context.Context, pool *nodePool, timeout time.Durati
 		} else {
 			c.cmd = appendCommand(c.cmd[:0], "MULTI")
 			c.cmd = appendCommand(c.cmd, "GET", offsetKey)
-			c.cmd = appendCommand(c.cmd, "LRANGE", key, "0", strconv.Itoa(limit-1))
+			n := max(1, min(int64(limit), (maxBytes+1)/(size+1)))
+			c.cmd = appendCommand(c.cmd, "LRANGE", key, "0", strconv.FormatInt(n-1, 10))
 			c.cmd = appendCommand(c.cmd, "EXEC")
 			if _, err := c.conn.Write(c.cmd); err != nil {
 				return nil, err
