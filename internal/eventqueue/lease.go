@@ -151,6 +151,12 @@ func (s *Store) Lease(ctx context.Context, tenantID uint64, args LeaseArgs) (Lea
 	return out, nil
 }
 
+// maxBatchRecords is the most lease calls of one tenant whose events leased again are
+// remembered for their batch id (LeaseBatchesKey, written by the lease script): each record holds up to MaxLeased offsets, so without a cap a tenant's
+// redeliveries would grow it for a whole GoneRetention. A batch forgotten is unknown; its
+// consumer acknowledges the lease ids (the SDK does so by itself).
+const maxBatchRecords = 1000
+
 // readAheadEventBytes is the size of event a lease reads ahead for: the read ahead LRANGEs
 // limit events before the script has said how many fit in MaxPageBytes, so it is made only
 // when limit events of this size would (always, with the default bound and the largest event

@@ -321,3 +321,41 @@ func TestLargestBatchAcks(t *testing.T) {
 		}
 	}
 }
+
+// A tenant keeps at most maxBatchRecords records of batches with events leased again, the
+// oldest forgotten first, however fast it redelivers: the newest batch stays known.
+func TestBatchRecordsAreCapped(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client()
+	s := New(rdb)
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	appendN(t, s, 1, 1, 5)
+	now := time.Now()
+	for i := range maxBatchRecords + 50 { // older records, a second apart
+		nonce := fmt.Sprintf("old%04d", i)
+		rdb.HSet(ctx, LeaseBatchesKey(1), nonce, "1")
+		rdb.ZAdd(ctx, LeaseBatchesAtKey(1), redis.Z{Score: float64(now.Add(time.Duration(i-maxBatchRecords-50) * time.Second).UnixMilli()), Member: nonce})
+	}
+	var last LeaseResult
+	for range 2 {
+		mustLease(t, s, 1, 1, 0, 10) // expired at once
+		last = mustLease(t, s, 1, 1, time.Minute, 10)
+		if last.Redelivered != 1 {
+			t.Fatalf("leased %+v, want the expired event again", last)
+		}
+		mustSettle(t, s, 1, KindRetry, last.Events[0].LeaseID)
+	}
+	if n := rdb.HLen(ctx, LeaseBatchesKey(1)).Val(); n != maxBatchRecords {
+		t.Fatalf("%d records, want %d", n, maxBatchRecords)
+	}
+	if n := rdb.ZCard(ctx, LeaseBatchesAtKey(1)).Val(); n != maxBatchRecords {
+		t.Fatalf("%d record times, want %d", n, maxBatchRecords)
+	}
+	// Three calls leased an event again (the second round's expired one too): 1,053 records
+	// made, the 53 oldest forgotten.
+	if rdb.HExists(ctx, LeaseBatchesKey(1), "old0052").Val() || !rdb.HExists(ctx, LeaseBatchesKey(1), "old0053").Val() {
+		t.Fatal("not the oldest records forgotten")
+	}
+	got, _ := mustSettleBatches(t, s, 1, batch(last.BatchID))
+	wantSettled(t, got, acked(1))
+}

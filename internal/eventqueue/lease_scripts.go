@@ -1,6 +1,10 @@
 package eventqueue
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // The lease and acknowledgement scripts, and the Lua they share (see lease.go).
 
@@ -106,7 +110,7 @@ end
 // added, dead letters dropped, redeliveries, live leases, the offset of the first event leased
 // for the first time, how many were (one run of offsets, each delivered once: the caller reads
 // them), then offset, deliveries, event per event leased again}.
-var leaseScript = redis.NewScript(luaPrelude + luaDead + luaRanges + `
+var leaseScript = redis.NewScript(luaPrelude + luaDead + luaRanges + "local maxBatchRecords = " + strconv.Itoa(maxBatchRecords) + "\n" + `
 local limit, vis, maxd, maxleased = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local budget, size = tonumber(ARGV[11]), tonumber(redis.call('GET', KEYS[19]) or '0')
 if budget and size > 0 then
@@ -238,6 +242,13 @@ if #again > 0 then
   redis.call('ZADD', KEYS[18], now, ARGV[6])
   local old = redis.call('ZRANGEBYSCORE', KEYS[18], '-inf', now - tonumber(ARGV[10]), 'LIMIT', 0, 100)
   if #old > 0 then
+    redis.call('HDEL', KEYS[17], unpack(old))
+    redis.call('ZREM', KEYS[18], unpack(old))
+  end
+  -- At most maxBatchRecords records, the oldest forgotten first: each call adds one.
+  local over = redis.call('ZCARD', KEYS[18]) - maxBatchRecords
+  if over > 0 then
+    old = redis.call('ZRANGE', KEYS[18], 0, math.min(over, 100) - 1)
     redis.call('HDEL', KEYS[17], unpack(old))
     redis.call('ZREM', KEYS[18], unpack(old))
   end
