@@ -57,6 +57,11 @@ type Authenticator struct {
 	clock clock.Clock
 	log   *slog.Logger
 	cache *cache.Fallback[string, *cachedToken] // answers from memory while the database is down
+	// unknown holds the tokens recently looked up and not found (by id when no row has the
+	// id, else by key), apart from cache: a flood of made-up tokens costs one lookup each per
+	// UnknownTTL, and never evicts the entries that answer real tokens while the database is
+	// down.
+	unknown *cache.TTL[string, struct{}]
 	// writes are the last_used_at updates in flight (touch); Close waits for them.
 	writes sync.WaitGroup
 }
@@ -65,7 +70,8 @@ type Authenticator struct {
 func NewAuthenticator(db *gorm.DB, clk clock.Clock, log *slog.Logger) *Authenticator {
 	return &Authenticator{db: db, clock: clk, log: log,
 		cache: cache.NewFallback[string, *cachedToken](CacheTTL, clk, database.LookupTimeout, database.ColdLookupTimeout,
-			&breaker.Breaker{Cooldown: database.DownCooldown}, database.Unavailable)}
+			&breaker.Breaker{Cooldown: database.DownCooldown}, database.Unavailable),
+		unknown: cache.New[string, struct{}](UnknownTTL, clk)}
 }
 
 // Bearer is a token as sent, split and hashed once for Known and Authenticate.
@@ -85,6 +91,17 @@ func ParseBearer(token string) Bearer {
 
 // key is the cache key: a new token that reuses a deleted token's id is a new key.
 func (b Bearer) key() string { return b.id + "|" + b.hash }
+
+// UnknownTTL is how long a token found in no row is answered unknown without a lookup: a token
+// id that no row has, whatever the secret sent with it (a token created meanwhile with that id
+// is refused for at most this long), or an id and a secret that do not match its row.
+const UnknownTTL = time.Second
+
+// errNoToken is load's answer for a token no row matches: not cached with the rows (see
+// unknown).
+type errNoToken struct{ noID bool } // noID: no row has the id
+
+func (errNoToken) Error() string { return "auth: no such token" }
 
 // Known reports whether token is one that this process read from the database recently and
 // found: Authenticate answers it from memory.
@@ -111,13 +128,33 @@ func (a *Authenticator) AuthenticateBearer(ctx context.Context, b Bearer) (*Prin
 	if !b.ok {
 		return nil, ErrUnauthenticated
 	}
+	if _, ok := a.unknown.Get(b.key()); ok {
+		return nil, ErrUnauthenticated
+	}
+	if _, ok := a.unknown.Get(b.id); ok && b.id != "" {
+		return nil, ErrUnauthenticated
+	}
 	entry, err := a.cache.Get(ctx, b.key(), func(ctx context.Context) (*cachedToken, error) {
 		row, err := a.load(ctx, b.id, b.hash)
-		if row == nil {
-			return &cachedToken{}, err
+		switch {
+		case err != nil:
+			return nil, err
+		case row == nil:
+			return nil, errNoToken{noID: true}
+		case subtle.ConstantTimeCompare([]byte(row.Token), []byte(b.hash)) != 1:
+			return nil, errNoToken{}
 		}
-		return &cachedToken{row: row, abilities: decodeAbilities(row.Abilities)}, err
+		return &cachedToken{row: row, abilities: decodeAbilities(row.Abilities)}, nil
 	})
+	var none errNoToken
+	if errors.As(err, &none) {
+		if none.noID && b.id != "" {
+			a.unknown.Add(b.id, struct{}{})
+		} else {
+			a.unknown.Add(b.key(), struct{}{})
+		}
+		return nil, ErrUnauthenticated
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -3,10 +3,14 @@ package auth_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/eventq/eventq/internal/auth"
 
@@ -151,5 +155,60 @@ func TestCloseWaitsForTheLastUseWrite(t *testing.T) {
 	}
 	if after.LastUsedAt == nil {
 		t.Fatal("last_used_at not written when Close returned")
+	}
+}
+
+// Guessing costs the database little, and never a real token its cache entry: an id no row
+// has costs one lookup per UnknownTTL whatever the secrets tried with it, a wrong secret of a
+// real id one lookup (by primary key) per UnknownTTL, and neither is kept with the rows; a
+// token created with an id looked up before it existed works once UnknownTTL has passed.
+func TestGuessesCostOneLookupPerID(t *testing.T) {
+	db, _ := testenv.DB(t)
+	ctx := context.Background()
+	clk := clock.NewFake(time.Now())
+	tenant := models.Tenant{Name: "t", SiteKey: "site_auth_guess"}
+	testenv.Must(t, db.Create(&tenant).Error)
+	row, plain, err := auth.CreateToken(ctx, db, tenant.ID, "test", nil, nil)
+	testenv.Must(t, err)
+	var lookups atomic.Int64
+	testenv.Must(t, db.Callback().Query().Before("gorm:query").Register("count_token_lookups", func(tx *gorm.DB) {
+		if tx.Statement.Table == "personal_access_tokens" {
+			lookups.Add(1)
+		}
+	}))
+	defer db.Callback().Query().Remove("count_token_lookups")
+	a := auth.NewAuthenticator(db, clk, slog.New(slog.DiscardHandler))
+	id := models.FormatID(row.ID)
+	for range 2 {
+		for i := range 10 {
+			if _, err := a.Authenticate(ctx, fmt.Sprintf("%s|guess-%d", id, i)); !errors.Is(err, auth.ErrUnauthenticated) {
+				t.Fatalf("guess %d: %v", i, err)
+			}
+		}
+	}
+	if n := lookups.Load(); n != 10 {
+		t.Fatalf("%d lookups for 10 wrong secrets of one id, each tried twice, want 10", n)
+	}
+	if _, err := a.Authenticate(ctx, plain); err != nil {
+		t.Fatalf("the real token after the guesses: %v", err)
+	}
+	next := models.FormatID(row.ID + 1)
+	lookups.Store(0)
+	for i := range 100 {
+		if _, err := a.Authenticate(ctx, fmt.Sprintf("%s|guess-%d", next, i)); !errors.Is(err, auth.ErrUnauthenticated) {
+			t.Fatal(err)
+		}
+	}
+	if n := lookups.Load(); n != 1 {
+		t.Fatalf("%d lookups for 100 secrets of an unknown id, want 1", n)
+	}
+	created, plain2, err := auth.CreateToken(ctx, db, tenant.ID, "test", nil, nil)
+	testenv.Must(t, err)
+	if models.FormatID(created.ID) != next {
+		t.Fatalf("the database numbered the new token %d, not %s", created.ID, next)
+	}
+	clk.Advance(auth.UnknownTTL)
+	if _, err := a.Authenticate(ctx, plain2); err != nil {
+		t.Fatalf("a token created with an id looked up before, UnknownTTL later: %v", err)
 	}
 }
