@@ -94,7 +94,11 @@ func (d *Service) commit(ctx context.Context, tenant uint64, rows []models.Track
 		if req.state.CompareAndSwap(reqOpen, reqAbandoned) {
 			return errCommitSlow
 		}
-		return nil // committed: its pusher is appending it (or keeps it pending, on failure)
+		// Committed, and its pusher is appending it (within eventqueue.AppendTimeout, or it
+		// keeps it pending). Answered once the append is done: answered before, its client's
+		// next request could be committed by another committer, or another api, and appended
+		// first, out of order.
+		return <-req.done
 	}
 }
 

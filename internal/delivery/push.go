@@ -76,12 +76,13 @@ func (d *Service) push(ctx context.Context, stored []*commitRequest) {
 	ctx, cancel := context.WithTimeout(ctx, eventqueue.AppendTimeout)
 	defer cancel()
 	var done settlement
-	var heldTenants []uint64
+	var heldTenants, failedTenants []uint64
 	failed, appended, held := 0, 0, 0
 	for i, res := range d.queue.AppendOnce(ctx, now, batches) {
 		b := batches[i]
 		if res.Err != nil {
 			failed += len(b.Events)
+			failedTenants = append(failedTenants, b.TenantID)
 			d.log.Warn("delivery: queue append failed; the worker will push the events", "tenant_id", b.TenantID, "events", len(b.Events), "err", res.Err)
 			continue
 		}
@@ -94,6 +95,7 @@ func (d *Service) push(ctx context.Context, stored []*commitRequest) {
 	}
 	if failed > 0 {
 		d.breaker.Fail(d.clock.Now())
+		d.holdBehind(failedTenants)
 	}
 	d.metrics.Queued(appended)
 	d.metrics.Held(held)
@@ -104,6 +106,21 @@ func (d *Service) push(ctx context.Context, stored []*commitRequest) {
 	}
 	if len(done.marks) > 0 || len(done.batches) > 0 {
 		d.unmark(done)
+	}
+}
+
+// holdBehind sets the hold mark of tenants whose append failed: their events stay pending, and
+// an append of their later events, by this process or another that reaches Redis, would put
+// those first. Behind the mark the later ones wait, and the re-pusher drains them all in
+// order. A Redis this process cannot reach for the mark either is one it cannot append to:
+// the others may still, and that is logged.
+func (d *Service) holdBehind(tenants []uint64) {
+	// Half an append's time: a request whose append timed out is still answered within a
+	// second of Redis hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), eventqueue.AppendTimeout/2)
+	defer cancel()
+	if err := d.queue.Hold(ctx, tenants...); err != nil {
+		d.log.Warn("delivery: could not hold the later events of tenants whose append failed; other processes may queue theirs first", "tenants", len(tenants), "err", err)
 	}
 }
 

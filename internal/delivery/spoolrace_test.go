@@ -151,8 +151,8 @@ func TestASlowCommitThatLandsBeforeItsSpoolIsQueuedOnce(t *testing.T) {
 }
 
 // A request whose pusher has taken it when spoolAfter runs out is committed: it is answered
-// as such, not spooled as well (its events, appended by its pending batch, would be appended
-// again by id by the spool's drain).
+// as such once its append is done, not spooled as well (its events, appended by its pending
+// batch, would be appended again by id by the spool's drain).
 func TestACommitWhoseAppendIsSlowIsNotSpooled(t *testing.T) {
 	var tenant uint64
 	g := newGate(func(cmd redis.Cmder) bool { // the pusher's append to tenant's queue
@@ -174,11 +174,16 @@ func TestACommitWhoseAppendIsSlowIsNotSpooled(t *testing.T) {
 	}
 	var a answer
 	select {
-	case a = <-answered: // spoolAfter ran out with the append held
-	case <-time.After(30 * time.Second):
-		t.Fatal("not answered within 30 s of a held append")
+	case a = <-answered:
+		t.Fatalf("answered %v, %v while its append is held", a.ids, a.err)
+	case <-time.After(spoolAfter + time.Second): // spoolAfter runs out with the append held
 	}
 	close(g.release)
+	select {
+	case a = <-answered: // once the append is done
+	case <-time.After(30 * time.Second):
+		t.Fatal("not answered within 30 s of its append")
+	}
 	if a.err != nil || len(a.ids) != 3 {
 		t.Fatalf("answered %v, %v; want three ids", a.ids, a.err)
 	}
@@ -197,5 +202,63 @@ func TestACommitWhoseAppendIsSlowIsNotSpooled(t *testing.T) {
 	}
 	if got := e.queueIDs(t, tenant); !slices.Equal(got, a.ids) {
 		t.Fatalf("queue %v, want each of %v once, in order", got, a.ids)
+	}
+}
+
+// A request committed at about spoolAfter, whose append is slow, is answered once its append
+// is done, not before: its client's next request, sent on the answer and taken by another api
+// process, is queued after it. Answered while its append was still on its way (as it was), the
+// next request's events went in first, out of order, as seen during a Citus rebalance, whose
+// shard moves make commits slow. And an append that fails holds the tenant's later events,
+// whichever process takes them, behind its own until the re-pusher drains them in order.
+func TestASlowAppendIsAnsweredAfterItAndOrderHolds(t *testing.T) {
+	var tenant uint64
+	g := newGate(func(cmd redis.Cmder) bool { // the first api's append to tenant's queue
+		args := cmd.Args()
+		return tenant != 0 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 && args[3] == eventqueue.Key(tenant)
+	})
+	e := startGatedIngest(t, g)
+	other := e.newIngester(t, Options{Queue: eventqueue.New(e.Redis.Client()), Spool: eventqueue.SpoolLimits{Events: 1000}})
+	ctx := context.Background()
+	tn := testenv.MustTenant(t, e.DB, true).ID
+	if _, err := e.Flags.Queues(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	tenant = tn
+	answered := e.ingestThree(tenant)
+	select {
+	case <-g.reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no append within 30 s")
+	}
+	var first answer
+	select {
+	case first = <-answered: // (answered early: the next request overtakes it below)
+	case <-time.After(spoolAfter + time.Second):
+		close(g.release)
+		first = <-answered
+	}
+	if first.err != nil {
+		t.Fatal(first.err)
+	}
+	inputs := []Input{input("s", 4), input("s", 5), input("s", 6)}
+	second, err := other.Ingest(ctx, tenant, inputs, Client{UserAgent: "test", IPAddress: "192.0.2.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.release:
+	default:
+		close(g.release)
+	}
+	// The first append, held past its deadline, failed: its events are pending, and the
+	// second's held behind them until the re-pusher drains them in order.
+	if _, err := e.Ingest.Delivery().DrainHeld(ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	want := append(slices.Clone(first.ids), second...)
+	testenv.Eventually(t, 10*time.Second, "both requests queued", func() bool { return e.QueueLen(t, tenant) == 6 })
+	if got := e.queueIDs(t, tenant); !slices.Equal(got, want) {
+		t.Fatalf("queue %v, want %v: the second request's events after the first's", got, want)
 	}
 }

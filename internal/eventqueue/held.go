@@ -61,6 +61,21 @@ func (s *Store) NoteHeld(ctx context.Context, tenantIDs ...uint64) error {
 	return s.rdb.SAdd(ctx, HeldTenantsKey, members...).Err()
 }
 
+// Hold sets the hold mark of each of tenantIDs (recording them in HeldTenantsKey first), as a
+// full queue does: their events appended from now on are held behind the mark, and go in, in
+// order, with their pending ones, when the re-pusher drains them.
+func (s *Store) Hold(ctx context.Context, tenantIDs ...uint64) error {
+	if err := s.NoteHeld(ctx, tenantIDs...); err != nil {
+		return fmt.Errorf("eventqueue: hold: %w", err)
+	}
+	for _, t := range tenantIDs { // one slot each, on a cluster
+		if err := s.rdb.Incr(ctx, HeldKey(t)).Err(); err != nil {
+			return fmt.Errorf("eventqueue: hold: %w", err)
+		}
+	}
+	return nil
+}
+
 // HeldTenants lists the tenants recorded in HeldTenantsKey.
 func (s *Store) HeldTenants(ctx context.Context) ([]uint64, error) {
 	var ids []uint64
