@@ -3,7 +3,7 @@
 GO    ?= go
 
 .DEFAULT_GOAL := help
-.PHONY: help run test chaos build vet fmt bench bench-against bench-check lint-openapi clean
+.PHONY: help run test test-loaded chaos build vet fmt bench bench-against bench-check lint-openapi clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -13,6 +13,9 @@ run: ## build, then run redis-server, api and worker locally (Ctrl-C stops them)
 
 test: ## gofmt, go vet, and the whole suite on SQLite (-race) and Postgres
 	@bash scripts/test.sh
+
+test-loaded: ## make test with four CPU hogs beside it (HOGS=N), as on a busy machine
+	@bash scripts/test-loaded.sh
 
 chaos: ## kill the api and Redis while tracking, on SQLite and Postgres: lost and duplicated events (minutes)
 	@bash scripts/chaos.sh
