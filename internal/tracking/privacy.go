@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
 
 	"gorm.io/gorm"
 
@@ -140,10 +141,16 @@ func embeddedIPv4(a netip.Addr) netip.Addr {
 }
 
 // RedactURL returns raw without its fragment and with the value of every query parameter
-// named in names (lower case) replaced by "redacted". Parameters are separated by "&" or ";";
-// a name matches after percent-decoding ("+" as a space), without regard to case, with
-// surrounding spaces and a trailing "[…]" ignored ("email[]", "email[0]", "%20email",
-// "email+"). Every other byte stays as sent.
+// named in names (lower case) replaced by "redacted"; every other byte stays as sent.
+//
+// The rule is meant to catch a parameter whichever parser reads the URL: a browser's
+// URLSearchParams, PHP's parse_str, Rack (Rails) or qs (Express). Parameters are separated by
+// "&" or ";", and by any "?" after the first, which some parsers and many hand-written splits
+// take as a separator. A name matches when, once percent-decoded ("+" as a space), with a
+// leading byte-order mark, surrounding spaces and control characters (NUL among them) taken
+// off, cut at its first "[" (the list and map forms email[], email[0], email[a], and an
+// unclosed email[, which PHP reads as email_), and with trailing "." and "_" taken off (PHP
+// reads email. as email_), it equals one of names without regard to case.
 func RedactURL(raw string, names []string) string {
 	if i := strings.IndexByte(raw, '#'); i >= 0 {
 		raw = raw[:i]
@@ -157,7 +164,7 @@ func RedactURL(raw string, names []string) string {
 	b.WriteString(raw[:q+1])
 	rest := raw[q+1:]
 	for {
-		end := strings.IndexAny(rest, "&;")
+		end := strings.IndexAny(rest, "&;?")
 		part := rest
 		if end >= 0 {
 			part = rest[:end]
@@ -177,24 +184,30 @@ func RedactURL(raw string, names []string) string {
 	}
 }
 
-// redacted reports whether a parameter's name, as sent, is one of names once decoded.
+// redacted reports whether a parameter's name, as sent, is one of names once read as
+// RedactURL says.
 func redacted(name string, names []string) bool {
-	if n, err := url.QueryUnescape(name); err == nil {
-		name = n
-	}
-	name = strings.TrimSpace(name)
-	if strings.HasSuffix(name, "]") { // email[] and email[0]: PHP's and Rails' list forms
-		if i := strings.IndexByte(name, '['); i > 0 {
-			name = strings.TrimSpace(name[:i])
-		}
-	}
-	name = strings.ToLower(name)
+	name = paramName(name)
 	for _, r := range names {
-		if name == r {
+		if name == paramName(r) {
 			return true
 		}
 	}
 	return false
+}
+
+// paramName is a parameter's name as RedactURL compares it.
+func paramName(name string) string {
+	if n, err := url.QueryUnescape(name); err == nil {
+		name = n
+	}
+	name = strings.TrimFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == '\ufeff' })
+	if i := strings.IndexByte(name, '['); i > 0 {
+		name = name[:i]
+	}
+	name = strings.TrimFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
+	name = strings.TrimRight(name, "._")
+	return strings.ToLower(name)
 }
 
 // namesMembers reports whether any of inputs names a member.

@@ -45,7 +45,14 @@ func TestRedactURL(t *testing.T) {
 		{"https://x.io/p?ref=m;email=ada;x=1", "https://x.io/p?ref=m;email=redacted;x=1"},
 		{"https://x.io/p?email[]=ada&email[0]=bob&email%5B%5D=c", "https://x.io/p?email[]=redacted&email[0]=redacted&email%5B%5D=redacted"},
 		{"https://x.io/p?%20email=ada&email+=bob&+Email+=c", "https://x.io/p?%20email=redacted&email+=redacted&+Email+=redacted"},
-		{"https://x.io/p?emails=ada&[email]=b&email[=c", "https://x.io/p?emails=ada&[email]=b&email[=c"},
+		{"https://x.io/p?emails=ada&[email]=b&email[=c", "https://x.io/p?emails=ada&[email]=b&email[=redacted"},
+		// What other parsers may read as the name: after a second "?", with a NUL, a dot or
+		// an underscore after it (PHP's email_), a byte-order mark before it.
+		{"https://x.io/p?a=1?email=x", "https://x.io/p?a=1?email=redacted"},
+		{"https://x.io/p??email=x", "https://x.io/p??email=redacted"},
+		{"https://x.io/p?email%00=x&email%2E=y&email_=z&email.=w", "https://x.io/p?email%00=redacted&email%2E=redacted&email_=redacted&email.=redacted"},
+		{"https://x.io/p?%EF%BB%BFemail=x&\ufeffemail=y", "https://x.io/p?%EF%BB%BFemail=redacted&\ufeffemail=redacted"},
+		{"https://x.io/p?email[a][b]=x&%09email%0A=y&e_mail=z&emai=w", "https://x.io/p?email[a][b]=redacted&%09email%0A=redacted&e_mail=z&emai=w"},
 		{"https://x.io/p?a;b&email=x;", "https://x.io/p?a;b&email=redacted;"},
 	} {
 		if got := RedactURL(c.in, names); got != c.want {
