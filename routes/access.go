@@ -31,6 +31,17 @@ type accessLine struct {
 // starts: a failure there is an ordinary error answer; one while the events stream ends it.
 func (s *Server) memberData(c *fiber.Ctx) error {
 	tenantID := principal(c).TenantID
+	done, ok := s.Tenant.Export.Begin(tenantID, accessExportTimeout+time.Minute)
+	if !ok { // one export of a tenant at a time: each reads all its stored events
+		c.Set(fiber.HeaderRetryAfter, "1")
+		return errTooManyAttempts
+	}
+	streaming := false
+	defer func() {
+		if !streaming {
+			done()
+		}
+	}()
 	m, err := s.Tenant.Members.Get(c.UserContext(), tenantID, memberRef(c))
 	if err != nil {
 		return err
@@ -55,7 +66,9 @@ func (s *Server) memberData(c *fiber.Ctx) error {
 	q := export.Query{TenantID: tenantID, Members: names}
 	log := s.log(c)
 	c.Set(fiber.HeaderContentType, "application/x-ndjson")
+	streaming = true
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer done()
 		for _, line := range head {
 			b, _ := httpx.JSONMarshal(line)
 			w.Write(append(b, '\n'))

@@ -134,3 +134,29 @@ func TestAccessExportEqualsTheStoredRows(t *testing.T) {
 		}
 	})
 }
+
+// A tenant runs one access export at a time in an api process (each reads every stored event
+// that may name the member): a second one meanwhile is 429 with Retry-After, another tenant's
+// is served, and once the first ends the next is.
+func TestAccessExportsOfATenantTakeTurns(t *testing.T) {
+	e := startAPI(t)
+	s, other := testenv.MustShop(t, e.DB, "", true), testenv.MustShop(t, e.DB, "", true)
+	path := func(sh testenv.Shop) string { return "/api/platform/members/" + models.FormatID(sh.Member.ID) + "/data" }
+	done, ok := e.Main.App.Export.Begin(s.ID, time.Minute) // an export of s under way
+	if !ok {
+		t.Fatal("no export should be running")
+	}
+	res := e.Do(t, "GET", path(s), s.Token, nil)
+	if res.Status != 429 || string(res.Body) != `{"message":"Too Many Attempts."}` || res.Header.Get("Retry-After") != "1" {
+		t.Fatalf("a second export of the tenant: %d %s %v", res.Status, res.Body, res.Header)
+	}
+	if res := e.Do(t, "GET", path(other), other.Token, nil); res.Status != 200 {
+		t.Fatalf("another tenant's export: %d %s", res.Status, res.Body)
+	}
+	done()
+	for range 2 { // each ends its turn
+		if res := e.Do(t, "GET", path(s), s.Token, nil); res.Status != 200 {
+			t.Fatalf("the export after the first ended: %d %s", res.Status, res.Body)
+		}
+	}
+}
