@@ -141,7 +141,9 @@ func TestAccessExportEqualsTheStoredRows(t *testing.T) {
 func TestAccessExportsOfATenantTakeTurns(t *testing.T) {
 	e := startAPI(t)
 	s, other := testenv.MustShop(t, e.DB, "", true), testenv.MustShop(t, e.DB, "", true)
-	path := func(sh testenv.Shop) string { return "/api/platform/members/" + models.FormatID(sh.Member.ID) + "/data" }
+	path := func(sh testenv.Shop) string {
+		return "/api/platform/members/" + models.FormatID(sh.Member.ID) + "/data"
+	}
 	done, ok := e.Main.App.Export.Begin(s.ID, time.Minute) // an export of s under way
 	if !ok {
 		t.Fatal("no export should be running")
