@@ -472,6 +472,11 @@ EOF
 for note in "${redis_notes[@]}"; do
 	printf '  redis      %s\n' "$note"
 done
+if [[ -n ${ADMIN_API_TOKENS:-} ]]; then
+	printf '  operator   %s/api/admin/* with one of ADMIN_API_TOKENS\n' "$base_url"
+else
+	printf '  operator   off (/api/admin/* answers 404): run  ADMIN_API_TOKENS=$(openssl rand -hex 32) make run  to turn it on\n'
+fi
 printf '  webhook    %s/api/webhooks/psp, signing secret %s\n' "$base_url" "$webhook_note"
 [[ -z $webhook_hint ]] || printf '             for bin/eventq webhook send: %s\n' "$webhook_hint"
 cat <<EOF
