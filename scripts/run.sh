@@ -182,7 +182,21 @@ flock -n 9 || die "another make run is already running in this checkout; stop it
 stop_stale
 
 say "building bin/api bin/worker bin/eventq"
-go build -o bin/ ./cmd/...
+# go build is silent while it compiles: a first build (an empty build cache) takes minutes on
+# two cores, so a line every 15 s says it is still at it, and how many packages it has built.
+(
+	start=$SECONDS
+	while sleep 15; do
+		say "still building ($((SECONDS - start))s; $(go env GOCACHE | xargs -I{} find {} -newer "$PIDS/lock" -name '*-d' 2>/dev/null | wc -l) build outputs written so far)"
+	done
+) &
+ticker=$!
+go build -o bin/ ./cmd/... || {
+	kill "$ticker" 2>/dev/null
+	die "the build failed"
+}
+kill "$ticker" 2>/dev/null
+wait "$ticker" 2>/dev/null || true
 
 # ---- Redis -----------------------------------------------------------------------------------
 

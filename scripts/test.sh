@@ -247,13 +247,29 @@ all_suites() {
 	list=$(runs)
 	race=$(grep '|race|' <<<"$list" | cut -d'|' -f4 | sort -u)
 	plain=$(grep '|plain|' <<<"$list" | cut -d'|' -f4 | sort -u)
+	local stamp total ticker
+	stamp=$(mktemp)
+	total=$(($(wc -w <<<"$race") + $(wc -w <<<"$plain")))
 	go build "${build_flags[@]}" -o "$bin/" ./cmd/... &
 	# go vet ./... has run already: -vet=off skips go test's own vet pass.
 	CGO_ENABLED=1 build_tests race -race -vet=off "${build_flags[@]}" -- $race &
 	build_tests plain -vet=off "${build_flags[@]}" -- $plain &
-	for pid in $(jobs -p); do
+	local builds
+	builds=$(jobs -p)
+	# go test -c is silent while it compiles and links: a line every 15 s says how far it is
+	# (a binary already up to date is not linked again, and not counted).
+	(
+		while sleep 15; do
+			echo "--- building the test binaries: $(find "$test_bin" -name '*.test' -newer "$stamp" | wc -l) of $total linked anew so far ($((SECONDS - start))s)"
+		done
+	) &
+	ticker=$!
+	for pid in $builds; do
 		wait "$pid" || rc=1
 	done
+	kill "$ticker" 2>/dev/null
+	wait "$ticker" 2>/dev/null || true
+	rm -f "$stamp"
 	echo "--- built the test binaries ($((SECONDS - start))s)"
 	if ((rc)); then
 		rm -rf "$bin"
