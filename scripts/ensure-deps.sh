@@ -9,9 +9,11 @@
 # Commands and the Debian packages that provide them:
 #   redis-server, redis-cli   redis-server
 #   postgres, initdb          postgresql   (found in /usr/lib/postgresql/*/bin, off PATH)
-#   citus                     the Citus extension in that PostgreSQL, from the build in
-#                             EVENTQ_CITUS_DIR (default: shared/citus beside the clone, else
-#                             /work/shared/citus; its install.sh); name postgres before it
+#   citus                     the Citus extension in that PostgreSQL: already installed, else
+#                             from the build in EVENTQ_CITUS_DIR (default: shared/citus beside
+#                             the clone, else /work/shared/citus; its install.sh), else from
+#                             Citus's Debian package when the apt sources have one (Citus's
+#                             own repository); name postgres before it
 #   go                        not installed here: needs the Go toolchain named in go.mod
 #   anything else             the package of the same name (curl, jq, gcc, make, ...)
 set -euo pipefail
@@ -49,6 +51,17 @@ citus_dir() {
 	else
 		echo /work/shared/citus
 	fi
+}
+
+# citus_package: the newest Citus package for the installed PostgreSQL that the apt sources
+# know (postgresql-15-citus-13.0 and the like, from Citus's own repository), or nothing.
+citus_package() {
+	local bin ver
+	bin=$(compgen -G "/usr/lib/postgresql/*/bin/postgres" | sort -V | tail -n 1)
+	[[ -n $bin ]] || return 0
+	ver=$(basename "$(dirname "$(dirname "$bin")")")
+	command -v apt-cache >/dev/null 2>&1 || return 0
+	apt-cache pkgnames "postgresql-$ver-citus" 2>/dev/null | sort -V | tail -n 1
 }
 
 # package_for CMD: the Debian package that provides CMD, or nothing.
@@ -117,7 +130,16 @@ for cmd in "${no_package[@]}"; do
 		fail "the Go toolchain is not on PATH: install Go $(go_version) or newer (https://go.dev/dl/) and retry"
 	fi
 	if [[ $cmd == citus && ! -f $(citus_dir)/install.sh ]]; then
-		fail "Citus is not installed and $(citus_dir)/install.sh is missing: set EVENTQ_CITUS_DIR to the directory of the Citus build"
+		# Last, Citus's own Debian packages, when the apt sources have them (Citus's repository).
+		pkg=$(citus_package)
+		if [[ -n $pkg && $EUID -eq 0 ]]; then
+			say "installing Citus from the Debian package $pkg"
+			apt_install "$pkg" || fail "apt-get install $pkg failed"
+		elif [[ -n $pkg ]]; then
+			fail "Citus is not installed: install the Debian package $pkg, e.g. sudo apt-get install $pkg"
+		else
+			fail "Citus is not installed: no build in EVENTQ_CITUS_DIR or $(citus_dir) (its install.sh), and no postgresql-<version>-citus package in the apt sources. Get it by adding Citus's apt repository (https://docs.citusdata.com/en/stable/installation/single_node_debian.html) or setting EVENTQ_CITUS_DIR to a Citus build"
+		fi
 	fi
 done
 
