@@ -36,6 +36,7 @@ func TestReturnPageSparesTheProvider(t *testing.T) {
 
 	t.Run("concurrent visits to a pending session ask the provider once", func(t *testing.T) {
 		var wg sync.WaitGroup
+		start := time.Now()
 		for i := 0; i < 10; i++ {
 			wg.Add(1)
 			go func(i int) {
@@ -46,8 +47,10 @@ func TestReturnPageSparesTheProvider(t *testing.T) {
 			}(i)
 		}
 		wg.Wait()
-		if n := sessionCalls(fake, cs); n != 1 {
-			t.Fatalf("%d provider calls for 10 visits within a second, want 1", n)
+		// Once a second: on a busy machine the ten visits may spread over more than one.
+		took := time.Since(start)
+		if n, most := sessionCalls(fake, cs), 1+int(took/time.Second); n < 1 || n > most {
+			t.Fatalf("%d provider calls for 10 visits within %s, want 1 to %d", n, took.Round(time.Millisecond), most)
 		}
 	})
 	fake.Pay(cs)
