@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/eventqueue/queuetest"
 	"github.com/eventq/eventq/internal/testenv"
@@ -227,41 +229,40 @@ func TestIngestionDoesNotWaitForADownRedis(t *testing.T) {
 }
 
 // A committer writes the next batch while its pusher is still appending the previous one to
-// Redis: with Redis hung, a second request's rows are committed before the first request,
-// stuck in its append until AppendTimeout, is answered. (On SQLite, whose one committer would
+// Redis: with the first request's append held (a gate, not a timeout, so that a busy machine's
+// slow commit of the second cannot outlast it), the second request's rows are committed
+// before the first request is answered. (On SQLite, whose one committer would
 // otherwise wait for the append, this fails without the pusher stage.)
 func TestCommitterWritesWhileThePreviousBatchIsPushed(t *testing.T) {
-	e := startIngest(t)
+	var hang uint64 // the tenant whose append the gate holds, once set
+	g := newGate(func(cmd redis.Cmder) bool {
+		args := cmd.Args()
+		return hang != 0 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 && args[3] == eventqueue.Key(hang)
+	})
+	e := startGatedIngest(t, g)
+	e.Ingest.limits.Events = 0 // no spool: the request waits for its push however long
 	first, second := testenv.MustTenant(t, e.DB, true).ID, testenv.MustTenant(t, e.DB, true).ID
 	for _, tenant := range []uint64{first, second} { // warm the flag cache and the connections
 		if _, err := e.Ingest.Ingest(context.Background(), tenant, []Input{input("warm", 0)}, Client{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	e.Redis.Pause()
-	defer e.Redis.Resume()
+	hang = first // held until the test lets it go, whatever the machine's speed
 	answered := make(chan error, 1)
 	go func() {
 		_, err := e.Ingest.Ingest(context.Background(), first, []Input{input("a", 1)}, Client{})
 		answered <- err
 	}()
-	for e.Rows(t, first) < 2 { // the first request's rows are committed; its append now hangs
-		time.Sleep(time.Millisecond)
-	}
+	<-g.reached // the first request's rows are committed; its append hangs
 	go e.Ingest.Ingest(context.Background(), second, []Input{input("b", 1)}, Client{})
-	for e.Rows(t, second) < 2 {
-		select {
-		case err := <-answered:
-			t.Fatalf("the first request was answered (err %v) before the second one's rows were committed", err)
-		default:
-			time.Sleep(time.Millisecond)
-		}
-	}
+	testenv.Eventually(t, 30*time.Second, "the second request's rows committed while the first one's append hangs",
+		func() bool { return e.Rows(t, second) >= 2 })
 	select {
 	case err := <-answered:
-		t.Fatalf("the first request was answered (err %v) before the check: its append did not hang", err)
+		t.Fatalf("the first request was answered (err %v) while its append hangs", err)
 	default:
 	}
+	close(g.release)
 	if err := <-answered; err != nil {
 		t.Fatalf("first request: %v (its events are committed; the append's failure leaves them pending)", err)
 	}
