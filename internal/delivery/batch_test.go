@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/eventqueue/queuetest"
 	"github.com/eventq/eventq/internal/testenv"
@@ -235,10 +233,7 @@ func TestIngestionDoesNotWaitForADownRedis(t *testing.T) {
 // otherwise wait for the append, this fails without the pusher stage.)
 func TestCommitterWritesWhileThePreviousBatchIsPushed(t *testing.T) {
 	var hang uint64 // the tenant whose append the gate holds, once set
-	g := newGate(func(cmd redis.Cmder) bool {
-		args := cmd.Args()
-		return hang != 0 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 && args[3] == eventqueue.Key(hang)
-	})
+	g := newGate(appendOf(&hang))
 	e := startGatedIngest(t, g)
 	e.Ingest.limits.Events = 0 // no spool: the request waits for its push however long
 	first, second := testenv.MustTenant(t, e.DB, true).ID, testenv.MustTenant(t, e.DB, true).ID

@@ -154,24 +154,8 @@ func TestASlowCommitThatLandsBeforeItsSpoolIsQueuedOnce(t *testing.T) {
 // as such once its append is done, not spooled as well (its events, appended by its pending
 // batch, would be appended again by id by the spool's drain).
 func TestACommitWhoseAppendIsSlowIsNotSpooled(t *testing.T) {
-	var tenant uint64
-	g := newGate(func(cmd redis.Cmder) bool { // the pusher's append to tenant's queue
-		args := cmd.Args()
-		return tenant != 0 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 && args[3] == eventqueue.Key(tenant)
-	})
-	e := startGatedIngest(t, g)
+	e, g, tenant, answered := heldAppend(t)
 	ctx := context.Background()
-	tn := testenv.MustTenant(t, e.DB, true).ID
-	if _, err := e.Flags.Queues(ctx, tn); err != nil {
-		t.Fatal(err)
-	}
-	tenant = tn
-	answered := e.ingestThree(tenant)
-	select {
-	case <-g.reached:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no append within 30 s")
-	}
 	var a answer
 	select {
 	case a = <-answered:
@@ -212,25 +196,9 @@ func TestACommitWhoseAppendIsSlowIsNotSpooled(t *testing.T) {
 // shard moves make commits slow. And an append that fails holds the tenant's later events,
 // whichever process takes them, behind its own until the re-pusher drains them in order.
 func TestASlowAppendIsAnsweredAfterItAndOrderHolds(t *testing.T) {
-	var tenant uint64
-	g := newGate(func(cmd redis.Cmder) bool { // the first api's append to tenant's queue
-		args := cmd.Args()
-		return tenant != 0 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 && args[3] == eventqueue.Key(tenant)
-	})
-	e := startGatedIngest(t, g)
+	e, g, tenant, answered := heldAppend(t)
 	other := e.newIngester(t, Options{Queue: eventqueue.New(e.Redis.Client()), Spool: eventqueue.SpoolLimits{Events: 1000}})
 	ctx := context.Background()
-	tn := testenv.MustTenant(t, e.DB, true).ID
-	if _, err := e.Flags.Queues(ctx, tn); err != nil {
-		t.Fatal(err)
-	}
-	tenant = tn
-	answered := e.ingestThree(tenant)
-	select {
-	case <-g.reached:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no append within 30 s")
-	}
 	var first answer
 	select {
 	case first = <-answered: // (answered early: the next request overtakes it below)
@@ -261,4 +229,32 @@ func TestASlowAppendIsAnsweredAfterItAndOrderHolds(t *testing.T) {
 	if got := e.queueIDs(t, tenant); !slices.Equal(got, want) {
 		t.Fatalf("queue %v, want %v: the second request's events after the first's", got, want)
 	}
+}
+
+// appendOf matches the pusher's append to the queue of the tenant *tenant names, once set.
+func appendOf(tenant *uint64) func(redis.Cmder) bool {
+	return func(cmd redis.Cmder) bool {
+		args := cmd.Args()
+		return *tenant != 0 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 && args[3] == eventqueue.Key(*tenant)
+	}
+}
+
+// heldAppend starts a gated ingest whose gate holds the first append to a new tenant's queue,
+// ingests three events of that tenant in the background, and returns once the append is held.
+func heldAppend(t *testing.T) (e *ingestEnv, g *gate, tenant uint64, answered <-chan answer) {
+	t.Helper()
+	g = newGate(appendOf(&tenant))
+	e = startGatedIngest(t, g)
+	tn := testenv.MustTenant(t, e.DB, true).ID
+	if _, err := e.Flags.Queues(context.Background(), tn); err != nil {
+		t.Fatal(err)
+	}
+	tenant = tn
+	answered = e.ingestThree(tenant)
+	select {
+	case <-g.reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no append within 30 s")
+	}
+	return e, g, tenant, answered
 }
