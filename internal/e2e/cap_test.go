@@ -36,11 +36,18 @@ func TestACappedQueueHoldsBackAcrossAPIsAndDrainsInOrder(t *testing.T) {
 
 	rdb := s.Redis.Client()
 	ctx := context.Background()
-	length, err := rdb.LLen(ctx, eventqueue.Key(sh.Tenant.ID)).Result()
-	testenv.Must(t, err)
-	if length != capacity {
-		t.Fatalf("queue length %d with %d events tracked, want exactly the cap of %d", length, total, capacity)
-	}
+	// Exactly the cap: at once, or, on a busy machine where an append missed its deadline, once
+	// the worker has pushed what was held behind it; never more.
+	var length int64
+	testenv.Eventually(t, 60*time.Second, "the queue fills to its cap", func() bool {
+		var err error
+		length, err = rdb.LLen(ctx, eventqueue.Key(sh.Tenant.ID)).Result()
+		testenv.Must(t, err)
+		if length > capacity {
+			t.Fatalf("queue length %d with %d events tracked, over the cap of %d", length, total, capacity)
+		}
+		return length == capacity
+	})
 	testenv.Eventually(t, 10*time.Second, "the events beyond the cap are held back", func() bool {
 		n, err := eventstore.New(s.DB).Count(ctx, sh.Tenant.ID)
 		return err == nil && n == int64(total-capacity)
