@@ -33,7 +33,7 @@ func TestTheGeneratedClientDrivesTheFrontDoor(t *testing.T) {
 	testenv.Must(t, err)
 
 	account := "acct_generated"
-	created, err := admin.CreateTenantWithResponse(ctx, apiclient.TenantInput{Name: ptr("Generated"), PspAccountId: &account,
+	created, err := admin.CreateTenantWithResponse(ctx, apiclient.TenantCreate{Name: "Generated", PspAccountId: &account,
 		AllowedHostnames: &[]string{"shop.example"}})
 	testenv.Must(t, err)
 	if created.JSON201 == nil {
@@ -43,7 +43,7 @@ func TestTheGeneratedClientDrivesTheFrontDoor(t *testing.T) {
 	if tenant.Name != "Generated" || tenant.PspAccountId == nil || *tenant.PspAccountId != account || len(tenant.AllowedHostnames) != 1 || tenant.Features.UseQueueEvents {
 		t.Fatalf("%+v", tenant)
 	}
-	dup, err := admin.CreateTenantWithResponse(ctx, apiclient.TenantInput{Name: ptr("Copy"), PspAccountId: &account})
+	dup, err := admin.CreateTenantWithResponse(ctx, apiclient.TenantCreate{Name: "Copy", PspAccountId: &account})
 	testenv.Must(t, err)
 	if dup.JSON422 == nil || dup.JSON422.Message != "The psp account id has already been taken." {
 		t.Fatalf("duplicate account: %d %s", dup.StatusCode(), dup.Body)
@@ -74,7 +74,7 @@ func TestTheGeneratedClientDrivesTheFrontDoor(t *testing.T) {
 	testenv.Must(t, err)
 	var memberIDs []string
 	for i := 0; i < 3; i++ {
-		m, err := site.CreateMemberWithResponse(ctx, apiclient.MemberInput{Email: ptr(openapi_types.Email(fmt.Sprintf("m%d@example.com", i))), ExternalId: ptr(fmt.Sprintf("user/%d", i))})
+		m, err := site.CreateMemberWithResponse(ctx, apiclient.MemberCreate{Email: openapi_types.Email(fmt.Sprintf("m%d@example.com", i)), ExternalId: ptr(fmt.Sprintf("user/%d", i))})
 		testenv.Must(t, err)
 		if m.JSON201 == nil {
 			t.Fatalf("member: %d %s", m.StatusCode(), m.Body)

@@ -208,6 +208,14 @@ type Member struct {
 	Name *string `json:"name"`
 }
 
+// MemberCreate A new member; email is required. Unknown keys are ignored.
+type MemberCreate struct {
+	// Email A valid e-mail address.
+	Email      openapi_types.Email `json:"email"`
+	ExternalId *string             `json:"external_id,omitempty"`
+	Name       *string             `json:"name,omitempty"`
+}
+
 // MemberData defines model for MemberData.
 type MemberData struct {
 	Data Member `json:"data"`
@@ -336,6 +344,19 @@ type Tenant struct {
 	PspAccountId      *string  `json:"psp_account_id"`
 	RedactQueryParams []string `json:"redact_query_params"`
 	SiteKey           string   `json:"site_key"`
+}
+
+// TenantCreate A new tenant; name is required.
+type TenantCreate struct {
+	// AllowedHostnames POST /api/track accepts events of pages on these hostnames and their subdomains only; [] accepts any. More than 100 items is 422 with one message.
+	AllowedHostnames *[]string `json:"allowed_hostnames,omitempty"`
+	Name             string    `json:"name"`
+
+	// PspAccountId Unique across tenants.
+	PspAccountId *string `json:"psp_account_id,omitempty"`
+
+	// RedactQueryParams Query parameters whose values are replaced by "redacted" at ingestion. More than 50 items is 422 with one message.
+	RedactQueryParams *[]string `json:"redact_query_params,omitempty"`
 }
 
 // TenantData defines model for TenantData.
@@ -505,7 +526,7 @@ type ListProductsParams struct {
 }
 
 // CreateTenantJSONRequestBody defines body for CreateTenant for application/json ContentType.
-type CreateTenantJSONRequestBody = TenantInput
+type CreateTenantJSONRequestBody = TenantCreate
 
 // UpdateTenantJSONRequestBody defines body for UpdateTenant for application/json ContentType.
 type UpdateTenantJSONRequestBody = TenantInput
@@ -517,7 +538,7 @@ type SetFeatureJSONRequestBody SetFeatureJSONBody
 type CreateTokenJSONRequestBody = TokenInput
 
 // CreateMemberJSONRequestBody defines body for CreateMember for application/json ContentType.
-type CreateMemberJSONRequestBody = MemberInput
+type CreateMemberJSONRequestBody = MemberCreate
 
 // UpdateMemberJSONRequestBody defines body for UpdateMember for application/json ContentType.
 type UpdateMemberJSONRequestBody = MemberInput

@@ -20,6 +20,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/eventq/eventq/docs"
 )
@@ -33,7 +34,20 @@ var (
 // load reads the document once per test binary.
 func load() (routers.Router, error) {
 	once.Do(func() {
-		for _, ct := range []string{"application/javascript", "application/x-ndjson", "text/html", "application/yaml"} {
+		// The document itself is read as a YAML tool reads it: a mapping.
+		openapi3filter.RegisterBodyDecoder("application/yaml", func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+			var doc any
+			if err := yaml.NewDecoder(body).Decode(&doc); err != nil {
+				return nil, err
+			}
+			b, err := json.Marshal(doc) // JSON's types, which the schemas speak
+			if err != nil {
+				return nil, err
+			}
+			var v any
+			return v, json.Unmarshal(b, &v)
+		})
+		for _, ct := range []string{"application/javascript", "application/x-ndjson", "text/html"} {
 			openapi3filter.RegisterBodyDecoder(ct, func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
 				b, err := io.ReadAll(body)
 				return string(b), err
