@@ -211,9 +211,11 @@ type Member struct {
 // MemberCreate A new member; email is required. Unknown keys are ignored.
 type MemberCreate struct {
 	// Email A valid e-mail address.
-	Email      openapi_types.Email `json:"email"`
-	ExternalId *string             `json:"external_id,omitempty"`
-	Name       *string             `json:"name,omitempty"`
+	Email openapi_types.Email `json:"email"`
+
+	// ExternalId The member's id in the tenant's own system, unique within the tenant. An empty string is null (no external id), as Laravel's ConvertEmptyStringsToNull makes it.
+	ExternalId *string `json:"external_id,omitempty"`
+	Name       *string `json:"name,omitempty"`
 }
 
 // MemberData defines model for MemberData.
@@ -224,9 +226,11 @@ type MemberData struct {
 // MemberInput On create email is required; on PATCH every key is optional and null clears name or external_id. Unknown keys are ignored.
 type MemberInput struct {
 	// Email A valid e-mail address.
-	Email      *openapi_types.Email `json:"email,omitempty"`
-	ExternalId *string              `json:"external_id,omitempty"`
-	Name       *string              `json:"name,omitempty"`
+	Email *openapi_types.Email `json:"email,omitempty"`
+
+	// ExternalId The member's id in the tenant's own system, unique within the tenant. An empty string is null (no external id), as Laravel's ConvertEmptyStringsToNull makes it.
+	ExternalId *string `json:"external_id,omitempty"`
+	Name       *string `json:"name,omitempty"`
 }
 
 // MemberList defines model for MemberList.
@@ -486,7 +490,7 @@ type Unauthenticated = Message
 
 // ListTenantsParams defines parameters for ListTenants.
 type ListTenantsParams struct {
-	// PerPage Items per page (default 15).
+	// PerPage Items per page (default 15). Sent empty, the default.
 	PerPage *PerPage `form:"per_page,omitempty" json:"per_page,omitempty"`
 
 	// Cursor Opaque; the next_cursor or prev_cursor of a page. A cursor the service did not issue reads the first page.
@@ -506,7 +510,7 @@ type ListMembersParams struct {
 	// Email Only members with this e-mail address.
 	Email *string `form:"email,omitempty" json:"email,omitempty"`
 
-	// PerPage Items per page (default 15).
+	// PerPage Items per page (default 15). Sent empty, the default.
 	PerPage *PerPage `form:"per_page,omitempty" json:"per_page,omitempty"`
 
 	// Cursor Opaque; the next_cursor or prev_cursor of a page. A cursor the service did not issue reads the first page.
@@ -518,7 +522,7 @@ type ListProductsParams struct {
 	// Active true: on sale only; false: withdrawn only.
 	Active *bool `form:"active,omitempty" json:"active,omitempty"`
 
-	// PerPage Items per page (default 15).
+	// PerPage Items per page (default 15). Sent empty, the default.
 	PerPage *PerPage `form:"per_page,omitempty" json:"per_page,omitempty"`
 
 	// Cursor Opaque; the next_cursor or prev_cursor of a page. A cursor the service did not issue reads the first page.
