@@ -119,6 +119,9 @@ func (s *Service) Read(ctx context.Context, tenantID uint64, limit int, wait tim
 			release()
 			return page, true, err
 		}
+		// Empty: the wait holds no turn of the tenant's reads (a long poll would keep one for
+		// its whole wait), only the page's offset.
+		page = emptied(page)
 		select {
 		case <-wake:
 			release()
@@ -130,6 +133,14 @@ func (s *Service) Read(ctx context.Context, tenantID uint64, limit int, wait tim
 			return page, true, nil
 		}
 	}
+}
+
+// emptied releases an empty page, which gives its read's turn back, and returns one without
+// a turn that answers the same: no events, the same offset.
+func emptied(page *eventqueue.Page) *eventqueue.Page {
+	offset := page.Offset
+	page.Release()
+	return &eventqueue.Page{Offset: offset}
 }
 
 func (s *Service) now() time.Time {

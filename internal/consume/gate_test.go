@@ -3,9 +3,12 @@ package consume
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/clock"
+	"github.com/eventq/eventq/internal/eventqueue"
 	"github.com/eventq/eventq/internal/testenv"
 )
 
@@ -55,4 +58,37 @@ func TestATenantsReadsTakeTurns(t *testing.T) {
 	if n := len(e.Consume.reads.tenants) + len(e.Consume.leases.tenants); n != 0 {
 		t.Fatalf("%d tenants' turns kept after their calls", n)
 	}
+}
+
+// A read that waits for an event holds no turn while it waits: two long polls of a tenant on
+// an empty queue leave a third read (of its one turn here) served at once.
+func TestALongPollHoldsNoTurnWhileItWaits(t *testing.T) {
+	e := startConsume(t)
+	e.Consume.TenantReads = 1
+	e.Consume.Waiter = eventqueue.NewWaiter(e.Redis.Client(), clock.Real{}, slog.New(slog.DiscardHandler))
+	defer e.Consume.Waiter.Close()
+	tn := testenv.MustTenant(t, e.DB, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waiting := make(chan struct{}, 2)
+	for range 2 {
+		go func() {
+			page, _, err := e.Consume.Read(ctx, tn.ID, 10, 20*time.Second)
+			if err == nil {
+				page.Release()
+			}
+			waiting <- struct{}{}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // the long polls are waiting; not a synchronisation
+	short, stop := context.WithTimeout(ctx, 5*time.Second)
+	defer stop()
+	page, _, err := e.Consume.Read(short, tn.ID, 10, 0)
+	if err != nil {
+		t.Fatalf("a read beside two long polls: %v, want it served", err)
+	}
+	page.Release()
+	cancel()
+	<-waiting
+	<-waiting
 }
