@@ -27,14 +27,28 @@ func (s *Server) decodeBody(c *fiber.Ctx) error {
 	return httpx.DecodeBody(c, bodyLimit(c.Route().Path))
 }
 
-// plainWebhookBody drops a webhook body sent with a Content-Encoding, undecoded: the provider
-// never compresses its deliveries, and decoding what anyone may post there, before any
-// signature is checked, would spend the api's CPU for nobody. The handler then sees an empty
-// body, which its signature check refuses (still 200, as every webhook answer is).
-func (s *Server) plainWebhookBody(c *fiber.Ctx) error {
-	if len(c.Request().Header.Peek(fiber.HeaderContentEncoding)) != 0 {
-		c.Request().Header.Del(fiber.HeaderContentEncoding)
-		c.Request().SetBodyRaw(nil)
+// webhookBody decodes a webhook body sent with a Content-Encoding only when it comes with a
+// signature header and its client address has budget left (RATE_LIMIT_AUTH_FAILURES' rate, a
+// budget of its own): the provider never compresses its deliveries, and decoding whatever
+// anyone posts there, before any signature is checked, would spend the api's CPU for nobody.
+// Otherwise, or when the body does not decode, the handler sees an empty body, which its
+// signature check refuses. Every webhook request is answered 200 all the same.
+func (s *Server) webhookBody(c *fiber.Ctx) error {
+	if len(c.Request().Header.Peek(fiber.HeaderContentEncoding)) == 0 {
+		return c.Next()
 	}
+	signed := c.Get("PSP-Signature") != "" || c.Get("Stripe-Signature") != ""
+	if signed {
+		b := budget{name: limitWebhookDecode, key: s.clientBudgetKey(c), rate: s.Guard.Limits.AuthFailures}
+		signed = s.Guard.Limiter.Allow(c.UserContext(), b.limiterBudget())[0].Allowed
+	}
+	if signed {
+		err := httpx.DecodeBody(c, bodyLimit(c.Route().Path))
+		if !httpx.IsDecodeError(err) {
+			return err // decoded, and the handler ran
+		}
+	}
+	c.Request().Header.Del(fiber.HeaderContentEncoding)
+	c.Request().SetBodyRaw(nil)
 	return c.Next()
 }

@@ -22,6 +22,8 @@ const (
 	limitAuth     = "auth_failures"
 	// The operator API's failures are counted apart from the platform's.
 	limitAdminAuth = "admin_auth_failures"
+	// Compressed webhook bodies decoded, per client address (see webhookBody).
+	limitWebhookDecode = "webhook_decodes"
 )
 
 var errTooManyAttempts = &apperr.Error{Code: apperr.TooMany, Message: "Too Many Attempts."}

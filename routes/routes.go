@@ -141,8 +141,8 @@ func New(s *Server) *fiber.App {
 	app.Post("/api/platform/checkout/sessions", s.token(auth.AbilityCheckoutWrite), s.createCheckout)
 	s.frontDoor(app)
 
-	app.Post("/api/webhooks/psp", s.plainWebhookBody, s.webhook)
-	app.Post("/api/webhooks/stripe", s.plainWebhookBody, s.webhook)
+	app.Post("/api/webhooks/psp", s.webhookBody, s.webhook)
+	app.Post("/api/webhooks/stripe", s.webhookBody, s.webhook)
 	app.Get("/checkout/return", s.checkoutReturn)
 	// No catch-all: Fiber's own 404 and 405 (with Allow) reach handleError.
 	return app

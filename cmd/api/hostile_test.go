@@ -157,7 +157,7 @@ func TestOversizedBodiesGetA413TheClientReads(t *testing.T) {
 	t.Run("an unknown coding", func(t *testing.T) {
 		event := fmt.Sprintf(`{"site_key":%q,"events":[%s]}`, tn.SiteKey, pageView("s", 1))
 		assertBody(t, e.Do(t, "POST", "/api/track", "", []byte(event), "Content-Encoding", "compress"), 415, `{"message":"Unsupported Media Type."}`)
-		// The webhook decodes nothing: whatever the coding and the path's form, 200.
+		// The webhook decodes no unsigned body: whatever the coding and the path's form, 200.
 		for _, path := range []string{"/api/webhooks/psp", "/api/webhooks/psp/", "/api/webhooks/stripe/"} {
 			for _, coding := range []string{"compress", "gzip", "gzip, gzip", "br, br, br"} {
 				if res := e.Do(t, "POST", path, "", []byte("{}"), "Content-Encoding", coding); res.Status != 200 || string(res.Body) != `{"received":true}` {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"regexp"
@@ -8,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventq/eventq/internal/psp"
 	"github.com/eventq/eventq/internal/testenv"
 )
 
@@ -108,4 +111,49 @@ func TestRateLimitsPerAddressAndToken(t *testing.T) {
 			t.Fatal("the store failure is not counted in eventq_rate_limit_store_errors_total")
 		}
 	})
+}
+
+// A compressed webhook body is decoded only when it carries a signature header, and only
+// RATE_LIMIT_AUTH_FAILURES' number of times per address: a signed one the provider (or a
+// proxy) compressed is verified, one without a signature header or past the budget is refused
+// as unsigned, undecoded. Every one is answered 200.
+func TestCompressedWebhooksAreDecodedOnlyWhenSignedWithinABudget(t *testing.T) {
+	e := startAPI(t, "PSP_WEBHOOK_SECRET=whsec_decode", "RATE_LIMIT_AUTH_FAILURES=2/m")
+	payload := []byte(`{"id":"evt_decode","object":"event","type":"customer.created","api_version":"2023-10-16","created":1,"data":{"object":{}}}`)
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write(payload)
+	zw.Close()
+	outcome := func(name string) float64 {
+		t.Helper()
+		m := regexp.MustCompile(`(?m)^eventq_webhooks_total\{outcome="` + name + `"\} (\d+)`).FindSubmatch(e.getMetrics(t).Body)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.ParseFloat(string(m[1]), 64)
+		return n
+	}
+	send := func(signed bool) {
+		t.Helper()
+		headers := []string{"Content-Encoding", "gzip", "Content-Type", "application/json"}
+		if signed {
+			headers = append(headers, "PSP-Signature", psp.Sign(payload, "whsec_decode", time.Now()))
+		}
+		if res := e.Do(t, "POST", "/api/webhooks/psp", "", zb.Bytes(), headers...); res.Status != 200 {
+			t.Fatalf("webhook: %d %s", res.Status, res.Body)
+		}
+	}
+	send(false)
+	if bad, verified := outcome("bad_signature"), outcome("verified"); bad != 1 || verified != 0 {
+		t.Fatalf("an unsigned compressed body: %v refused, %v verified; want it refused undecoded", bad, verified)
+	}
+	send(true)
+	send(true)
+	if verified := outcome("verified"); verified != 2 {
+		t.Fatalf("%v of two signed compressed bodies verified, want both decoded", verified)
+	}
+	send(true) // past the address's budget of 2 a minute
+	if bad, verified := outcome("bad_signature"), outcome("verified"); bad != 2 || verified != 2 {
+		t.Fatalf("a third signed compressed body within a minute: %v refused, %v verified; want it refused undecoded", bad, verified)
+	}
 }
