@@ -96,8 +96,8 @@ var pageScript = redis.NewScript(pageSource)
 
 // OpenPage returns up to limit (at most MaxRead) events from the front of the queue, and at
 // most MaxPageBytes of them (never none when the queue has one), oldest first, without
-// removing them, and the queue's front offset, read in the same step: one script whose reply
-// is parsed as it arrives, the events never decoded nor copied (see Page). The page may come
+// removing them, and the queue's front offset, read in the same step (see respConn.open), the
+// reply parsed as it arrives and the events never decoded nor copied (see Page). The page may come
 // back while its events are still arriving (Page.Pending): the caller streams them
 // (Page.Stream) or waits for them (Page.Fill), and releases the page.
 func (s *Store) OpenPage(ctx context.Context, tenantID uint64, limit int) (*Page, error) {

@@ -16,7 +16,7 @@ import (
 // cannot dial by itself); nothing was written and the caller reads through go-redis instead.
 var errUseClient = errors.New("eventqueue: read through go-redis")
 
-// lrangeReader serves the read path (pageScript) and the reads of leased
+// lrangeReader serves the read path (see respConn.open) and the reads of leased
 // events (leaseread.go, leaseahead.go) over its own plain connections to the same Redis nodes
 // as the client. With resp.go it is eventq's one RESP parser, and the one place go-redis is
 // bypassed: go-redis decodes each element of a reply into a
@@ -69,9 +69,10 @@ func (l *lrangeReader) node(ctx context.Context, key string) (*nodePool, error) 
 	return p, nil
 }
 
-// open reads the front offset and the front of the list (pageScript), atomically, into a page
-// whose events may still be arriving (see Page.Fill and Page.Stream). A pooled connection that
-// fails before the reply's first bytes (Redis restarted since it was last used) is replaced once.
+// open reads the front offset and the front of the list (see respConn.open), atomically, into
+// a page whose events may still be arriving (see Page.Fill and Page.Stream). A pooled
+// connection that fails before the reply's first bytes (Redis restarted since it was last
+// used) is replaced once.
 func (l *lrangeReader) open(ctx context.Context, key, offsetKey, sizeKey string, limit int, maxBytes int64) (*Page, error) {
 	p, err := l.node(ctx, key)
 	if err != nil {
@@ -252,7 +253,7 @@ func (c *respConn) watch(ctx context.Context, timeout time.Duration) func() bool
 // maxBytes were each that large, at most limit and at least one, read by one MULTI of GET
 // offset and LRANGE under a WATCH of sizeKey (a larger event appended meanwhile aborts it, and
 // it is read again). When the size is not known (a queue filled by a version that kept none),
-// pageScript, which counts the bytes as it reads and costs Redis about five times the LRANGE.
+// pageScript, which counts the bytes as it reads, at a higher cost to Redis than the LRANGE.
 func (c *respConn) open(ctx context.Context, pool *nodePool, timeout time.Duration, key, offsetKey, sizeKey string, limit int, maxBytes int64) (result *Page, err error) {
 	unwatch := c.watch(ctx, timeout)
 	page := &Page{}
