@@ -31,7 +31,7 @@ type accessLine struct {
 // starts: a failure there is an ordinary error answer; one while the events stream ends it.
 func (s *Server) memberData(c *fiber.Ctx) error {
 	tenantID := principal(c).TenantID
-	done, ok := s.Tenant.Export.Begin(tenantID, accessExportTimeout+time.Minute)
+	done, ok := s.Tenant.Export.Begin(tenantID)
 	if !ok { // one export of a tenant at a time: each reads all its stored events
 		c.Set(fiber.HeaderRetryAfter, "1")
 		return errTooManyAttempts

@@ -86,7 +86,7 @@ check_gofmt() {
 # The packages whose tests use no database run once (in the SQLite job, with the race
 # detector), not once per database. They run with EVENTQ_TEST_DB=none, under which a test that
 # asks for a database fails: a package that starts using one must leave this list.
-db_free=(./internal/eventqueue ./internal/ratelimit ./routes ./internal/httpx ./internal/cache ./internal/config ./internal/validate ./internal/testenv ./models
+db_free=(./internal/eventqueue ./internal/ratelimit ./internal/turns ./routes ./internal/httpx ./internal/cache ./internal/config ./internal/validate ./internal/testenv ./models
 	./internal/psp ./docs ./internal/changes ./internal/apiclient ./internal/paginate ./internal/gctune ./internal/profiling ./bench)
 
 # Of the database-free packages, those with no concurrency in them or in their tests (no

@@ -144,7 +144,7 @@ func TestAccessExportsOfATenantTakeTurns(t *testing.T) {
 	path := func(sh testenv.Shop) string {
 		return "/api/platform/members/" + models.FormatID(sh.Member.ID) + "/data"
 	}
-	done, ok := e.Main.App.Export.Begin(s.ID, time.Minute) // an export of s under way
+	done, ok := e.Main.App.Export.Begin(s.ID) // an export of s under way
 	if !ok {
 		t.Fatal("no export should be running")
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/eventq/eventq/internal/eventstore"
 	"github.com/eventq/eventq/internal/features"
 	"github.com/eventq/eventq/internal/metrics"
+	"github.com/eventq/eventq/internal/turns"
 	"github.com/eventq/eventq/models"
 )
 
@@ -60,13 +61,23 @@ type Service struct {
 	// process; 0 means DefaultTenantLeases.
 	TenantLeases int
 
-	reads, leases gate
+	reads, leases turns.Turns
 }
+
+// DefaultTenantReads is how many reads of one tenant's queue an api process serves at once
+// when Service.TenantReads is 0: a tenant's many parallel full reads then queue in its own
+// api process instead of taking Redis's time, and the read path's connections, from every
+// other tenant.
+const DefaultTenantReads = 2
+
+// DefaultTenantLeases is how many lease calls of one tenant an api process lets reach Redis
+// at once when Service.TenantLeases is 0.
+const DefaultTenantLeases = 4
 
 // openPage opens a page of tenantID's queue once the tenant's turn comes: the page gives the
 // turn back when it is released.
 func (s *Service) openPage(ctx context.Context, tenantID uint64, limit int) (*eventqueue.Page, error) {
-	release, err := s.reads.enter(ctx, tenantID, s.tenantReads())
+	release, err := s.reads.Wait(ctx, tenantID, s.tenantReads())
 	if err != nil {
 		return nil, err
 	}

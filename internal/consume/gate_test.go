@@ -55,7 +55,7 @@ func TestATenantsReadsTakeTurns(t *testing.T) {
 	if _, err := e.Consume.Lease(ctx, a.ID, LeaseRequest{Limit: 1, Visibility: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(e.Consume.reads.tenants) + len(e.Consume.leases.tenants); n != 0 {
+	if n := e.Consume.reads.Keys() + e.Consume.leases.Keys(); n != 0 {
 		t.Fatalf("%d tenants' turns kept after their calls", n)
 	}
 }

@@ -54,7 +54,7 @@ func (s *Service) Lease(ctx context.Context, tenantID uint64, req LeaseRequest) 
 	}
 	deadline := time.Now().Add(req.Wait)
 	lease := func() (eventqueue.LeaseResult, error) {
-		release, err := s.leases.enter(ctx, tenantID, s.tenantLeases())
+		release, err := s.leases.Wait(ctx, tenantID, s.tenantLeases())
 		if err != nil {
 			return eventqueue.LeaseResult{}, err
 		}

@@ -68,10 +68,12 @@ func (s *Store) Hold(ctx context.Context, tenantIDs ...uint64) error {
 	if err := s.NoteHeld(ctx, tenantIDs...); err != nil {
 		return fmt.Errorf("eventqueue: hold: %w", err)
 	}
-	for _, t := range tenantIDs { // one slot each, on a cluster
-		if err := s.rdb.Incr(ctx, HeldKey(t)).Err(); err != nil {
-			return fmt.Errorf("eventqueue: hold: %w", err)
-		}
+	pipe := s.rdb.Pipeline() // one round trip (one per node, on a cluster)
+	for _, t := range tenantIDs {
+		pipe.Incr(ctx, HeldKey(t))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("eventqueue: hold: %w", err)
 	}
 	return nil
 }

@@ -9,10 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
-	"time"
 
 	"github.com/eventq/eventq/internal/eventstore"
+	"github.com/eventq/eventq/internal/turns"
 	"github.com/eventq/eventq/models"
 )
 
@@ -81,38 +80,15 @@ func Each(ctx context.Context, db *eventstore.Store, q Query, fn func(*models.Tr
 // time in a process (Begin).
 type Exporter struct {
 	db      *eventstore.Store
-	mu      sync.Mutex
-	running map[uint64]time.Time // tenants with an export under way: until when it may run
+	running turns.Turns
 }
 
 // New returns an Exporter on the stored events.
-func New(events *eventstore.Store) *Exporter {
-	return &Exporter{db: events, running: map[uint64]time.Time{}}
-}
+func New(events *eventstore.Store) *Exporter { return &Exporter{db: events} }
 
-// Begin claims tenantID's one export of this process for at most d: ok is false while another
-// runs, and done ends the claim (once). A claim never ended (its answer was never written)
-// lapses after its d.
-func (e *Exporter) Begin(tenantID uint64, d time.Duration) (done func(), ok bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := time.Now()
-	if until, busy := e.running[tenantID]; busy && now.Before(until) {
-		return nil, false
-	}
-	until := now.Add(d)
-	e.running[tenantID] = until
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			e.mu.Lock()
-			if e.running[tenantID].Equal(until) {
-				delete(e.running, tenantID)
-			}
-			e.mu.Unlock()
-		})
-	}, true
-}
+// Begin claims tenantID's one export of this process: ok is false while another runs, and
+// done ends the claim (once).
+func (e *Exporter) Begin(tenantID uint64) (done func(), ok bool) { return e.running.Try(tenantID, 1) }
 
 // Each is Each on the Exporter's database.
 func (e *Exporter) Each(ctx context.Context, q Query, fn func(*models.TrackedEvent) error) (int, error) {
