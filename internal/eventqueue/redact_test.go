@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/eventq/eventq/internal/testenv"
 )
@@ -142,5 +143,35 @@ func TestRedactDeadLettersFollowsAShift(t *testing.T) {
 		if want := fmt.Sprintf("redacted-dl-%03d", i+1); el != want {
 			t.Fatalf("dead letter %d is %q, want %q", i, el, want)
 		}
+	}
+}
+
+// A redaction that makes an event larger raises the queue's largest size, which a page is
+// read by: a page never holds more than its bound because an event grew in place.
+func TestRedactionRaisesTheLargestSize(t *testing.T) {
+	rdb := testenv.StartRedis(t).Client()
+	s := New(rdb)
+	defer s.Close()
+	ctx := context.Background()
+	b := Batch{TenantID: 1}
+	for i := range 3 {
+		b.Events = append(b.Events, Event{ID: fmt.Sprint(i), JSON: []byte(fmt.Sprintf(`{"id":"%d","url":"?email=a"}`, i))})
+	}
+	if out := s.AppendOnce(ctx, time.Now(), []Batch{b}); out[0].Err != nil {
+		t.Fatal(out[0].Err)
+	}
+	before, _ := rdb.Get(ctx, SizeKey(1)).Int()
+	grown := []byte(`{"id":"1","url":"?email=` + strings.Repeat("r", 100) + `"}`)
+	n, err := s.RedactQueue(ctx, 1, func(el []byte) ([]byte, bool) {
+		if bytes.Contains(el, []byte(`"id":"1"`)) {
+			return grown, true
+		}
+		return nil, false
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("redacted %d: %v", n, err)
+	}
+	if after, _ := rdb.Get(ctx, SizeKey(1)).Int(); after != len(grown) || after <= before {
+		t.Fatalf("largest size %d after an event grew to %d (before %d)", after, len(grown), before)
 	}
 }
